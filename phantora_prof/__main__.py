@@ -1,0 +1,3 @@
+from phantora_prof.cli import main
+
+main()

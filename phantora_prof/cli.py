@@ -1,0 +1,130 @@
+"""Command line: `phantora-prof [OPTIONS] python train.py ...` and the helper subcommands."""
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from phantora_prof.errors import PhantoraError
+
+log = logging.getLogger("phantora_prof")
+
+EXAMPLES = """
+\b
+Examples:
+  phantora-prof python examples/gpt/train.py --steps 4
+  phantora-prof --gpu h100 --out traces python -m mypkg.train --lr 3e-4
+  phantora-prof validate traces/rank0.pt.trace.json.gz
+"""
+
+
+class _RunOrSubcommand(click.Group):
+    """Anything that is not a subcommand name is the user's command (`python ...`)."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        if args and args[0] in self.commands:
+            return super().resolve_command(ctx, args)
+        return "run", _run_command, args
+
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_usage("phantora-prof", "[OPTIONS] python SCRIPT [ARGS]...  |  phantora-prof COMMAND ...")
+
+
+def _setup_logging(level: str) -> None:
+    from rich.logging import RichHandler
+
+    logging.basicConfig(level=level.upper(), format="%(message)s", datefmt="[%X]",
+                        handlers=[RichHandler(show_path=False, console=_console(stderr=True))])
+
+
+def _console(stderr: bool = True):
+    from rich.console import Console
+
+    return Console(stderr=stderr)
+
+
+@click.group(cls=_RunOrSubcommand, invoke_without_command=True,
+             context_settings={"allow_interspersed_args": False, "help_option_names": ["-h", "--help"]},
+             epilog=EXAMPLES)
+@click.option("--gpu", default="h200", show_default=True, help="Simulated GPU model (h200, h100, a100).")
+@click.option("--out", "out_dir", default="phantora_traces", show_default=True, type=click.Path(path_type=Path),
+              help="Directory for the per-rank Kineto traces (rank{R}.pt.trace.json.gz).")
+@click.option("--nproc-per-node", default=1, show_default=True, type=int, help="Simulated GPUs (ranks) on the node.")
+@click.option("--no-trace", is_flag=True, help="Do not write trace files (faster).")
+@click.option("--log-level", default="warning", show_default=True,
+              type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
+@click.version_option(package_name="phantora-prof")
+@click.pass_context
+def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, no_trace: bool, log_level: str) -> None:
+    """Run an unmodified PyTorch training script on a simulated GPU and write
+    torch.profiler-format traces of the simulated run.
+
+    The script's own output reports simulated time; at the end a summary shows the
+    simulated wall time, GPU busy fraction and where the traces are. Open the traces in
+    https://ui.perfetto.dev, chrome://tracing, TensorBoard or HTA.
+    """
+    _setup_logging(log_level)
+    ctx.obj = {"gpu": gpu, "out_dir": out_dir, "nproc_per_node": nproc_per_node, "trace": not no_trace}
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
+        ctx.exit(2)
+
+
+@click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+@click.pass_obj
+def _run_command(obj: dict, command: tuple[str, ...]) -> None:
+    from phantora_prof.launcher import RunOptions, run
+    from phantora_prof.summary import print_summary
+
+    opts = RunOptions(command=list(command), gpu=obj["gpu"], out_dir=obj["out_dir"],
+                      nproc_per_node=obj["nproc_per_node"], trace=obj["trace"])
+    result = run(opts)
+    print_summary(result, opts, _console(stderr=True))
+    sys.exit(result.exit_code)
+
+
+@cli.command("validate")
+@click.argument("traces", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--reference", type=click.Path(exists=True, dir_okay=False),
+              help="A real torch.profiler trace to compare key sets with.")
+def validate_cmd(traces: tuple[str, ...], reference: str | None) -> None:
+    """Check that TRACES follow the torch.profiler (Kineto) trace contract."""
+    from tracing.validate import validate_file
+
+    bad = 0
+    for path in traces:
+        problems = validate_file(path, reference)
+        if problems:
+            bad += 1
+            click.echo(f"{path}: {len(problems)} problem(s)")
+            for p in problems[:50]:
+                click.echo(f"  - {p}")
+            if len(problems) > 50:
+                click.echo(f"  ... and {len(problems) - 50} more")
+        else:
+            click.echo(f"{path}: ok")
+    sys.exit(1 if bad else 0)
+
+
+def main() -> None:
+    try:
+        cli.main(prog_name="phantora-prof", standalone_mode=False)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except PhantoraError as e:
+        click.echo(f"phantora-prof: error: {e}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

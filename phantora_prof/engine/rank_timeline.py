@@ -1,0 +1,292 @@
+"""One rank's simulated timeline: turns the rank's messages into GPU activity and trace events.
+
+Host spans come straight from the rank (its virtual clock already includes host costs);
+GPU activities are scheduled on the `SimulatedGpu` streams; launches, flows and
+annotations are laid out here so the Kineto writer only has to format them.
+"""
+from __future__ import annotations
+
+import bisect
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from phantora_prof import hostcost
+from phantora_prof.engine.gpu import SimulatedGpu
+from phantora_prof.engine.kineto_args import shape_args
+from phantora_prof.protocol import (
+    Annotation,
+    AutogradSpan,
+    EventElapsedRequest,
+    EventQueryRequest,
+    EventRecord,
+    OpCall,
+    StreamCreated,
+    StreamWaitEvent,
+    SyncKind,
+    SyncRequest,
+)
+from tracing.model import Flow, FlowEnd, RankTrace, Span
+
+log = logging.getLogger(__name__)
+
+_GPU_CATEGORY = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset"}
+_SYNC_API = {
+    SyncKind.DEVICE: "cudaDeviceSynchronize",
+    SyncKind.STREAM: "cudaStreamSynchronize",
+    SyncKind.EVENT: "cudaEventSynchronize",
+}
+
+
+@dataclass
+class RankStats:
+    ops: int = 0
+    kernels: int = 0
+    memcpys: int = 0
+    memsets: int = 0
+    gpu_ns: int = 0
+    host_end_ns: int = 0
+    flops: float = 0.0
+    estimated_ops: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class _GpuWork:
+    launch_ns: int
+    start_ns: int
+    end_ns: int
+    stream: int
+    device: int
+
+
+class RankTimeline:
+    """Simulates one rank's GPU(s) and collects its trace."""
+
+    def __init__(self, rank: int, host_pid: int, device_properties: list[dict[str, Any]],
+                 num_sms: int = 132):
+        self.rank = rank
+        self.host_pid = host_pid
+        self.device_properties = device_properties
+        self.num_sms = num_sms
+        self.gpus: dict[int, SimulatedGpu] = {}
+        self.event_times: dict[int, int] = {}
+        self.spans: list[Span] = []
+        self.flows: list[Flow] = []
+        self.annotations: list[Annotation] = []
+        self.work: list[_GpuWork] = []  # in launch order (host time is non-decreasing)
+        self.threads: dict[int, str] = {}
+        self.stats = RankStats()
+        self._correlation = 0
+        self._seq_first_op: dict[int, tuple[int, int]] = {}  # seq_nr -> (tid, ts)
+        self._fwdbwd_id = 0
+
+    # ---- helpers ----
+    def gpu(self, device: int) -> SimulatedGpu:
+        g = self.gpus.get(device)
+        if g is None:
+            g = SimulatedGpu(device)
+            self.gpus[device] = g
+        return g
+
+    def _host_tid(self, tid: int) -> int:
+        host_tid = self.host_pid if tid == 0 else self.host_pid + 24 + tid
+        if host_tid not in self.threads:
+            name = "python3" if tid == 0 else "pt_autograd_0"
+            self.threads[host_tid] = f"thread {host_tid} ({name})"
+        return host_tid
+
+    def _next_correlation(self) -> int:
+        self._correlation += 1
+        return self._correlation
+
+    def _api_span(self, name: str, tid: int, ts: int, dur: int, external_id: int | None) -> int:
+        corr = self._next_correlation()
+        args: dict[str, Any] = {}
+        if external_id is not None and external_id >= 0:
+            args["External id"] = external_id
+        args["cbid"] = hostcost.CBID.get(name, 0)
+        args["correlation"] = corr
+        cat = "cuda_driver" if name in hostcost.DRIVER_APIS else "cuda_runtime"
+        self.spans.append(Span(cat, name, tid, ts, dur, args))
+        return corr
+
+    # ---- message handlers ----
+    def handle(self, msg: Any) -> Any:
+        if isinstance(msg, OpCall):
+            self._op(msg)
+        elif isinstance(msg, EventRecord):
+            tid = self._host_tid(0)
+            self._api_span("cudaEventRecord", tid, msg.host_ns, hostcost.api_ns("cudaEventRecord"), None)
+            self.event_times[msg.event] = self.gpu(msg.device).record_event(msg.stream, msg.host_ns)
+        elif isinstance(msg, StreamWaitEvent):
+            tid = self._host_tid(0)
+            self._api_span("cudaStreamWaitEvent", tid, msg.host_ns, hostcost.api_ns("cudaStreamWaitEvent"), None)
+            self.gpu(msg.device).wait_event(msg.stream, self.event_times.get(msg.event))
+        elif isinstance(msg, StreamCreated):
+            self.gpu(msg.device).stream(msg.stream)
+        elif isinstance(msg, Annotation):
+            self.annotations.append(msg)
+        elif isinstance(msg, AutogradSpan):
+            self._autograd(msg)
+        elif isinstance(msg, SyncRequest):
+            return self._sync(msg)
+        elif isinstance(msg, EventQueryRequest):
+            done = self.event_times.get(msg.event)
+            return done is None or done <= msg.host_ns
+        elif isinstance(msg, EventElapsedRequest):
+            a = self.event_times.get(msg.start_event)
+            b = self.event_times.get(msg.end_event)
+            if a is None or b is None:
+                return None
+            return (b - a) / 1e6
+        else:
+            log.warning("rank %d: ignoring unknown message %r", self.rank, type(msg).__name__)
+        return None
+
+    def _op(self, op: OpCall) -> None:
+        self.stats.ops += 1
+        tid = self._host_tid(op.tid)
+        args: dict[str, Any] = {"External id": op.external_id, "Record function id": 0}
+        if op.seq_nr >= 0:
+            args["Sequence number"] = op.seq_nr
+            args["Fwd thread id"] = 0 if op.tid == 0 else 1
+            if op.tid == 0 and op.seq_nr not in self._seq_first_op:
+                self._seq_first_op[op.seq_nr] = (tid, op.start_ns)
+        args.update(shape_args(op.args))
+        self.spans.append(Span("cpu_op", op.name, tid, op.start_ns, op.end_ns - op.start_ns, args))
+        self.stats.host_end_ns = max(self.stats.host_end_ns, op.end_ns)
+        kernels = getattr(op, "kernels", ()) or ()
+        if not kernels:
+            return
+        gpu = self.gpu(op.device)
+        t = op.launch_ns if op.launch_ns >= 0 else op.start_ns
+        for k in kernels:
+            api = k.launch_api
+            dur = hostcost.api_ns(api)
+            corr = self._api_span(api, tid, t, dur, op.external_id)
+            act = gpu.enqueue(op.stream, t, k.duration_ns)
+            self.work.append(_GpuWork(t, act.start_ns, act.end_ns, op.stream, op.device))
+            self._gpu_span(k, op, corr, act.start_ns, act.end_ns - act.start_ns)
+            self.flows.append(Flow("ac2g", corr, FlowEnd(False, tid, t), FlowEnd(True, op.stream, act.start_ns, op.device)))
+            self.stats.gpu_ns += act.end_ns - act.start_ns
+            self.stats.flops += getattr(k, "flops", 0.0) or 0.0
+            source = getattr(k, "source", "roofline")
+            self.stats.estimated_ops[source] = self.stats.estimated_ops.get(source, 0) + 1
+            t += dur
+
+    def _gpu_span(self, k: Any, op: OpCall, corr: int, start: int, dur: int) -> None:
+        cat = _GPU_CATEGORY[k.kind]
+        args: dict[str, Any] = {"External id": op.external_id}
+        if cat == "kernel":
+            self.stats.kernels += 1
+            grid = list(k.grid)
+            block = list(k.block)
+            blocks = grid[0] * grid[1] * grid[2]
+            threads = max(1, block[0] * block[1] * block[2])
+            warps_per_block = (threads + 31) // 32
+            blocks_per_sm = blocks / self.num_sms
+            regs = max(1, k.registers_per_thread)
+            resident = min(32, 2048 // threads, 65536 // max(1, regs * threads) or 1)
+            occupancy = min(100, int(round(100 * min(resident, max(1.0, blocks_per_sm)) * warps_per_block / 64)))
+            args.update({
+                "queued": 0, "device": op.device, "context": 1, "stream": op.stream,
+                "correlation": corr, "registers per thread": k.registers_per_thread,
+                "shared memory": k.shared_memory, "blocks per SM": round(blocks_per_sm, 6),
+                "warps per SM": round(blocks_per_sm * warps_per_block, 6), "grid": grid,
+                "block": block, "est. achieved occupancy %": occupancy,
+            })
+        else:
+            if cat == "gpu_memcpy":
+                self.stats.memcpys += 1
+            else:
+                self.stats.memsets += 1
+            bw = k.bytes / dur if dur > 0 else 0.0  # bytes per ns == GB/s
+            args.update({
+                "device": op.device, "context": 1, "stream": op.stream, "correlation": corr,
+                "bytes": k.bytes, "memory bandwidth (GB/s)": bw,
+            })
+        self.spans.append(Span(cat, k.name, op.stream, start, dur, args, on_gpu=True, device=op.device))
+
+    def _autograd(self, msg: AutogradSpan) -> None:
+        tid = self._host_tid(msg.tid)
+        outer = f"autograd::engine::evaluate_function: {msg.name}"
+        dur = msg.end_ns - msg.start_ns
+        self.spans.append(Span("cpu_op", outer, tid, msg.start_ns, dur, {
+            "External id": msg.external_id, "Record function id": 0, "Sequence number": msg.seq_nr,
+            "Fwd thread id": 1}))
+        self.spans.append(Span("cpu_op", msg.name, tid, msg.start_ns, dur, {
+            "External id": msg.external_id, "Sequence number": msg.seq_nr, "Fwd thread id": 1,
+            "Record function id": 0}))
+        fwd = self._seq_first_op.get(msg.seq_nr)
+        if fwd is not None:
+            self._fwdbwd_id += 1
+            self.flows.append(Flow("fwdbwd", self._fwdbwd_id, FlowEnd(False, fwd[0], fwd[1]),
+                                   FlowEnd(False, tid, msg.start_ns)))
+
+    def _sync(self, msg: SyncRequest) -> int:
+        gpu = self.gpu(msg.device)
+        if msg.kind == SyncKind.DEVICE:
+            done = gpu.device_done_ns()
+        elif msg.kind == SyncKind.STREAM:
+            done = gpu.stream_done_ns(msg.target)
+        else:
+            done = self.event_times.get(msg.target, 0)
+        api = _SYNC_API[msg.kind]
+        cost = hostcost.api_ns(api)
+        ret = max(msg.host_ns + cost, done + cost // 2)
+        self._api_span(api, self._host_tid(msg.tid), msg.host_ns, ret - msg.host_ns, msg.external_id)
+        self.stats.host_end_ns = max(self.stats.host_end_ns, ret)
+        return ret
+
+    # ---- output ----
+    def _gpu_annotations(self) -> None:
+        """Mirror host annotations on the GPU: the span of the work launched inside them."""
+        launches = [w.launch_ns for w in self.work]
+        for a in self.annotations:
+            tid = self._host_tid(a.tid)
+            self.spans.append(Span(a.cat, a.name, tid, a.start_ns, a.end_ns - a.start_ns,
+                                   {"External id": a.external_id, "Record function id": 0}))
+            lo = bisect.bisect_left(launches, a.start_ns)
+            hi = bisect.bisect_right(launches, a.end_ns)
+            if lo >= hi:
+                continue
+            inside = self.work[lo:hi]
+            stream = inside[0].stream
+            device = inside[0].device
+            start = min(w.start_ns for w in inside)
+            end = max(w.end_ns for w in inside)
+            self.spans.append(Span("gpu_user_annotation", a.name, stream, start, end - start,
+                                   {"External id": a.external_id}, on_gpu=True, device=device))
+
+    def finish(self, base_time_ns: int, trace_name: str = "") -> RankTrace:
+        self._gpu_annotations()
+        self._host_tid(0)
+        ev_idx = 0
+        for s in sorted((s for s in self.spans if s.cat in ("cpu_op", "user_annotation")),
+                        key=lambda s: (s.ts_ns, -s.dur_ns)):
+            s.args["Ev Idx"] = ev_idx
+            ev_idx += 1
+        streams = {d: sorted(g.streams) for d, g in self.gpus.items()}
+        if not streams:
+            streams = {0: []}
+        return RankTrace(
+            rank=self.rank, host_pid=self.host_pid, base_time_ns=base_time_ns,
+            device_properties=self.device_properties, host_threads=dict(self.threads),
+            gpu_streams=streams, spans=self.spans, flows=self.flows, trace_name=trace_name,
+        )
+
+    def gpu_busy_ns(self) -> int:
+        """Union of GPU activity intervals over all devices and streams."""
+        intervals = sorted((w.start_ns, w.end_ns) for w in self.work)
+        busy = 0
+        cur_s = cur_e = None
+        for s, e in intervals:
+            if cur_e is None or s > cur_e:
+                if cur_e is not None:
+                    busy += cur_e - cur_s
+                cur_s, cur_e = s, e
+            else:
+                cur_e = max(cur_e, e)
+        if cur_e is not None:
+            busy += cur_e - cur_s
+        return busy

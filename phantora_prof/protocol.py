@@ -1,0 +1,241 @@
+"""Messages between a rank process (runtime/) and the coordinator (engine/, cost/).
+
+This module is the only thing both sides import. It holds plain data (no torch), so the
+coordinator never depends on torch-side runtime code and the same messages can later go
+over TCP to ranks on other hosts. Nothing here assumes "one process = one rank": every
+message names its rank.
+
+Times are integer nanoseconds of simulated (virtual) time since the start of the run.
+"""
+from __future__ import annotations
+
+import pickle
+import socket
+import struct
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, Union
+
+from phantora_prof.errors import ProtocolError
+
+CPU_DEVICE = -1
+
+
+@dataclass(slots=True, frozen=True)
+class TensorArg:
+    """What the cost model and the trace need to know about one tensor argument."""
+
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    dtype: str  # torch dtype name without the "torch." prefix: "float32", "bfloat16", "int64"
+    device: int  # CUDA device index, or CPU_DEVICE
+    pinned: bool = False  # only meaningful for CPU tensors
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def itemsize(self) -> int:
+        return DTYPE_ITEMSIZE.get(self.dtype, 4)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.itemsize
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.device >= 0
+
+
+DTYPE_ITEMSIZE = {
+    "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1,
+    "float8_e5m2": 1, "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1,
+    "bool": 1, "complex64": 8, "complex128": 16,
+}
+
+# An argument is a tensor, a list of tensors, or a plain scalar / string / None.
+Arg = Union[TensorArg, tuple, int, float, bool, str, None]
+
+
+class OpKind(IntEnum):
+    """How the engine treats an op on the GPU side."""
+
+    COMPUTE = 0  # kernels on the op's stream (cost model decides which; may be none)
+    MEMCPY = 1  # a copy between host and device or device and device
+    MEMSET = 2  # fill with a constant (zeros, zero_)
+    HOST = 3  # host-only op on GPU tensors (views, metadata): no GPU work
+
+
+@dataclass(slots=True)
+class OpCall:
+    """One captured operator call on a rank, with its host-side span."""
+
+    rank: int
+    external_id: int
+    name: str  # "aten::addmm"
+    args: tuple  # positional arguments, each an Arg
+    kwargs: dict[str, Any]
+    outputs: tuple  # TensorArg for each tensor output
+    tid: int  # host thread (0 = main)
+    start_ns: int
+    end_ns: int
+    stream: int  # stream id the op was issued on
+    device: int
+    kind: OpKind = OpKind.COMPUTE
+    seq_nr: int = -1  # autograd sequence number, -1 when none
+    launch_ns: int = -1  # host time the op's GPU work was launched (inside [start, end])
+    kernels: tuple = ()  # cost.Kernel items the op launches, in order (empty: no GPU work)
+
+
+@dataclass(slots=True)
+class Annotation:
+    """A user range (record_function, nvtx, ProfilerStep#N) on the host, mirrored on the GPU."""
+
+    rank: int
+    name: str
+    tid: int
+    start_ns: int
+    end_ns: int
+    external_id: int
+    cat: str = "user_annotation"
+
+
+@dataclass(slots=True)
+class AutogradSpan:
+    """A backward node's evaluation (autograd::engine::evaluate_function: XBackward0)."""
+
+    rank: int
+    name: str  # "AddmmBackward0"
+    tid: int
+    start_ns: int
+    end_ns: int
+    seq_nr: int
+    external_id: int
+
+
+class SyncKind(IntEnum):
+    DEVICE = 0
+    STREAM = 1
+    EVENT = 2
+
+
+@dataclass(slots=True)
+class EventRecord:
+    rank: int
+    event: int
+    stream: int
+    device: int
+    host_ns: int
+
+
+@dataclass(slots=True)
+class StreamWaitEvent:
+    rank: int
+    stream: int
+    event: int
+    device: int
+    host_ns: int
+
+
+@dataclass(slots=True)
+class StreamCreated:
+    rank: int
+    stream: int
+    device: int
+    priority: int = 0
+
+
+# ---- requests that need an answer (the rank blocks until the coordinator replies) ----
+
+
+@dataclass(slots=True)
+class SyncRequest:
+    """Block the host until the target's GPU work is done; reply: the host time it returns."""
+
+    rank: int
+    kind: SyncKind
+    target: int  # stream id, event id, or device index
+    device: int
+    host_ns: int
+    tid: int = 0
+    external_id: int = -1
+
+
+@dataclass(slots=True)
+class EventQueryRequest:
+    """Has the event completed by host_ns? reply: bool."""
+
+    rank: int
+    event: int
+    host_ns: int
+
+
+@dataclass(slots=True)
+class EventElapsedRequest:
+    """Reply: milliseconds between two recorded events (as torch.cuda.Event.elapsed_time)."""
+
+    rank: int
+    start_event: int
+    end_event: int
+
+
+@dataclass(slots=True)
+class Hello:
+    rank: int
+    world_size: int
+    pid: int
+    argv: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Goodbye:
+    """The rank finished (exit code) and sends its final host time."""
+
+    rank: int
+    host_ns: int
+    exit_code: int
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+REQUESTS = (SyncRequest, EventQueryRequest, EventElapsedRequest)
+
+
+# ---- framing: length-prefixed pickled lists of messages over a stream socket ----
+
+_HEADER = struct.Struct("!Q")
+
+
+def send_batch(sock: socket.socket, messages: list) -> None:
+    """Send a list of messages as one frame."""
+    payload = pickle.dumps(messages, protocol=pickle.HIGHEST_PROTOCOL)
+    sock.sendall(_HEADER.pack(len(payload)) + payload)
+
+
+def recv_batch(sock: socket.socket) -> list | None:
+    """Receive one frame; None when the peer closed the connection cleanly."""
+    header = _recv_exact(sock, _HEADER.size)
+    if header is None:
+        return None
+    (length,) = _HEADER.unpack(header)
+    payload = _recv_exact(sock, length)
+    if payload is None:
+        raise ProtocolError("connection closed in the middle of a message")
+    return pickle.loads(payload)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
+    chunks = []
+    got = 0
+    while got < n:
+        chunk = sock.recv(min(n - got, 1 << 20))
+        if not chunk:
+            if got == 0:
+                return None
+            raise ProtocolError("connection closed in the middle of a message")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)

@@ -1,0 +1,34 @@
+"""User ranges: torch.cuda.nvtx ranges and torch.profiler.record_function become
+`user_annotation` spans on the host and `gpu_user_annotation` spans on the GPU."""
+from __future__ import annotations
+
+import threading
+
+from phantora_prof.protocol import Annotation
+from phantora_prof.runtime import state as _state
+
+_stacks = threading.local()
+
+
+def _stack() -> list:
+    s = getattr(_stacks, "s", None)
+    if s is None:
+        s = _stacks.s = []
+    return s
+
+
+def range_push(name: str) -> int:
+    st = _state.get()
+    s = _stack()
+    s.append((name, st.clock.now_ns, st.next_external_id()))
+    return len(s) - 1
+
+
+def range_pop() -> int:
+    st = _state.get()
+    s = _stack()
+    if not s:
+        return -1
+    name, start, ext = s.pop()
+    st.channel.send(Annotation(st.config.rank, name, st.tid(), start, st.clock.now_ns, ext))
+    return len(s)

@@ -1,0 +1,99 @@
+"""Entry point of a rank process: `python -m phantora_prof.runtime.bootstrap SCRIPT ARGS...`
+(or `-m MODULE ARGS...`, or `-c CODE ARGS...`).
+
+Order of events: load the native fake-CUDA library (CPU builds of torch only) before torch
+is imported, import torch, install the interception runtime, connect to the coordinator,
+then run the user's program exactly as `python` would: same sys.argv, sys.path[0],
+`__main__`, exceptions and exit code. Whatever happens, the buffered messages are flushed
+and the coordinator is told how the program ended.
+"""
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import traceback
+
+
+def _parse(argv: list[str]) -> tuple[str, str, list[str]]:
+    if not argv:
+        raise SystemExit("phantora-prof: nothing to run (expected SCRIPT, -m MODULE or -c CODE)")
+    if argv[0] == "-m":
+        if len(argv) < 2:
+            raise SystemExit("phantora-prof: -m needs a module name")
+        return "module", argv[1], [argv[1]] + argv[2:]
+    if argv[0] == "-c":
+        if len(argv) < 2:
+            raise SystemExit("phantora-prof: -c needs code")
+        return "code", argv[1], ["-c"] + argv[2:]
+    return "path", argv[0], argv
+
+
+def _run_user(kind: str, target: str, argv: list[str]) -> None:
+    sys.argv = argv
+    if kind == "path":
+        sys.path[0] = os.path.dirname(os.path.abspath(target))
+        runpy.run_path(target, run_name="__main__")
+    elif kind == "module":
+        sys.path[0] = os.getcwd()
+        runpy.run_module(target, run_name="__main__", alter_sys=True)
+    else:
+        sys.path[0] = ""
+        code = compile(target, "<string>", "exec")
+        import __main__
+
+        exec(code, __main__.__dict__)  # noqa: S102 - this is `python -c`
+
+
+def main() -> None:
+    kind, target, argv = _parse(sys.argv[1:])
+    from phantora_prof.runtime.state import RankConfig
+
+    config = RankConfig.from_env()
+    from phantora_prof.runtime import native_loader
+
+    native_loader.load_fake_cuda(config.device_count)
+    from phantora_prof.runtime import install
+
+    runtime = install.install(config)
+    exit_code = 0
+    try:
+        _run_user(kind, target, argv)
+    except SystemExit as exc:
+        code = exc.code
+        if code is None:
+            exit_code = 0
+        elif isinstance(code, int):
+            exit_code = code
+        else:
+            print(code, file=sys.stderr)
+            exit_code = 1
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        exit_code = 130
+    except BaseException:  # noqa: BLE001 - the user's exception, reported as python would
+        _print_user_traceback()
+        exit_code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001
+            pass
+        runtime.finish(exit_code)
+    os._exit(exit_code) if os.environ.get("PHANTORA_HARD_EXIT") else sys.exit(exit_code)
+
+
+def _print_user_traceback() -> None:
+    """Print the traceback without our own frames, as `python script.py` would show it."""
+    etype, value, tb = sys.exc_info()
+    ours = os.path.dirname(os.path.abspath(__file__))
+    runpy_file = runpy.__file__.rstrip("c")
+    while tb is not None and (os.path.dirname(os.path.abspath(tb.tb_frame.f_code.co_filename)) == ours
+                              or tb.tb_frame.f_code.co_filename.rstrip("c") == runpy_file):
+        tb = tb.tb_next
+    traceback.print_exception(etype, value, tb)
+
+
+if __name__ == "__main__":
+    main()

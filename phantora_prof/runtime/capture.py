@@ -1,0 +1,352 @@
+"""The capture mode: every aten op that touches a CUDA tensor is recorded, costed and faked.
+
+`CaptureMode` is a TorchDispatchMode that sits on top of the mode stack:
+- ops that involve only CPU tensors run for real (CPU tensors stay real);
+- ops that involve a CUDA tensor or create one run under a plain FakeTensorMode (shapes,
+  dtypes and strides, no data), are turned into an `OpCall` with the kernels the cost
+  model expects, advance the virtual host clock by the modelled host cost, and go to the
+  coordinator;
+- data-dependent reads of fake values (`.item()`, `.tolist()`, `bool()`) block the virtual
+  host like a real D2H copy + sync and return documented placeholders.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from phantora_prof import cost, hostcost
+from phantora_prof.errors import UnsupportedOpError
+from phantora_prof.protocol import CPU_DEVICE, AutogradSpan, OpCall, OpKind, SyncKind, TensorArg
+from phantora_prof.runtime import memory, pinned
+from phantora_prof.runtime import state as _state
+from phantora_prof.runtime.streams import host_sync
+
+log = logging.getLogger(__name__)
+
+aten = torch.ops.aten
+
+# Ops that only change metadata: no kernel, cheap host cost.
+_VIEW_OPS = {
+    "aten::view", "aten::_unsafe_view", "aten::reshape", "aten::_reshape_alias", "aten::as_strided",
+    "aten::transpose", "aten::t", "aten::permute", "aten::expand", "aten::squeeze", "aten::unsqueeze",
+    "aten::slice", "aten::select", "aten::split", "aten::split_with_sizes", "aten::chunk", "aten::narrow",
+    "aten::detach", "aten::alias", "aten::unbind", "aten::empty", "aten::empty_strided", "aten::empty_like",
+    "aten::new_empty", "aten::new_empty_strided", "aten::lift_fresh", "aten::_to_copy_noop",
+    "aten::set_", "aten::resize_", "aten::unflatten", "aten::flatten", "aten::view_as", "aten::diagonal",
+    "aten::unfold", "aten::_unsafe_split", "aten::prim_device", "aten::expand_as", "aten::clone_meta",
+}
+_MEMSET_OPS = {"aten::zero_", "aten::zeros", "aten::zeros_like", "aten::new_zeros"}
+_SDPA_BACKEND = {"math": 0, "flash": 1, "efficient": 2, "cudnn": 3}
+
+_DTYPE_NAMES: dict[torch.dtype, str] = {}
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = str(dtype).replace("torch.", "")
+        _DTYPE_NAMES[dtype] = name
+    return name
+
+
+def _is_cuda_device(d: Any) -> bool:
+    if isinstance(d, torch.device):
+        return d.type == "cuda"
+    if isinstance(d, str):
+        return d.startswith("cuda")
+    return False
+
+
+class CaptureMode(TorchDispatchMode):
+    """Records and fakes CUDA ops; see the module docstring."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        self.st = _state.get()
+        self.gpu = self.st.gpu
+        self._tls = threading.local()
+        self._autograd_open: tuple | None = None  # (node, name, seq, start_ns, ext_id)
+        self.unsupported: dict[str, str] = {}
+
+    # ---- classification ----
+    @staticmethod
+    def _touches_cuda(args: tuple, kwargs: dict) -> bool:
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                if a.device.type == "cuda":
+                    return True
+            elif isinstance(a, (list, tuple)):
+                for b in a:
+                    if isinstance(b, torch.Tensor) and b.device.type == "cuda":
+                        return True
+        if kwargs:
+            for v in kwargs.values():
+                if isinstance(v, torch.Tensor):
+                    if v.device.type == "cuda":
+                        return True
+                elif _is_cuda_device(v):
+                    return True
+                elif isinstance(v, (list, tuple)):
+                    for b in v:
+                        if isinstance(b, torch.Tensor) and b.device.type == "cuda":
+                            return True
+        return False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if types and any(not issubclass(t, FakeTensor) and t is not torch.Tensor and
+                         not issubclass(t, torch.nn.Parameter) for t in types):
+            # Other tensor subclasses (e.g. DTensor) dispatch themselves.
+            return NotImplemented
+        if not self._touches_cuda(args, kwargs):
+            if func is aten._pin_memory.default or func is aten.is_pinned.default:
+                return pinned.handle(func, args, kwargs)
+            return func(*args, **kwargs)
+        return self._cuda_op(func, args, kwargs)
+
+    # ---- CUDA ops ----
+    def _cuda_op(self, func, args: tuple, kwargs: dict):
+        st = self.st
+        name = func._schema.name
+        if func is aten._local_scalar_dense.default:
+            return self._scalar_read(args[0])
+        if func is aten._fused_sdp_choice.default:
+            return _sdpa_choice(self.gpu, args, kwargs)
+        if func is aten.record_stream.default:
+            return None
+        if func is aten.is_pinned.default:
+            return False
+        try:
+            with self.fake_mode:
+                out = func(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - turned into a clear error below
+            raise self._unsupported(name, args, kwargs, exc) from exc
+
+        self._track_memory(out)
+        tid = st.tid()
+        self._track_autograd(tid)
+        start = st.clock.now_ns
+        device = self._device_of(args, kwargs, out)
+        stream = st.stream_of(device)
+        kind = self._kind(name, func, args, kwargs, out)
+        targs = tuple(_to_arg(a) for a in args)
+        tkwargs = {k: _to_arg(v) for k, v in kwargs.items()}
+        touts = _outputs(out)
+        ext = st.next_external_id()
+        op = OpCall(st.config.rank, ext, name, targs, tkwargs, touts, tid, start, start, stream, device, kind)
+        if name in _VIEW_OPS:
+            kernels = ()
+            dispatch = hostcost.DISPATCH_NS_VIEW
+        else:
+            kernels = tuple(cost.estimate(op, self.gpu))
+            dispatch = hostcost.DISPATCH_NS_COMPUTE if kernels else hostcost.DISPATCH_NS_VIEW
+        launch_total = sum(hostcost.api_ns(k.launch_api) for k in kernels)
+        op.launch_ns = start + dispatch
+        op.end_ns = op.launch_ns + launch_total
+        op.kernels = kernels
+        st.clock.advance_to(op.end_ns)
+        st.ops_captured += 1
+        st.channel.send(op)
+        if kind == OpKind.MEMCPY and self._copy_blocks_host(func, args, kwargs, targs, touts):
+            host_sync(SyncKind.STREAM, stream, device, ext)
+        return out
+
+    @staticmethod
+    def _track_memory(out: Any) -> None:
+        for t in _iter_tensors(out):
+            if t.device.type != "cuda":
+                continue
+            s = t.untyped_storage()
+            if getattr(s, "_phantora_tracked", False):
+                continue
+            s._phantora_tracked = True
+            memory.model(t.device.index or 0).track_storage(s, s.nbytes())
+
+    def _device_of(self, args: tuple, kwargs: dict, out: Any) -> int:
+        for t in _iter_tensors(out):
+            if t.device.type == "cuda":
+                return t.device.index or 0
+        for t in _iter_tensors(args):
+            if t.device.type == "cuda":
+                return t.device.index or 0
+        return self.st.current_device
+
+    @staticmethod
+    def _kind(name: str, func, args: tuple, kwargs: dict, out: Any) -> OpKind:
+        if name in _MEMSET_OPS or (name == "aten::fill_" and len(args) > 1 and not isinstance(args[1], torch.Tensor)
+                                   and args[1] == 0):
+            return OpKind.MEMSET
+        if name in ("aten::_to_copy", "aten::copy_", "aten::to", "aten::_copy_from", "aten::_copy_from_and_resize"):
+            devices = {t.device.type for t in _iter_tensors(args)} | {t.device.type for t in _iter_tensors(out)}
+            if "cpu" in devices and "cuda" in devices:
+                return OpKind.MEMCPY
+            tensors = list(_iter_tensors(args)) + list(_iter_tensors(out))
+            if name == "aten::copy_" and len(tensors) >= 2:
+                a, b = tensors[0], tensors[1]
+                if a.dtype == b.dtype and a.is_contiguous() and b.is_contiguous():
+                    return OpKind.MEMCPY  # same-dtype contiguous D2D copy -> cudaMemcpyAsync
+        if name in _VIEW_OPS:
+            return OpKind.HOST
+        return OpKind.COMPUTE
+
+    @staticmethod
+    def _copy_blocks_host(func, args, kwargs, targs, touts) -> bool:
+        """Whether a host<->device copy blocks the host, as cudaMemcpyAsync does."""
+        non_blocking = bool(kwargs.get("non_blocking", False))
+        if func is aten.copy_.default and len(args) > 2:
+            non_blocking = bool(args[2])
+        srcs = [a for a in targs if isinstance(a, TensorArg)]
+        if func is aten.copy_.default and len(srcs) >= 2:
+            dst, src = srcs[0], srcs[1]
+        else:
+            src = srcs[0] if srcs else None
+            dst = touts[0] if touts else None
+        if src is None or dst is None:
+            return False
+        if dst.device == CPU_DEVICE:  # D2H
+            return not (non_blocking and dst.pinned)
+        if src.device == CPU_DEVICE:  # H2D: pageable sources are staged synchronously
+            return not (non_blocking and src.pinned)
+        return False
+
+    # ---- data-dependent reads ----
+    def _scalar_read(self, t: torch.Tensor):
+        """`.item()` on a fake CUDA tensor: a 1-element D2H copy, a sync, and a placeholder."""
+        st = self.st
+        device = t.device.index or 0
+        stream = st.stream_of(device)
+        ext = st.next_external_id()
+        start = st.clock.now_ns
+        src = TensorArg(tuple(t.shape), tuple(t.stride()), _dtype_name(t.dtype), device)
+        dst = TensorArg(tuple(t.shape), tuple(t.stride()), src.dtype, CPU_DEVICE, True)
+        op = OpCall(st.config.rank, ext, "aten::_local_scalar_dense", (src,), {}, (dst,), st.tid(), start,
+                    start, stream, device, OpKind.MEMCPY)
+        kernels = tuple(cost.estimate(op, self.gpu))
+        op.kernels = kernels
+        op.launch_ns = start + hostcost.DISPATCH_NS_VIEW
+        op.end_ns = op.launch_ns + sum(hostcost.api_ns(k.launch_api) for k in kernels)
+        st.clock.advance_to(op.end_ns)
+        st.channel.send(op)
+        host_sync(SyncKind.STREAM, stream, device, ext)
+        st.placeholders_used += 1
+        if t.dtype == torch.bool:
+            return st.config.placeholder_bool
+        if t.dtype.is_floating_point or t.dtype.is_complex:
+            return st.config.placeholder_float
+        return st.config.placeholder_int
+
+    # ---- autograd ----
+    def _track_autograd(self, tid: int) -> None:
+        """Group backward ops by the autograd node that runs them (profiler's evaluate_function spans)."""
+        node = torch._C._current_autograd_node() if tid != 0 else None
+        cur = self._autograd_open
+        if cur is not None and (node is None or node is not cur[0]):
+            self._close_autograd()
+        if node is not None and (self._autograd_open is None):
+            st = self.st
+            self._autograd_open = (node, node.name(), node._sequence_nr(), st.clock.now_ns,
+                                   st.next_external_id(), tid)
+            st.clock.advance(1_000)
+
+    def _close_autograd(self) -> None:
+        cur = self._autograd_open
+        if cur is None:
+            return
+        self._autograd_open = None
+        st = self.st
+        _, name, seq, start, ext, tid = cur
+        st.channel.send(AutogradSpan(st.config.rank, name, tid, start, st.clock.now_ns, seq, ext))
+
+    def flush(self) -> None:
+        self._close_autograd()
+
+    # ---- errors ----
+    def _unsupported(self, name: str, args: tuple, kwargs: dict, exc: Exception) -> Exception:
+        shapes = ", ".join(_describe(a) for a in args)
+        msg = (f"phantora-prof cannot simulate {name}({shapes}): {type(exc).__name__}: {exc}. "
+               "The op has no fake (meta) implementation or a data-dependent output shape. "
+               "Register one with torch.library.register_fake, or avoid the op on CUDA tensors.")
+        return UnsupportedOpError(msg)
+
+
+# ---- argument conversion ----
+
+def _to_arg(a: Any):
+    if isinstance(a, torch.Tensor):
+        dev = a.device
+        if dev.type == "cuda":
+            return TensorArg(tuple(a.shape), tuple(a.stride()), _dtype_name(a.dtype), dev.index or 0)
+        return TensorArg(tuple(a.shape), tuple(a.stride()) if a.layout == torch.strided else (),
+                         _dtype_name(a.dtype), CPU_DEVICE, pinned.is_marked(a))
+    if isinstance(a, (list, tuple)):
+        if a and all(isinstance(b, (int, float, bool)) for b in a):
+            return tuple(a)
+        return tuple(_to_arg(b) for b in a)
+    if isinstance(a, (int, float, bool, str)) or a is None:
+        return a
+    if isinstance(a, torch.dtype):
+        return _dtype_name(a)
+    if isinstance(a, (torch.device, torch.layout, torch.memory_format)):
+        return str(a)
+    return str(a)
+
+
+def _iter_tensors(x: Any):
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, (list, tuple)):
+        for y in x:
+            if isinstance(y, torch.Tensor):
+                yield y
+            elif isinstance(y, (list, tuple)):
+                yield from _iter_tensors(y)
+
+
+def _outputs(out: Any) -> tuple:
+    return tuple(_to_arg(t) for t in _iter_tensors(out))
+
+
+def _describe(a: Any) -> str:
+    if isinstance(a, torch.Tensor):
+        return f"{a.dtype}{list(a.shape)}@{a.device}"
+    if isinstance(a, (list, tuple)):
+        return "[" + ", ".join(_describe(b) for b in a) + "]"
+    return repr(a)
+
+
+# ---- scaled_dot_product_attention backend choice ----
+
+def _sdpa_choice(gpu, args: tuple, kwargs: dict) -> int:
+    """Pick the fused attention kernel the real GPU would use (the CPU build would pick math).
+
+    Mirrors torch's sm90 priority (cuDNN, then flash, then memory-efficient) for fp16/bf16,
+    flash first on sm80, and honours torch.backends.cuda.enable_*_sdp and sdpa_kernel().
+    """
+    q = args[0]
+    attn_mask = args[3] if len(args) > 3 else kwargs.get("attn_mask")
+    dropout = args[4] if len(args) > 4 else kwargs.get("dropout_p", 0.0)
+    head_dim = q.shape[-1]
+    half = q.dtype in (torch.float16, torch.bfloat16)
+    be = torch.backends.cuda
+    major = gpu.compute_capability[0]
+    order = ["cudnn", "flash", "efficient", "math"] if major >= 9 else ["flash", "efficient", "cudnn", "math"]
+    for name in order:
+        if name == "cudnn" and be.cudnn_sdp_enabled() and half and head_dim <= 128 and head_dim % 8 == 0 \
+                and attn_mask is None and q.dim() == 4:
+            return _SDPA_BACKEND[name]
+        if name == "flash" and be.flash_sdp_enabled() and half and head_dim <= 256 and head_dim % 8 == 0 \
+                and attn_mask is None and q.dim() == 4:
+            return _SDPA_BACKEND[name]
+        if name == "efficient" and be.mem_efficient_sdp_enabled() and q.dtype in (torch.float16, torch.bfloat16,
+                                                                                   torch.float32) \
+                and head_dim % 8 == 0 and q.dim() == 4 and not dropout:
+            return _SDPA_BACKEND[name]
+        if name == "math" and be.math_sdp_enabled():
+            return _SDPA_BACKEND[name]
+    return _SDPA_BACKEND["math"]

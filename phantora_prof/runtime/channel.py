@@ -1,0 +1,78 @@
+"""The rank's connection to the coordinator: batched one-way messages, blocking requests.
+
+A training step issues thousands of ops; sending each as its own frame would cost more
+than simulating it. Messages are buffered and sent in batches; a request (a sync point)
+flushes the buffer with the request at its end and waits for the single reply.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from typing import Any
+
+from phantora_prof import protocol
+from phantora_prof.errors import ProtocolError
+
+BATCH_SIZE = 2048
+
+
+class Channel:
+    def __init__(self, address: str):
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.connect(address)
+        self._buf: list = []
+        self._lock = threading.RLock()
+        self.closed = False
+
+    def send(self, msg: Any) -> None:
+        with self._lock:
+            self._buf.append(msg)
+            if len(self._buf) >= BATCH_SIZE:
+                self._flush_locked()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        if self._buf and not self.closed:
+            batch, self._buf = self._buf, []
+            protocol.send_batch(self._sock, batch)
+
+    def request(self, msg: Any) -> Any:
+        with self._lock:
+            if self.closed:
+                raise ProtocolError("the coordinator connection is closed")
+            self._buf.append(msg)
+            batch, self._buf = self._buf, []
+            protocol.send_batch(self._sock, batch)
+            reply = protocol.recv_batch(self._sock)
+            if reply is None:
+                raise ProtocolError("the coordinator closed the connection (did it crash? see its log)")
+            return reply[0]
+
+    def close(self, final: Any = None) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            if final is not None:
+                self._buf.append(final)
+            self._flush_locked()
+            self.closed = True
+            try:
+                self._sock.shutdown(socket.SHUT_WR)
+                # wait for the coordinator to acknowledge (it closes its side)
+                self._sock.settimeout(60)
+                while self._sock.recv(4096):
+                    pass
+            except OSError:
+                pass
+            self._sock.close()
+
+
+def connect_from_env() -> Channel:
+    address = os.environ.get("PHANTORA_COORDINATOR")
+    if not address:
+        raise ProtocolError("PHANTORA_COORDINATOR is not set: rank processes are started by the phantora-prof CLI")
+    return Channel(address)

@@ -1,0 +1,122 @@
+"""The virtual host clock of a rank, and the patches that make Python's clocks read it.
+
+The clock starts at a fixed origin so that traces of two runs line up (timestamps in the
+trace are this clock's values, as kineto uses the monotonic clock); `time.time()` and
+`datetime.now()` read the real wall-clock time of the start of the run plus simulated
+elapsed time. Threading timeouts stay real (they bound real waits, e.g. in DataLoader).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import threading
+import time as _time
+
+# Simulated time starts at 1000 s on the "monotonic" axis.
+ORIGIN_NS = 1_000_000_000_000
+
+
+class VirtualClock:
+    """Integer-ns simulated host time; advanced only by modelled costs and GPU waits."""
+
+    def __init__(self, origin_ns: int = ORIGIN_NS, epoch_ns: int | None = None):
+        self._now = origin_ns
+        self.origin_ns = origin_ns
+        self.epoch_ns = _time.time_ns() if epoch_ns is None else epoch_ns
+        self._lock = threading.Lock()
+
+    @property
+    def now_ns(self) -> int:
+        return self._now
+
+    def advance(self, ns: int) -> int:
+        with self._lock:
+            self._now += max(0, int(ns))
+            return self._now
+
+    def advance_to(self, ns: int) -> int:
+        with self._lock:
+            if ns > self._now:
+                self._now = int(ns)
+            return self._now
+
+    def elapsed_ns(self) -> int:
+        return self._now - self.origin_ns
+
+    def wall_ns(self) -> int:
+        """Simulated wall-clock (epoch) time."""
+        return self.epoch_ns + self.elapsed_ns()
+
+
+_installed: VirtualClock | None = None
+_real = {}
+
+
+def install(clock: VirtualClock) -> None:
+    """Make time.*, time.*_ns and datetime.now/utcnow/today read the virtual clock."""
+    global _installed
+    if _installed is not None:
+        _installed = clock
+        return
+    _installed = clock
+    for name in ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns",
+                 "sleep", "process_time", "process_time_ns", "thread_time", "thread_time_ns"):
+        _real[name] = getattr(_time, name)
+
+    def mono() -> float:
+        return _installed.now_ns / 1e9
+
+    def mono_ns() -> int:
+        return _installed.now_ns
+
+    def wall() -> float:
+        return _installed.wall_ns() / 1e9
+
+    def wall_ns() -> int:
+        return _installed.wall_ns()
+
+    def sleep(seconds: float) -> None:
+        # Sleeping takes simulated time; yield the real CPU briefly so threads progress.
+        if seconds < 0:
+            raise ValueError("sleep length must be non-negative")
+        _installed.advance(int(seconds * 1e9))
+        _real["sleep"](0)
+
+    _time.perf_counter = mono
+    _time.perf_counter_ns = mono_ns
+    _time.monotonic = mono
+    _time.monotonic_ns = mono_ns
+    _time.time = wall
+    _time.time_ns = wall_ns
+    _time.sleep = sleep
+    # CPU-time clocks follow the virtual host time too: the simulated host is always busy.
+    _time.process_time = lambda: _installed.elapsed_ns() / 1e9
+    _time.process_time_ns = lambda: _installed.elapsed_ns()
+    _time.thread_time = _time.process_time
+    _time.thread_time_ns = _time.process_time_ns
+
+    real_datetime = _dt.datetime
+
+    class datetime(real_datetime):  # noqa: N801 - must keep the stdlib name
+        """datetime whose now()/utcnow()/today() read simulated time."""
+
+        @classmethod
+        def now(cls, tz=None):
+            return cls.fromtimestamp(_installed.wall_ns() / 1e9, tz)
+
+        @classmethod
+        def utcnow(cls):
+            return cls.fromtimestamp(_installed.wall_ns() / 1e9, _dt.timezone.utc).replace(tzinfo=None)
+
+        @classmethod
+        def today(cls):
+            return cls.fromtimestamp(_installed.wall_ns() / 1e9)
+
+    datetime.__name__ = "datetime"
+    datetime.__qualname__ = "datetime"
+    datetime.__module__ = "datetime"
+    _dt.datetime = datetime
+
+
+def real_time(name: str):
+    """The original time function (for our own bookkeeping, e.g. progress output)."""
+    return _real.get(name) or getattr(_time, name)

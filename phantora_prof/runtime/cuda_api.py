@@ -1,0 +1,183 @@
+"""`torch.cuda` answered from the simulated GPU.
+
+On a CPU-only build `torch.cuda` would say there is no GPU, and `torch.autocast('cuda')`,
+`GradScaler('cuda')` and DataLoader's pinning would quietly switch themselves off. Here every
+query a training script or a framework makes is answered from the GPU spec of the cluster:
+name, capability, properties, device count, memory, streams, events, RNG, synchronize.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+
+from phantora_prof.protocol import SyncKind
+from phantora_prof.runtime import memory, streams
+from phantora_prof.runtime import state as _state
+from phantora_prof.runtime.streams import SimEvent, SimStream, host_sync
+
+log = logging.getLogger(__name__)
+
+
+def _index(device: Any = None) -> int:
+    st = _state.get()
+    if device is None:
+        return st.current_device
+    if isinstance(device, int):
+        idx = device
+    elif isinstance(device, str):
+        idx = torch.device(device).index
+    else:
+        idx = getattr(device, "index", None)
+    idx = st.current_device if idx is None else idx
+    if not 0 <= idx < st.config.device_count:
+        raise RuntimeError(f"CUDA error: invalid device ordinal {idx} (the simulated node has "
+                           f"{st.config.device_count} GPU(s); see --nproc-per-node / --gpus-per-node)")
+    return idx
+
+
+class _DeviceProperties(SimpleNamespace):
+    def __repr__(self) -> str:
+        return (f"_CudaDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
+                f"total_memory={self.total_memory // (1024 * 1024)}MB, "
+                f"multi_processor_count={self.multi_processor_count}, L2_cache_size="
+                f"{self.L2_cache_size // (1024 * 1024)}MB)")
+
+
+class device:  # noqa: N801 - mirrors torch.cuda.device
+    """Context manager that changes the current simulated device."""
+
+    def __init__(self, device: Any):
+        self.idx = -1 if device is None else _index(device)
+        self.prev = -1
+
+    def __enter__(self):
+        st = _state.get()
+        self.prev = st.current_device
+        if self.idx >= 0:
+            st.current_device = self.idx
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        _state.get().current_device = self.prev
+        return False
+
+
+def install() -> None:
+    st = _state.get()
+    gpu = st.gpu
+    cuda = torch.cuda
+    props = gpu.cuda_properties()
+
+    def get_device_properties(device: Any = None) -> _DeviceProperties:
+        _index(device)
+        return _DeviceProperties(**props)
+
+    def synchronize(device: Any = None) -> None:
+        host_sync(SyncKind.DEVICE, 0, _index(device))
+
+    def set_device(device: Any) -> None:
+        idx = _index(device)
+        if idx >= 0:
+            st.current_device = idx
+
+    rng_state = torch.zeros(16, dtype=torch.uint8)
+
+    patches: dict[str, Any] = {
+        "is_available": lambda: True,
+        "device_count": lambda: st.config.device_count,
+        "_lazy_init": lambda: None,
+        "is_initialized": lambda: True,
+        "init": lambda: None,
+        "_is_compiled": lambda: True,
+        "set_device": set_device,
+        "current_device": lambda: st.current_device,
+        "get_device_name": lambda device=None: get_device_properties(device).name,
+        "get_device_capability": lambda device=None: (props["major"], props["minor"]),
+        "get_device_properties": get_device_properties,
+        "is_bf16_supported": lambda including_emulation=True: props["major"] >= 8,
+        "is_tf32_supported": lambda: props["major"] >= 8,
+        "get_arch_list": lambda: [f"sm_{props['major']}{props['minor']}"],
+        "get_gencode_flags": lambda: f"-gencode compute=compute_{props['major']}{props['minor']},code=sm_{props['major']}{props['minor']}",
+        "synchronize": synchronize,
+        "Stream": SimStream,
+        "Event": SimEvent,
+        "current_stream": streams.current_stream,
+        "default_stream": streams.default_stream,
+        "set_stream": streams.set_stream,
+        "stream": streams.stream_context,
+        "device": device,
+        "manual_seed": lambda seed: None,
+        "manual_seed_all": lambda seed: None,
+        "seed": lambda: None,
+        "seed_all": lambda: None,
+        "initial_seed": lambda: 0,
+        "get_rng_state": lambda device="cuda": rng_state.clone(),
+        "get_rng_state_all": lambda: [rng_state.clone() for _ in range(st.config.device_count)],
+        "set_rng_state": lambda new_state, device="cuda": None,
+        "set_rng_state_all": lambda new_states: None,
+        "is_current_stream_capturing": lambda: False,
+        "ipc_collect": lambda: None,
+        "set_per_process_memory_fraction": lambda fraction, device=None: None,
+        "utilization": lambda device=None: 0,
+        "can_device_access_peer": lambda device, peer_device: True,
+    }
+    patches.update(memory.api(st, props["total_memory"]))
+    for name, fn in patches.items():
+        setattr(cuda, name, fn)
+    # Same functions where torch re-exports or caches them.
+    torch.cuda.memory.memory_allocated = cuda.memory_allocated
+    for name in ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
+                 "memory_stats", "reset_peak_memory_stats", "empty_cache", "mem_get_info",
+                 "reset_max_memory_allocated", "reset_accumulated_memory_stats"):
+        if hasattr(torch.cuda.memory, name):
+            setattr(torch.cuda.memory, name, getattr(cuda, name))
+    if hasattr(torch.cuda, "random"):
+        for name in ("manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state",
+                     "set_rng_state", "get_rng_state_all", "set_rng_state_all"):
+            setattr(torch.cuda.random, name, patches[name])
+    torch.cuda.graphs.is_current_stream_capturing = patches["is_current_stream_capturing"]
+    _install_nvtx()
+    _install_accelerator(st)
+
+
+def _install_nvtx() -> None:
+    """torch.cuda.nvtx ranges become user annotations in the trace."""
+    from phantora_prof.runtime import annotations
+
+    nvtx = torch.cuda.nvtx
+    nvtx.range_push = annotations.range_push
+    nvtx.range_pop = annotations.range_pop
+    nvtx.mark = lambda msg: None
+
+    @contextlib.contextmanager
+    def range(msg: str, *args: Any, **kwargs: Any):  # noqa: A001 - torch's name
+        annotations.range_push(msg.format(*args, **kwargs) if (args or kwargs) else msg)
+        try:
+            yield
+        finally:
+            annotations.range_pop()
+
+    nvtx.range = range
+
+
+def _install_accelerator(st) -> None:
+    """torch.accelerator (2.6+) answers like torch.cuda."""
+    acc = getattr(torch, "accelerator", None)
+    if acc is None:
+        return
+    for name, fn in {
+        "is_available": lambda: True,
+        "device_count": lambda: st.config.device_count,
+        "current_accelerator": lambda check_available=False: torch.device("cuda"),
+        "current_device_index": lambda: st.current_device,
+        "current_device_idx": lambda: st.current_device,
+        "set_device_index": lambda device: torch.cuda.set_device(device),
+        "set_device_idx": lambda device: torch.cuda.set_device(device),
+        "synchronize": lambda device=None: torch.cuda.synchronize(device),
+        "current_stream": lambda device=None: streams.current_stream(device),
+    }.items():
+        setattr(acc, name, fn)

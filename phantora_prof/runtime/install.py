@@ -1,0 +1,54 @@
+"""Install the interception runtime into this (rank) process; torch must be importable."""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from phantora_prof import cost
+from phantora_prof.protocol import Goodbye, Hello
+from phantora_prof.runtime import clock as _clock
+from phantora_prof.runtime import cuda_api, modules, pinned
+from phantora_prof.runtime import state as _state
+from phantora_prof.runtime.channel import connect_from_env
+from phantora_prof.runtime.state import RankConfig, RuntimeState
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class InstalledRuntime:
+    state: RuntimeState
+    mode: Any
+
+    def finish(self, exit_code: int) -> None:
+        st = self.state
+        try:
+            self.mode.flush()
+        except Exception:  # noqa: BLE001 - never lose the trace because of the flush
+            log.exception("flushing the capture mode failed")
+        summary = {"ops": st.ops_captured, "syncs": st.syncs, "placeholders": st.placeholders_used}
+        st.channel.close(Goodbye(st.config.rank, st.clock.now_ns, exit_code, summary))
+
+
+def install(config: RankConfig) -> InstalledRuntime:
+    clock = _clock.VirtualClock(epoch_ns=int(os.environ.get("PHANTORA_EPOCH_NS", "0")) or None)
+    channel = connect_from_env()
+    gpu = cost.get_gpu(config.gpu)
+    st = RuntimeState(config=config, clock=clock, channel=channel, gpu=gpu)
+    st.current_device = config.local_rank % config.device_count
+    _state.set_state(st)
+    channel.send(Hello(config.rank, config.world_size, os.getpid()))
+    _clock.install(clock)
+    cuda_api.install()
+    pinned.install()
+    modules.install()
+    torch._C._set_only_lift_cpu_tensors(True)
+    from phantora_prof.runtime.capture import CaptureMode
+
+    mode = CaptureMode()
+    mode.__enter__()  # stays on the mode stack for the whole program
+    return InstalledRuntime(st, mode)
