@@ -13,16 +13,22 @@
 //   2. FakeCudaHooks      - at::CUDAHooksInterface registered as "CUDAHooks" (the name
 //                           at::detail::getCUDAHooks() looks up): CUDA is built and
 //                           available, N devices, primary contexts exist.
-//   3. FakeCudaTimer      - c10d::Timer for kCUDA so DDP's Reducer can be constructed
-//                           for CUDA modules (it asks TimerRegistry for the device type).
+//   3. FakeCudaTimer      - c10d::Timer for kCUDA: DDP's Reducer asks TimerRegistry for
+//                           one, and DDP's logger asserts it exists from step 2 on.
+//
+// What torch 2.13 actually calls (traced, bf16 autocast + backward + fused AdamW + DDP):
+// guard type/deviceCount/getDevice/setDevice/exchangeDevice/uncheckedSetDevice/
+// getStream/exchangeStream/isStreamCapturing, hooks isBuilt/hasPrimaryContext, the timer
+// constructor. The rest serves torch.Stream/torch.Event/torch.accelerator/pin_memory,
+// and answers instead of the base classes' "not compiled with CUDA" errors.
 //
 // It must be dlopen'ed (RTLD_GLOBAL) after libc10.so/libtorch_cpu.so and BEFORE
 // `import torch`: getCUDAHooks() caches its answer on first use, and the registrations
 // happen in this library's static initializers.
 //
 // The device count comes from the environment variable PHANTORA_DEVICE_COUNT, read once
-// when the library is loaded (default 8, clamped to [1, 127]; never 0, because several
-// torch paths treat 0 devices as "no CUDA" and then refuse cuda tensors).
+// when the library is loaded: default 8; a value that is not an integer in [1, 127]
+// falls back to 8 with a warning. Never 0: torch treats 0 devices as "no CUDA".
 
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/Allocator.h>
@@ -342,10 +348,11 @@ using at::RegistererCUDAHooksRegistry;
 C10_REGISTER_TYPED_CLASS(CUDAHooksRegistry, "CUDAHooks", FakeCudaHooks)
 
 // ---------------------------------------------------------------------------------------
-// 3. c10d timer. DDP's Reducer creates `TimerRegistry()->Create(device_type, device)`
-// for the module's device and fails for CUDA on CPU builds. The real CudaTimer records
-// CUDA events; ours has none, so GPU-side differences are "not recorded" (nullopt),
-// which DDP's logger skips. Host timestamps (Timer::record) still work.
+// 3. c10d timer. DDP's Reducer asks `TimerRegistry()->Create(kCUDA, device)` for a
+// timer (nullptr when none is registered), and from the second forward on DDP's
+// Logger::set_runtime_stats_and_log INTERNAL_ASSERTs that it exists. The real CudaTimer
+// records CUDA events; ours has none, so GPU-side differences are "not recorded"
+// (nullopt), which the logger skips. Host timestamps (Timer::record) still work.
 class FakeCudaTimer final : public c10d::Timer {
  public:
   explicit FakeCudaTimer(c10::Device /*device*/) {}
@@ -361,13 +368,10 @@ C10_REGISTER_TYPED_CLASS(TimerRegistry, c10::kCUDA, FakeCudaTimer)
 }  // namespace
 }  // namespace phantora
 
-// Plain-C entry points, so the loader can check which library it loaded and how many
-// devices it reports without importing torch.
+// Plain-C entry point, so the loader can check how many devices the loaded library
+// reports without importing torch.
 extern "C" {
 __attribute__((visibility("default"))) int phantora_fake_cuda_device_count() {
   return phantora::g_device_count;
-}
-__attribute__((visibility("default"))) int phantora_fake_cuda_abi_version() {
-  return 1;
 }
 }

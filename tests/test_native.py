@@ -293,9 +293,11 @@ def test_distributed_and_ddp_reducer(native_build):
         ddp_mod._sync_module_states = lambda *a, **k: None
         with FakeTensorMode(allow_non_fake_inputs=True):
             m = torch.nn.Linear(16, 16, device="cuda")
-            # the Reducer asks c10d::TimerRegistry for a CUDA timer
+            # The Reducer asks c10d::TimerRegistry for a CUDA timer; without one, the
+            # second forward dies in Logger::set_runtime_stats_and_log (INTERNAL ASSERT).
             d = ddp_mod.DistributedDataParallel(m, device_ids=[0])
-            d(torch.randn(4, 16, device="cuda"))   # forward records timer events
+            for _ in range(3):
+                d(torch.randn(4, 16, device="cuda"))
         dist.destroy_process_group()
         print("ok")
     """)

@@ -54,7 +54,7 @@ SPANS_SORT_INDEX = 0x20000000
 PROFILER_SPAN_NAME = "PyTorch Profiler"
 _GZIP_LEVEL = 6
 
-_ORJSON_OPTS = orjson.OPT_SERIALIZE_NUMPY
+_ORJSON_OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
 
 class TraceFormatError(ValueError):

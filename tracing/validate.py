@@ -47,8 +47,9 @@ Events
   [metadata]    process_name, process_labels and process_sort_index for every int pid used;
                 thread_name and thread_sort_index for every GPU stream used and every host
                 thread with ops/annotations/instants. Relaxed: a host thread that carries only
-                cuda_runtime/cuda_driver events needs no thread metadata (gpt_ddp1's NCCL/event
-                watchdog thread has none: kineto names only threads that ran profiled ops).
+                cuda_runtime/cuda_driver events needs no thread metadata (gpt_ddp1's tid
+                202205504, only cudaEventQuery / cudaThreadExchangeStreamCaptureMode calls,
+                has none: kineto names only the threads that ran profiled ops).
   [profiler-span] one `Trace` span "PyTorch Profiler (0)" on pid "Spans", one "Iteration
                 Start: PyTorch Profiler" instant, and "Record Window End" as the last event.
 Flows and links
@@ -60,10 +61,12 @@ Flows and links
                 starts no later than the activity (1 ns slack); an ac2g s with
                 id = correlation sits on the launch and an ac2g f on the activity; the
                 activity's External id equals the launch's.
-  [external-id] a cuda_runtime/cuda_driver event nested in a cpu_op/user_annotation on its
-                thread has an External id, equal to one of the enclosing ops' External ids
-                (so a GPU activity launched inside an op carries that op's External id); a
-                gpu_user_annotation's External id is a host user_annotation's.
+  [external-id] a launch of GPU work (a cuda_runtime/cuda_driver event whose correlation
+                is a kernel's, memcpy's or memset's) nested in a cpu_op/user_annotation on
+                its thread has an External id, equal to one of the enclosing ops' External
+                ids; a GPU activity's External id equals its launch's and is the External id
+                of some host cpu_op/user_annotation; a gpu_user_annotation's External id is a
+                host user_annotation's.
   [stream-overlap] kernels, memcpys and memsets on one (device, stream) do not overlap
                 (1 ns slack for rounding); gpu_user_annotation spans are containers and exempt.
   [host-nesting] host X spans on one (pid, tid) nest properly: no partial overlap (1 ns slack).
@@ -75,12 +78,24 @@ With a reference trace
   [ref-args]    for each X category (and instant category) both traces have, every event of
                 ours has the args keys every reference event of that category has.
 
-Relaxations for the profiler window (all five references need them): GPU work whose
-launch fell before the window (kineto keeps the activity, not the API call) would break
-[launch]; none of the references has such an orphan, so [launch] stays strict. Host-side
-ac2g flow ends without a start (kineto marks synchronous runtime calls such as
-cudaEventQuery with an `f` on themselves) are allowed; ac2g starts without an end
-(cudaStreamWaitEvent, cudaDeviceSynchronize) too.
+Relaxations, each needed by a reference trace:
+- [external-id] applies to launches of GPU work only. Other runtime calls inside ops
+  (cudaDeviceSynchronize, cudaStreamIsCapturing, cudaEventRecord(WithFlags),
+  cudaStreamWaitEvent, cudaEventSynchronize, cudaEventQuery, "INVALID") carry no External
+  id in all five references even when nested in ProfilerStep#N or an optimizer op.
+- [stream-overlap]: cuBLASLt's `splitKreduce_kernel` may start up to 2 us before the
+  split-K GEMM before it on the stream ends: it is launched with programmatic dependent
+  launch (gpt_b32: 144 such overlaps, at most 0.96 us). No other kernel may overlap.
+- [metadata]: runtime-only host threads need no thread_name (gpt_ddp1's tid 202205504).
+- [flow]: ac2g ends without a start (kineto puts an `f` on synchronous runtime calls such
+  as cudaEventQuery/cudaEventSynchronize/cudaStreamIsCapturing) and starts without an end
+  (cudaStreamWaitEvent, cudaDeviceSynchronize) are allowed; every flow event must still
+  sit on an X event.
+- [args]: record_shapes keys are not required on `autograd::engine::evaluate_function: *`
+  cpu_ops (none of the references has them there); a GPU activity launched outside any op
+  may lack External id together with its launch.
+The profiler-window edge cases one might expect (GPU work whose launch fell before the
+window, kernels without a launch) do not occur in the references: [launch] is strict.
 """
 from __future__ import annotations
 

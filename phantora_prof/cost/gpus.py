@@ -70,6 +70,7 @@ class GpuSpec:
     d2h_pinned_bw: float = 53.2 * GB
     d2h_pageable_bw: float = 7.5 * GB
     memcpy_latency_ns: int = 1900
+    p2p_bandwidth: float = 370 * GB  # cudaMemcpyPeer over NVLink (H100/H200 NVLink4)
     aliases: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:
@@ -79,7 +80,7 @@ class GpuSpec:
             raise ConfigError(f"GpuSpec key {self.key!r} must be lower case")
         for f in ("bf16_flops", "fp16_flops", "tf32_flops", "fp32_flops", "fp64_flops",
                   "hbm_bandwidth", "h2d_pinned_bw", "h2d_pageable_bw", "d2h_pinned_bw",
-                  "d2h_pageable_bw"):
+                  "d2h_pageable_bw", "p2p_bandwidth"):
             v = getattr(self, f)
             if not isinstance(v, (int, float)) or not v > 0:
                 raise ConfigError(f"GPU {self.key}: {f} must be a positive number, got {v!r}")
@@ -238,6 +239,7 @@ A100 = GpuSpec(
     h2d_pageable_bw=6.0 * GB,
     d2h_pageable_bw=6.0 * GB,
     memcpy_latency_ns=2200,
+    p2p_bandwidth=230 * GB,
     aliases=("a100-80gb", "a100-sxm4-80gb", "a100-sxm", "a100-sxm4", "nvidia a100-sxm4-80gb"),
 )
 

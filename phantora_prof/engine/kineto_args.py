@@ -20,7 +20,9 @@ def _concrete(value: Any) -> str:
     if isinstance(value, bool):
         return "True" if value else "False"
     if isinstance(value, float):
-        return repr(value) if value != int(value) or abs(value) >= 1e16 else f"{value:.17g}"
+        if value != value or value in (float("inf"), float("-inf")):
+            return repr(value)
+        return f"{value:.17g}"
     if isinstance(value, int):
         return str(value)
     return ""

@@ -122,11 +122,13 @@ class CaptureMode(TorchDispatchMode):
             return None
         if func is aten.is_pinned.default:
             return False
+        fargs, fkwargs, real_self = self._fakeify(func, args, kwargs)
         try:
             with self.fake_mode:
-                out = func(*args, **kwargs)
+                out = func(*fargs, **fkwargs)
         except Exception as exc:  # noqa: BLE001 - turned into a clear error below
             raise self._unsupported(name, args, kwargs, exc) from exc
+        out = self._realize_cpu_outputs(out, real_self)
 
         self._track_memory(out)
         tid = st.tid()
@@ -155,6 +157,52 @@ class CaptureMode(TorchDispatchMode):
         st.channel.send(op)
         if kind == OpKind.MEMCPY and self._copy_blocks_host(func, args, kwargs, targs, touts):
             host_sync(SyncKind.STREAM, stream, device, ext)
+        return out
+
+    def _fakeify(self, func, args: tuple, kwargs: dict) -> tuple[tuple, dict, torch.Tensor | None]:
+        """Real CPU tensors that meet CUDA tensors become fake too (else FakeTensorMode would
+        constant-fold the op for real, on a CUDA device that does not exist).
+
+        Returns the converted args, kwargs, and the real tensor an in-place/out= op writes to
+        (so the user's real CPU tensor is what the op returns, as in eager mode)."""
+        from_tensor = self.fake_mode.from_tensor
+        real_self = None
+
+        def conv(a):
+            if isinstance(a, torch.Tensor) and not isinstance(a, FakeTensor):
+                return from_tensor(a)
+            if isinstance(a, (list, tuple)) and any(isinstance(b, torch.Tensor) and not isinstance(b, FakeTensor)
+                                                     for b in a):
+                return type(a)(conv(b) for b in a)
+            return a
+
+        schema_args = func._schema.arguments
+        if args and isinstance(args[0], torch.Tensor) and not isinstance(args[0], FakeTensor) \
+                and schema_args and schema_args[0].alias_info is not None and schema_args[0].alias_info.is_write:
+            real_self = args[0]
+        out_kw = kwargs.get("out")
+        if isinstance(out_kw, torch.Tensor) and not isinstance(out_kw, FakeTensor):
+            real_self = out_kw
+        return tuple(conv(a) for a in args), {k: conv(v) for k, v in kwargs.items()}, real_self
+
+    @staticmethod
+    def _realize_cpu_outputs(out: Any, real_self: torch.Tensor | None) -> Any:
+        """Outputs on the CPU (D2H copies) must be real tensors: the script may use them on the
+        CPU. Their values are placeholders (zeros), as the GPU computed nothing."""
+        if real_self is not None:
+            return real_self
+
+        def real(t):
+            if isinstance(t, FakeTensor) and t.device.type == "cpu":
+                r = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="cpu")
+                r.zero_()
+                return r
+            return t
+
+        if isinstance(out, torch.Tensor):
+            return real(out)
+        if isinstance(out, (list, tuple)):
+            return type(out)(real(t) for t in out)
         return out
 
     @staticmethod

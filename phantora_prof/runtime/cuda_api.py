@@ -92,7 +92,6 @@ def install() -> None:
         "_lazy_init": lambda: None,
         "is_initialized": lambda: True,
         "init": lambda: None,
-        "_is_compiled": lambda: True,
         "set_device": set_device,
         "current_device": lambda: st.current_device,
         "get_device_name": lambda device=None: get_device_properties(device).name,

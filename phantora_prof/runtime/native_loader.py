@@ -28,6 +28,7 @@ mangled with ``std::__cxx11`` (``B5cxx11``/``__cxx11``), an old-ABI build has no
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import fcntl
 import hashlib
@@ -319,6 +320,21 @@ def ensure_built(torch_dir: Path | None = None) -> Path:
 # loading
 
 
+def _let_autograd_device_threads_settle(seconds: float = 0.02) -> None:
+    """Give autograd's per-device threads the GIL once more before Python finalizes.
+
+    Backward of a cuda tensor runs on autograd's device thread, and that thread drops its
+    last reference to the finished GraphTask just *after* backward() has returned in the
+    caller. Under FakeTensorMode the task's thread-local state holds Python objects (the
+    mode), so dropping it needs the GIL. If the script exits right after backward(), that
+    thread can ask for the GIL while the interpreter is finalizing; CPython then
+    pthread_exit()s it inside a noexcept destructor and the process aborts with
+    "terminate called without an active exception" (seen in ~1 of 8 runs). Sleeping
+    releases the GIL so a waiting thread finishes first (0 of 30 runs with this).
+    """
+    time.sleep(seconds)
+
+
 def load_fake_cuda(device_count: int) -> Path | None:
     """Load the fake-CUDA device with ``device_count`` devices; call before ``import torch``.
 
@@ -362,5 +378,7 @@ def load_fake_cuda(device_count: int) -> Path | None:
             f"{lib_path} reports {reported} devices, expected {device_count} (was it "
             "loaded earlier in this process with another PHANTORA_DEVICE_COUNT?)")
     _loaded.update(path=lib_path, count=device_count, handles=handles + [shim])
+    # Registered first, so it runs last among atexit handlers (they run in reverse).
+    atexit.register(_let_autograd_device_threads_settle)
     log.debug("loaded %s with %d fake CUDA devices", lib_path, device_count)
     return lib_path

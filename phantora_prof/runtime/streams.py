@@ -98,6 +98,9 @@ class SimStream:
     def query(self) -> bool:
         return self.record_event().query()
 
+    def is_capturing(self) -> bool:
+        return False  # CUDA graph capture is not simulated yet
+
     def synchronize(self) -> None:
         host_sync(SyncKind.STREAM, self.stream_id, self.device_index)
 

@@ -1,0 +1,299 @@
+"""Kernel-time model: which GPU activities an aten op launches and how long each takes.
+
+    from phantora_prof.cost import estimate, get_gpu
+    kernels = estimate(op_call, get_gpu("h200"), allow_tf32=False)
+
+`estimate` consumes a protocol.OpCall captured at the __torch_dispatch__ level and returns
+the kernels, memcpys and memsets the real GPU would run for it, in launch order, each
+with the exact name the real trace shows, its launch configuration and duration. Ops
+without GPU work (views, allocation, metadata, host-only ops, collectives, which the
+network simulator times) give [].
+
+Where the time comes from, in order:
+1. Host<->device copies (op.kind == MEMCPY or a copy whose ends are on different devices):
+   latency + bytes / bandwidth, by direction and pinnedness (GpuSpec calibrated on the
+   H200 `streams` reference). Named "Memcpy HtoD (Pinned -> Device)", ... exactly as the
+   profiler names them; _local_scalar_dense (.item()) is a DtoH into pinned memory.
+2. The measured H200 table (source "table"): when the call's op name, tensor arguments
+   (shapes, dtypes, strides) and outputs match a call in the references, its kernels with
+   their measured mean durations. On another GPU of the same architecture (H100) each
+   duration is scaled by roofline(this GPU) / roofline(H200) for the op; on another
+   architecture (A100) the table is used only for ops whose kernels are not
+   architecture-specific library kernels (nvjet, cudnn, xmma, ...).
+3. The roofline (source "roofline", see roofline.py and ops.py): FLOPs and bytes of the
+   op, per-class efficiencies, kernel names and launch configs from generators (and the
+   table's per-dtype kernel sequences for ops with no generator).
+
+TF32: fp32 matmuls/convolutions use the TF32 tensor-core peak only with allow_tf32=True
+(the caller passes torch.backends.cuda.matmul.allow_tf32 as the script set it; the
+default, like PyTorch's, is False).
+
+OpKind.MEMSET: PyTorch implements zero_/fill_/zeros with a FillFunctor kernel, not
+cudaMemset, so those ops give that kernel whatever their kind; cudaMemsetAsync
+("Memset (Device)") appears inside ops that really call it (cuBLAS/cuDNN workspaces,
+reduction semaphores) and for MEMSET-kind calls of other names.
+
+estimate() is deterministic and cached by (op name, kind, GPU, flags, arguments, outputs).
+"""
+from __future__ import annotations
+
+from phantora_prof.cost import kernels as _K
+from phantora_prof.cost import ops as _ops
+from phantora_prof.cost import roofline as _R
+from phantora_prof.cost.gpus import GPUS, DEFAULT_GPU, GpuSpec, get_gpu
+from phantora_prof.cost.kernels import Kernel, KernelSpec, table
+from phantora_prof.cost.roofline import CLASSES, KERNEL_FLOOR_NS
+from phantora_prof.protocol import OpCall, OpKind, TensorArg
+
+__all__ = ["Kernel", "GpuSpec", "GPUS", "DEFAULT_GPU", "get_gpu", "estimate", "op_class", "op_flops",
+           "CLASSES", "clear_cache"]
+
+_CACHE: dict = {}
+_CACHE_MAX = 1 << 16
+_NO_GPU_NAMESPACES = frozenset(("c10d", "_c10d_functional", "c10d_functional", "_c10d_functional_autograd",
+                                "prim", "profiler", "_dtensor", "record_param_comms"))
+
+
+def clear_cache() -> None:
+    _CACHE.clear()
+
+
+def _split_name(name: str) -> tuple[str, str]:
+    ns, sep, rest = name.partition("::")
+    if not sep:
+        ns, rest = "aten", name
+    return ns, rest.split(".", 1)[0]
+
+
+def _hashable(v):
+    if isinstance(v, dict):
+        return tuple(sorted((k, _hashable(x)) for k, x in v.items()))
+    if isinstance(v, (list, tuple)):
+        return tuple(_hashable(x) for x in v)
+    return v
+
+
+def estimate(op: OpCall, gpu: GpuSpec | str | None = None, *, allow_tf32: bool = False,
+             use_table: bool = True) -> list[Kernel]:
+    """The GPU activities `op` launches on `gpu`, in launch order ([] when none)."""
+    spec = gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
+    gkey = spec.key if GPUS.get(spec.key) is spec else spec
+    try:
+        key = (op.name, op.kind, gkey, allow_tf32, use_table, op.args,
+               tuple(op.kwargs.items()) if op.kwargs else (), op.outputs)
+        hit = _CACHE.get(key)
+    except TypeError:  # an unhashable scalar (a list in kwargs): normalise
+        key = (op.name, op.kind, gkey, allow_tf32, use_table, _hashable(op.args),
+               _hashable(op.kwargs or {}), op.outputs)
+        hit = _CACHE.get(key)
+    if hit is not None:
+        return list(hit)
+    res = tuple(_estimate(op, spec, allow_tf32, use_table))
+    if len(_CACHE) >= _CACHE_MAX:
+        _CACHE.clear()
+    _CACHE[key] = res
+    return list(res)
+
+
+def op_class(op: OpCall) -> str:
+    """The op's class (gemm, attention, elementwise, norm, ...) for summaries."""
+    ns, base = _split_name(op.name)
+    if op.kind == OpKind.MEMCPY or base == "_local_scalar_dense" or _cross_device(op, base):
+        return _R.MEMCPY
+    h = _ops.handler_for(base)
+    try:
+        return h(op, base, get_gpu(DEFAULT_GPU), False)[0].cls
+    except Exception:  # noqa: BLE001 - a malformed call still gets a class
+        return _R.ELEMENTWISE
+
+
+def op_flops(op: OpCall, allow_tf32: bool = False) -> float:
+    return sum(k.flops for k in estimate(op, DEFAULT_GPU, allow_tf32=allow_tf32))
+
+
+# ------------------------------------------------------------------ internals
+
+def _gpu_tensors(op) -> bool:
+    for t in _R.all_inputs(op):
+        if t.on_gpu:
+            return True
+    for t in _R.iter_tensors(op.outputs):
+        if t.on_gpu:
+            return True
+    return False
+
+
+def _copy_ends(op, base):
+    if base == "copy_" or base == "_copy_from":
+        dst, src = (op.args[0], op.args[1]) if base == "copy_" else (op.args[1], op.args[0])
+    else:
+        src = _R.first_tensor(op)
+        outs = [t for t in _R.iter_tensors(op.outputs)]
+        dst = outs[0] if outs else None
+    if not isinstance(src, TensorArg):
+        src = None
+    if not isinstance(dst, TensorArg):
+        dst = None
+    return src, dst
+
+
+def _cross_device(op, base) -> bool:
+    if base not in _ops.COPY_OPS:
+        return False
+    src, dst = _copy_ends(op, base)
+    if src is None or dst is None:
+        return False
+    return src.device != dst.device
+
+
+def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool) -> list[Kernel]:
+    ns, base = _split_name(op.name)
+    if op.kind == OpKind.HOST or ns in _NO_GPU_NAMESPACES or base in _ops.NO_GPU_WORK:
+        return []
+    if not _gpu_tensors(op):
+        return []
+    if base == "_local_scalar_dense":
+        t = _R.first_tensor(op)
+        return [_memcpy(gpu, t, TensorArg((), (), t.dtype, -1, True), t.itemsize)]
+    if op.kind == OpKind.MEMCPY or _cross_device(op, base):
+        res = _memcpy_op(op, base, gpu)
+        if res is not None:
+            return res
+    if op.kind == OpKind.MEMSET and base not in _ops.FILL_OPS:
+        outs = [t for t in _R.iter_tensors(op.outputs)] or [_R.first_tensor(op)]
+        nbytes = sum(t.nbytes for t in outs if t is not None)
+        return [Kernel(_K.KIND_MEMSET, _K.MEMSET_NAME, int(_R.memset_ns(nbytes, gpu)), bytes=nbytes,
+                       launch_api=_K.API_MEMSET, source="roofline")]
+    handler = _ops.handler_for(base)
+    tbl = table("h200")
+    if handler is _ops.embedding_dense_backward:
+        cost, specs = handler(op, base, gpu, allow_tf32, tbl)
+    else:
+        cost, specs = handler(op, base, gpu, allow_tf32)
+    if use_table and tbl is not None:
+        res = _from_table(op, base, gpu, allow_tf32, tbl, cost)
+        if res is not None:
+            return res
+        if handler is _ops.elementwise and tbl is not None:
+            specs = _table_names(op, base, tbl, specs, gpu)
+    elif handler is _ops.elementwise and tbl is not None:
+        specs = _table_names(op, base, tbl, specs, gpu)
+    total = _R.op_time_ns(cost, gpu)
+    return _materialize(cost, specs, total, gpu)
+
+
+def _table_names(op, base, tbl, specs, gpu):
+    """For ops without a dedicated generator: the kernel sequence the table has for the dtypes."""
+    types = tuple(_types_of(op))
+    in_bytes = sum(t.nbytes for t in _R.all_inputs(op))
+    seq = tbl.nearest("aten::" + base, types, in_bytes)
+    if not seq or (gpu.arch != tbl.arch and _K.arch_specific(seq)):
+        return specs
+    total = sum(max(s.dur_ns, 1) for s in seq if s.kind == _K.KIND_KERNEL) or 1
+    out = []
+    for s in seq:
+        w = max(s.dur_ns, 1) / total if s.kind == _K.KIND_KERNEL else 0.0
+        dur = -1 if s.kind == _K.KIND_MEMCPY else 0
+        out.append(KernelSpec(s.kind, s.name, s.grid, s.block, s.regs, s.smem, s.nbytes, s.api, w, dur))
+    return out
+
+
+def _types_of(op):
+    for a in list(op.args) + list((op.kwargs or {}).values()):
+        if isinstance(a, TensorArg):
+            yield a.dtype
+        elif isinstance(a, tuple) and a and isinstance(a[0], TensorArg):
+            yield "list"
+
+
+def _from_table(op, base, gpu, allow_tf32, tbl, cost) -> list[Kernel] | None:
+    kin, kout = _K.table_key(op.args, op.kwargs, op.outputs)
+    scalars = tuple(a for a in op.args)
+    specs = tbl.lookup("aten::" + base, kin, kout, scalars)
+    if specs is None:
+        return None
+    if gpu.arch != tbl.arch and _K.arch_specific(specs):
+        return None
+    if gpu.key == tbl.gpu:
+        scale = 1.0
+    else:
+        ref = get_gpu(tbl.gpu)
+        scale = _R.op_time_ns(cost, gpu) / max(_R.op_time_ns(cost, ref), 1.0)
+    timed = [s for s in specs if s.kind == _K.KIND_KERNEL]
+    tot = sum(s.dur_ns for s in timed) or 1
+    out = []
+    for s in specs:
+        if s.kind == _K.KIND_MEMSET:
+            dur = s.dur_ns
+        else:
+            dur = s.dur_ns * scale
+        fl = cost.flops * s.dur_ns / tot if s.kind == _K.KIND_KERNEL else 0.0
+        out.append(Kernel(s.kind, s.name, max(KERNEL_FLOOR_NS, int(round(dur))), s.grid, s.block, s.regs, s.smem,
+                          s.nbytes, s.api, fl, "table"))
+    return out
+
+
+def _materialize(cost, specs, total_ns: float, gpu) -> list[Kernel]:
+    wsum = sum(s.weight for s in specs if s.kind == _K.KIND_KERNEL and s.dur_ns <= 0)
+    out = []
+    for s in specs:
+        if s.kind == _K.KIND_MEMSET:
+            dur = _R.memset_ns(s.nbytes, gpu)
+            fl = 0.0
+        elif s.kind == _K.KIND_MEMCPY:
+            dur = _dtod_ns(s.nbytes, gpu)
+            fl = 0.0
+        elif s.dur_ns > 0:
+            dur = float(s.dur_ns)
+            fl = 0.0
+        else:
+            share = s.weight / wsum if wsum > 0 else 1.0
+            dur = total_ns * share
+            fl = cost.flops * share
+        api = s.api if s.kind == _K.KIND_KERNEL else (_K.API_MEMSET if s.kind == _K.KIND_MEMSET else _K.API_MEMCPY)
+        out.append(Kernel(s.kind, s.name, max(KERNEL_FLOOR_NS, int(round(dur))), tuple(s.grid), tuple(s.block),
+                          s.regs, s.smem, s.nbytes, api, fl, "roofline"))
+    return out
+
+
+def _dtod_ns(nbytes: int, gpu) -> float:
+    return 1000.0 + nbytes / (gpu.hbm_bandwidth * _R.DTOD_FRACTION) * 1e9
+
+
+def _memcpy(gpu, src: TensorArg | None, dst: TensorArg | None, nbytes: int) -> Kernel:
+    name = _K.memcpy_name(src, dst)
+    if "HtoD" in name:
+        bw = gpu.h2d_pinned_bw if src is not None and src.pinned else gpu.h2d_pageable_bw
+        dur = gpu.memcpy_latency_ns * 0.5 + nbytes / bw * 1e9
+    elif "DtoH" in name:
+        bw = gpu.d2h_pinned_bw if dst is not None and dst.pinned else gpu.d2h_pageable_bw
+        dur = gpu.memcpy_latency_ns + nbytes / bw * 1e9
+    elif "PtoP" in name:
+        dur = gpu.memcpy_latency_ns + nbytes / gpu.p2p_bandwidth * 1e9
+    else:
+        dur = _dtod_ns(nbytes, gpu)
+    return Kernel(_K.KIND_MEMCPY, name, max(KERNEL_FLOOR_NS, int(round(dur))), bytes=int(nbytes),
+                  launch_api=_K.API_MEMCPY, source="bandwidth")
+
+
+def _memcpy_op(op, base, gpu) -> list[Kernel] | None:
+    src, dst = _copy_ends(op, base)
+    if src is None and dst is None:
+        return None
+    if dst is None:
+        # _to_copy without a recorded output: the other side of the copy
+        dev = op.device if not src.on_gpu else -1
+        dst = TensorArg(src.shape, src.stride, src.dtype, dev)
+    if src is None:
+        src = TensorArg(dst.shape, dst.stride, dst.dtype, -1 if dst.on_gpu else op.device)
+    if src.on_gpu and dst.on_gpu and src.device == dst.device:
+        return None  # a same-device copy: the handler decides (DtoD memcpy or cast kernel)
+    out = []
+    if src.on_gpu and not dst.on_gpu and (src.dtype != dst.dtype or not _R.is_contiguous(src)):
+        # DtoH with a cast or a strided source: converted on the GPU first, then copied
+        spec = _K.copy_kernel(src.dtype, dst.dtype, max(src.numel, 1), _R.is_contiguous(src))
+        cost = _R.Cost(_R.COPY, "copy" if "vectorized" in spec.name else "unrolled", 0.0,
+                       _R.tensor_bytes(src) + src.numel * dst.itemsize)
+        out.extend(_materialize(cost, [spec], _R.op_time_ns(cost, gpu), gpu))
+    out.append(_memcpy(gpu, src, dst, dst.nbytes))
+    return out

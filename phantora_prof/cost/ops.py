@@ -1,0 +1,710 @@
+"""Per-op cost plans: which kernels an aten op launches and what its roofline cost is.
+
+A handler takes the captured call and returns (Cost, [KernelSpec]). Each KernelSpec either
+carries a fixed duration (memsets, serial helper kernels) or a weight: the op's roofline
+time minus the fixed parts is shared among the weighted kernels in proportion.
+"""
+from __future__ import annotations
+
+import math
+
+from phantora_prof.cost import kernels as K
+from phantora_prof.cost.kernels import KernelSpec
+from phantora_prof.cost.roofline import (
+    ATTENTION, COPY, ELEMENTWISE, GEMM, INDEX, MEMSET, NORM, OPTIMIZER, REDUCTION, Cost,
+    all_inputs, arg, conv_flops, first_tensor, io_bytes, is_contiguous, iter_tensors, mm_flops,
+    sdpa_flops, tensor_bytes,
+)
+from phantora_prof.protocol import TensorArg
+
+# ops that launch nothing on the GPU (views, metadata, allocation)
+NO_GPU_WORK = frozenset("""
+view _unsafe_view as_strided _reshape_alias reshape alias detach detach_ t transpose transpose_ t_
+permute expand expand_as squeeze squeeze_ unsqueeze unsqueeze_ slice select narrow split split_with_sizes
+unbind chunk tensor_split diagonal view_as view_as_real view_as_complex movedim swapaxes swapdims
+empty empty_like empty_strided new_empty new_empty_strided empty_permuted lift_fresh lift lift_fresh_copy_
+set_ resize_ resize_as_ is_same_size _has_compatible_shallow_copy_type sym_size sym_stride sym_numel
+sym_storage_offset size stride numel dim is_contiguous record_stream _version _nested_tensor_size
+unflatten flatten contiguous _conj _neg_view conj resolve_conj resolve_neg real imag
+_indices _values indices values crow_indices col_indices is_nonzero _assert_async _assert_tensor_metadata
+_functional_assert_async _print item _is_any_true to prim_layout prim_device
+""".split())
+
+FILL_OPS = frozenset("""
+fill_ zero_ zeros zeros_like ones ones_like full full_like new_zeros new_ones new_full scalar_tensor
+""".split())
+
+RNG_OPS = frozenset("""
+uniform_ normal_ bernoulli_ bernoulli random_ exponential_ geometric_ cauchy_ log_normal_ rand randn
+rand_like randn_like randint randint_like normal
+""".split())
+
+GEMM_OPS = frozenset("mm addmm bmm baddbmm addbmm _scaled_mm _int_mm addmv mv dot vdot _addmm_activation addr".split())
+ATTN_OPS = frozenset("""
+_scaled_dot_product_cudnn_attention _scaled_dot_product_cudnn_attention_backward
+_scaled_dot_product_flash_attention _scaled_dot_product_flash_attention_backward
+_scaled_dot_product_efficient_attention _scaled_dot_product_efficient_attention_backward
+_flash_attention_forward _flash_attention_backward _efficient_attention_forward _efficient_attention_backward
+_cudnn_attention_forward _cudnn_attention_backward _scaled_dot_product_fused_attention_overrideable
+_scaled_dot_product_fused_attention_overrideable_backward
+""".split())
+REDUCE_OPS = frozenset("""
+sum mean amax amin max min prod norm linalg_vector_norm var var_mean std std_mean argmax argmin any all
+logsumexp nansum count_nonzero aminmax
+""".split())
+COPY_OPS = frozenset("_to_copy copy_ clone _copy_from _copy_from_and_resize copy".split())
+TRANSCENDENTAL = frozenset("gelu silu tanh sigmoid exp erf erfinv log softplus mish elu selu celu sin cos rsqrt".split())
+
+_LN_TO_DTYPE = {"float32": "float", "bfloat16": "c10::BFloat16", "float16": "c10::Half", "float64": "double"}
+
+
+def _numel(t: TensorArg | None) -> int:
+    return 0 if t is None else t.numel
+
+
+def _outs(op) -> list[TensorArg]:
+    return [t for t in iter_tensors(op.outputs)]
+
+
+def _split32(max_bytes: int) -> int:
+    """TensorIterator splits kernels until every operand's byte offsets fit in int32."""
+    if max_bytes < 2**31:
+        return 1
+    return 1 << math.ceil(math.log2(max_bytes / (2**31 - 1)))
+
+
+def _split(specs: list[KernelSpec], tensors) -> list[KernelSpec]:
+    mx = max((t.nbytes for t in tensors), default=0)
+    n = _split32(mx)
+    if n == 1:
+        return specs
+    out = []
+    for s in specs:
+        g = (max(1, s.grid[0] // n), s.grid[1], s.grid[2])
+        out.extend(KernelSpec(s.kind, s.name, g, s.block, s.regs, s.smem, s.nbytes, s.api, s.weight / n)
+                   for _ in range(n))
+    return out
+
+
+# ------------------------------------------------------------------ GEMM
+
+GEMM_TAIL = 0.25
+
+
+def _is_t(t: TensorArg) -> bool:
+    """Column-major operand (a transposed view): what cuBLAS sees as 'T'."""
+    if len(t.shape) < 2:
+        return False
+    return t.stride[-2] == 1 and t.stride[-1] != 1 and t.shape[-2] > 1
+
+
+def gemm(op, base, gpu, allow_tf32):
+    a = op.args
+    bias = False
+    if base in ("mm", "_int_mm", "_scaled_mm"):
+        x, w = a[0], a[1]
+    elif base in ("addmm", "_addmm_activation"):
+        c, x, w = a[0], a[1], a[2]
+        bias = isinstance(c, TensorArg) and len(c.shape) == 1
+    elif base == "bmm":
+        x, w = a[0], a[1]
+    elif base in ("baddbmm", "addbmm"):
+        x, w = a[1], a[2]
+    elif base in ("addmv", "mv"):
+        x, w = (a[1], a[2]) if base == "addmv" else (a[0], a[1])
+    else:  # dot, vdot, addr
+        x = first_tensor(op)
+        w = x
+    dtype = x.dtype
+    if base in ("mv", "addmv"):
+        m, k = x.shape[-2], x.shape[-1]
+        n, batch = 1, 1
+    elif base in ("dot", "vdot"):
+        m, k, n, batch = 1, x.numel, 1, 1
+    elif base == "addr":
+        m, n, k, batch = a[1].numel, a[2].numel, 1, 1
+    else:
+        m, k = x.shape[-2], x.shape[-1]
+        n = w.shape[-1]
+        batch = 1
+        for d in x.shape[:-2]:
+            batch *= d
+    flops = mm_flops(m, k, n, batch)
+    # A and B stream through the main loop (overlapped with the math); the epilogue that
+    # reads C/bias and writes the output does not overlap it.
+    outs = _outs(op)
+    out_bytes = sum(tensor_bytes(t) for t in outs) if outs else m * n * batch * x.itemsize
+    ab_bytes = tensor_bytes(x) + (tensor_bytes(w) if w is not x else 0)
+    epi_bytes = out_bytes
+    if base in ("addmm", "baddbmm", "addbmm", "addmv", "_addmm_activation"):
+        epi_bytes += tensor_bytes(a[0])
+    # few output tiles leave SMs idle (wave tail): time x (1 + TAIL * SMs / tiles of 128x128)
+    tiles = max(1, -(-m // 128) * -(-n // 128) * batch)
+    # cuBLAS splits a long K over more CTAs when the output has few tiles
+    split = 1
+    if k >= 16384 and tiles < 2 * gpu.num_sms:
+        split = min(4, -(-2 * gpu.num_sms // tiles))
+    mult = 1.0 + GEMM_TAIL * gpu.num_sms / (tiles * split)
+    if dtype in ("float32",):
+        eff = "gemm_tf32" if allow_tf32 else "gemm_fp32"
+    elif dtype == "float64":
+        eff = "gemm_fp32"
+    else:
+        eff = "gemm"
+    peak = gpu.peak_flops(dtype, allow_tf32)
+    from phantora_prof.cost.roofline import eff_for
+
+    epi_ns = epi_bytes / (gpu.hbm_bandwidth * eff_for(eff, gpu).mem) * 1e9
+    cost = Cost(GEMM, eff, flops, ab_bytes, peak, extra_ns=epi_ns, compute_mult=mult)
+    if m * n * k == 0:
+        return cost, []
+    specs = K.gemm_specs(gpu, m, n, k, batch, dtype, _is_t(x), _is_t(w), bias, allow_tf32, split)
+    return cost, specs
+
+
+def convolution(op, base, gpu, allow_tf32):
+    a = op.args
+    outs = _outs(op)
+    if base == "convolution_backward":
+        grad, x, w = a[0], a[1], a[2]
+        transposed = bool(arg(op, base, "transposed", False))
+        mask = arg(op, base, "output_mask", (True, True, True)) or (True, True, True)
+        f1 = conv_flops(x.shape, w.shape, grad.shape, transposed)
+        flops = f1 * ((1 if mask[0] else 0) + (1 if mask[1] else 0))
+        names = []
+        if mask[0]:
+            names.append("dgrad")
+        if mask[1]:
+            names.append("wgrad")
+    else:
+        x, w = a[0], a[1]
+        transposed = bool(arg(op, base, "transposed", False))
+        out = outs[0] if outs else x
+        flops = conv_flops(x.shape, w.shape, out.shape, transposed)
+        names = ["fprop"]
+    dtype = x.dtype
+    short = {"bfloat16": "bf16bf16_bf16f32_f32", "float16": "f16f16_f16f32_f32"}.get(
+        dtype, "tf32f32_tf32f32_f32" if allow_tf32 else "f32f32_f32f32_f32")
+    sm = gpu.arch
+    specs = []
+    for nm in names:
+        name = (f"{sm}_xmma_{nm}_implicit_gemm_{short}_nhwckrsc_nhwc_tilesize128x128x64_warpgroupsize1x1x1_"
+                f"g1_execute_segment_k_off_kernel__5x_cudnn")
+        specs.append(KernelSpec(K.KIND_KERNEL, name, (min(gpu.num_sms, 1024), 1, 1), (128, 1, 1), 168, 98304,
+                                api=K.API_KERNEL_EX))
+    eff = "conv" if dtype in ("bfloat16", "float16") or allow_tf32 else "gemm_fp32"
+    return Cost(GEMM, eff, flops, io_bytes(op), gpu.peak_flops(dtype, allow_tf32)), specs
+
+
+# ------------------------------------------------------------------ attention
+
+ATTN_T0_FWD_NS = 7000.0  # wave tail of the tile schedule at s_k=1024, d=64 (H200 fit, b8 vs b32)
+ATTN_T0_BWD_NS = 15000.0
+
+
+def attention(op, base, gpu, allow_tf32):
+    backward = "backward" in base
+    if backward:
+        q, k, v = op.args[1], op.args[2], op.args[3]
+    else:
+        q, k, v = op.args[0], op.args[1], op.args[2]
+    if base.startswith("_flash_attention") or base.startswith("_efficient_attention"):
+        # [B, S, H, D] layout
+        qs = (q.shape[0], q.shape[2], q.shape[1], q.shape[3])
+        ks = (k.shape[0], k.shape[2], k.shape[1], k.shape[3])
+        vs = (v.shape[0], v.shape[2], v.shape[1], v.shape[3])
+    else:
+        qs, ks, vs = q.shape, k.shape, v.shape
+    if base.startswith("_efficient_attention"):
+        causal = (arg(op, base, "custom_mask_type", 0) or 0) != 0
+    else:
+        causal = bool(arg(op, base, "is_causal", False))
+    flops = sdpa_flops(qs, ks, vs, causal, backward)
+    b = qs[0] if len(qs) == 4 else 1
+    h = qs[1] if len(qs) == 4 else (qs[0] if len(qs) == 3 else 1)
+    s_q, d = qs[-2], qs[-1]
+    s_k = ks[-2]
+    tail = (ATTN_T0_BWD_NS if backward else ATTN_T0_FWD_NS) * (s_k / 1024.0) * (d / 64.0)
+    backend = "cudnn" if "cudnn" in base else ("flash" if "flash" in base else "efficient")
+    if "overrideable" in base:
+        backend = "flash"
+    cost = Cost(ATTENTION, "attention_bwd" if backward else "attention_fwd", flops, io_bytes(op),
+                gpu.peak_flops(q.dtype, allow_tf32), extra_ns=tail)
+    specs = K.attention_specs(gpu, backend, backward, b, h, s_q, d, q.dtype, causal)
+    return cost, specs
+
+
+# ------------------------------------------------------------------ norms, softmax, losses
+
+def layer_norm(op, base, gpu, allow_tf32):
+    x = op.args[1] if base == "native_layer_norm_backward" else op.args[0]
+    ns = arg(op, base, "normalized_shape", None)
+    n = 1
+    for d in (ns or x.shape[-1:]):
+        n *= d
+    rows = max(1, x.numel // max(n, 1))
+    t = _LN_TO_DTYPE.get(x.dtype, "float")
+    acc = "double" if x.dtype == "float64" else "float"
+    rms = base.startswith("_fused_rms")
+    flag = "true" if rms else "false"
+    if "backward" not in base:
+        name = (f"void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<{t}, {acc}, {flag}>"
+                f"(int, {acc}, {t} const*, {t} const*, {t} const*, {acc}*, {acc}*, {t}*)")
+        specs = [KernelSpec(K.KIND_KERNEL, name, (rows, 1, 1), (32, 4, 1), 39, 24)]
+        return Cost(NORM, "layer_norm", 0.0, io_bytes(op)), specs
+    mask = arg(op, base, "output_mask", (True, True, True)) or (True, True, True)
+    specs = []
+    if mask[0]:
+        name = (f"void at::native::(anonymous namespace)::layer_norm_grad_input_kernel_vectorized<{t}, {acc}, {flag}>"
+                f"({t} const*, {t} const*, {acc} const*, {acc} const*, {t} const*, {t}*, int)")
+        specs.append(KernelSpec(K.KIND_KERNEL, name, (rows, 1, 1), (128, 1, 1), 32, 16, weight=0.34))
+    if len(mask) > 1 and (mask[1] or (len(mask) > 2 and mask[2])):
+        name = (f"void at::native::(anonymous namespace)::GammaBetaBackwardCUDAKernelTemplate<{t}, {acc}, 32u, 32u, "
+                f"256u, false, true, {flag}>(long, long, {t} const*, {t} const*, {acc} const*, {acc} const*, {t}*, {t}*)")
+        specs.append(KernelSpec(K.KIND_KERNEL, name, (max(1, -(-n // 32)), 1, 1), (32, 32, 1), 31, 8448, weight=0.66))
+    return Cost(NORM, "layer_norm_bwd", 0.0, io_bytes(op)), specs
+
+
+def batch_group_norm(op, base, gpu, allow_tf32):
+    x = op.args[1] if "backward" in base else op.args[0]
+    t = K.cpp(x.dtype)
+    c = x.shape[1] if len(x.shape) > 1 else 1
+    if "group" in base:
+        names = [f"void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<{t}>(long, {t}, {t} const*, {t}*, {t}*)",
+                 f"void at::native::(anonymous namespace)::ComputeFusedParamsCUDAKernel<{t}>(long, long, long, {t} const*, {t} const*, {t} const*, {t} const*, {t}*, {t}*)",
+                 K.lambda_functor("GroupNormKernelImplInternal", x.dtype, 3)]
+    elif "backward" in base:
+        names = [f"void at::native::batch_norm_backward_reduce_kernel<{t}, float, float, long>(at::GenericPackedTensorAccessor<{t}, 3ul, at::RestrictPtrTraits, long>)",
+                 f"void at::native::batch_norm_backward_elemt_kernel<{t}, float, float, long>(at::GenericPackedTensorAccessor<{t}, 3ul, at::DefaultPtrTraits, long>)"]
+    else:
+        names = [f"void at::native::batch_norm_collect_statistics_kernel<at::native::InvStd, {t}, float, 16, long>(at::GenericPackedTensorAccessor<{t} const, 3ul, at::RestrictPtrTraits, long>, float, float, at::GenericPackedTensorAccessor<float, 1ul, at::RestrictPtrTraits, long>, at::GenericPackedTensorAccessor<float, 1ul, at::RestrictPtrTraits, long>)",
+                 f"void at::native::batch_norm_transform_input_kernel<{t}, float, float, long, true>(at::GenericPackedTensorAccessor<{t} const, 3ul, at::RestrictPtrTraits, long>)"]
+    specs = [KernelSpec(K.KIND_KERNEL, n, (max(1, c), 1, 1), (512, 1, 1), 32, 0) for n in names]
+    return Cost(NORM, "norm", 0.0, io_bytes(op) + tensor_bytes(x)), specs
+
+
+def softmax(op, base, gpu, allow_tf32):
+    backward = "backward" in base
+    x = op.args[0]
+    outs = _outs(op)
+    out = outs[0] if outs else x
+    dim = arg(op, base, "dim", -1)
+    nd = len(x.shape)
+    dim = (dim if isinstance(dim, int) else -1) % max(nd, 1)
+    size = x.shape[dim] if nd else 1
+    rows = max(1, x.numel // max(size, 1))
+    log = "log" in base
+    t_in, t_out = K.cpp(x.dtype), K.cpp(out.dtype)
+    if dim != nd - 1 and nd > 0:
+        name = (f"void at::native::(anonymous namespace)::cunn_SpatialSoftMax{'Backward' if backward else 'Forward'}"
+                f"<{t_in}, float, {t_out}, at::native::(anonymous namespace)::{'Log' if log else ''}SoftMax"
+                f"{'Backward' if backward else 'Forward'}Epilogue>({t_out}*, {t_in} const*, unsigned int, unsigned int, unsigned int)")
+        grid, block = (rows, 1, 1), (256, 1, 1)
+    elif size <= 1024 and size * x.itemsize <= 4096:
+        lg = max(0, math.ceil(math.log2(max(size, 1))))
+        name = (f"void (anonymous namespace)::softmax_warp_{'backward' if backward else 'forward'}<{t_in}, {t_out}, float, "
+                f"{lg}, {'true' if log else 'false'}, false>({t_out}*, {t_in} const*, int, int, int, bool const*, int, bool)")
+        grid, block = (max(1, -(-rows // 4)), 1, 1), (32, 4, 1)
+    else:
+        v = K.vec_size((x.dtype,))
+        epi = f"at::native::(anonymous namespace)::{'Log' if log else ''}SoftMax{'Backward' if backward else 'Forward'}Epilogue"
+        if backward:
+            name = f"void at::native::(anonymous namespace)::cunn_SoftMaxBackward<{v}, {t_in}, float, {t_out}, {epi}>({t_out}*, {t_in} const*, {t_in} const*, long)"
+            grid, block, smem = (rows, 1, 1), (512, 1, 1), 2048
+        else:
+            name = f"void at::native::(anonymous namespace)::cunn_SoftMaxForward<{v}, {t_in}, float, {t_out}, {epi}>({t_out}*, {t_in} const*, int)"
+            grid, block, smem = (rows, 1, 1), (1024, 1, 1), 128
+        return Cost(REDUCTION, "softmax_bwd" if backward else "softmax", 0.0, io_bytes(op)), \
+            [KernelSpec(K.KIND_KERNEL, name, grid, block, 32, smem)]
+    return Cost(REDUCTION, "softmax_bwd" if backward else "softmax", 0.0, io_bytes(op)), \
+        [KernelSpec(K.KIND_KERNEL, name, grid, block, 32, 0)]
+
+
+NLL_SERIAL_NS_PER_ROW = 0.75  # nll_loss_forward_reduce_cuda_kernel_2d runs in one block
+NLL_SERIAL_T0_NS = 12700.0
+
+
+def nll_loss(op, base, gpu, allow_tf32):
+    if base.startswith("nll_loss_backward") or base == "nll_loss2d_backward":
+        grad_in = _outs(op)[0] if _outs(op) else op.args[1]
+        target = op.args[2]
+        n = target.numel
+        fill = K.fill_kernel(grad_in.dtype, grad_in.numel)
+        t = K.cpp(grad_in.dtype)
+        red = KernelSpec(K.KIND_KERNEL, f"void at::native::(anonymous namespace)::nll_loss_backward_reduce_cuda_kernel_2d<{t}, long>"
+                         f"({t}*, {t} const*, long const*, {t} const*, {t} const*, bool, int, int, long, long)",
+                         (1, 1, 1), (512, 1, 1), 32, 0, dur_ns=int(2000 + 0.12 * n))
+        return Cost(REDUCTION, "fill", 0.0, tensor_bytes(grad_in)), _split([fill], [grad_in]) + [red]
+    x, target = op.args[0], op.args[1]
+    n = target.numel
+    t = K.cpp(x.dtype)
+    name = (f"void at::native::(anonymous namespace)::nll_loss_forward_reduce_cuda_kernel_2d<{t}, float, long>"
+            f"({t}*, {t}*, {t} const*, long const*, {t} const*, bool, long, long, long, long)")
+    cost = Cost(REDUCTION, "serial", 0.0, target.nbytes + n * x.itemsize,
+                extra_ns=NLL_SERIAL_T0_NS + NLL_SERIAL_NS_PER_ROW * n)
+    return cost, [KernelSpec(K.KIND_KERNEL, name, (1, 1, 1), (512, 1, 1), 32, 4096)]
+
+
+REDUCE_BW_PER_COLUMN = 1.77e9  # column sums of [32768, 768] bf16 ran at 1.36 TB/s: 768 columns
+
+
+def reduction(op, base, gpu, allow_tf32):
+    x = op.args[0]
+    outs = _outs(op)
+    out = outs[0] if outs else None
+    n_out = out.numel if out is not None else 1
+    reduce_size = max(1, x.numel // max(n_out, 1))
+    dims = arg(op, base, "dim", None)
+    nd = len(x.shape)
+    if isinstance(dims, int):
+        dims = (dims,)
+    inner = True
+    if dims:
+        norm = {d % nd for d in dims} if nd else set()
+        inner = (nd - 1) in norm
+    out_dtype = out.dtype if out is not None else x.dtype
+    if base in ("sum", "nansum"):
+        fn = K.sum_functor(x.dtype, out_dtype)
+    elif base == "mean":
+        fn = K.mean_functor(x.dtype)
+    else:
+        fn = K.generic_reduce_functor(base, x.dtype)
+    specs = K.reduce_kernel(fn, x.dtype, out_dtype, reduce_size, n_out, gpu.num_sms, inner)
+    global_reduce = any(s.kind == K.KIND_MEMSET for s in specs)
+    cost = Cost(REDUCTION, "reduce_global" if global_reduce else "reduce", 0.0, io_bytes(op))
+    if not inner and n_out > 1:
+        cost.mem_bw = n_out * REDUCE_BW_PER_COLUMN
+    return cost, specs
+
+
+# ------------------------------------------------------------------ gathers / scatters
+
+def gather_like(op, base, gpu, allow_tf32):
+    outs = _outs(op)
+    out = outs[0] if outs else None
+    if base == "embedding":
+        idx = op.args[1]
+    elif base == "index_select":
+        idx = op.args[2]
+    else:
+        idx = next((t for t in all_inputs(op) if t.dtype in ("int64", "int32")), None)
+    if out is None:
+        out = first_tensor(op)
+    nbytes = (idx.nbytes if idx is not None else 0) + 2 * tensor_bytes(out)
+    n_idx = idx.numel if idx is not None else 1
+    row = max(1, out.nbytes // max(n_idx, 1))
+    if base in ("embedding", "index_select"):
+        name = "void at::native::vectorized_gather_kernel<16, long>(char*, char*, long*, int, long, long, long, long, bool)"
+        spec = KernelSpec(K.KIND_KERNEL, name, (max(1, n_idx), 1, 1), (max(32, min(1024, row // 16)), 1, 1), 32, 0)
+    else:
+        functor = K.lambda_functor(f"{base.rstrip('_')}_kernel", out.dtype, 1, anon=True)
+        spec = KernelSpec(K.KIND_KERNEL, f"void at::native::index_elementwise_kernel<128, 4, {functor}>(long, {functor})",
+                          (max(1, -(-out.numel // 512)), 1, 1), (128, 1, 1), 32, 0)
+    return Cost(INDEX, "gather", 0.0, nbytes), [spec]
+
+
+def scatter_like(op, base, gpu, allow_tf32):
+    x = first_tensor(op)
+    name = K.lambda_functor(f"{base.rstrip('_')}_cuda_kernel", x.dtype, 1, anon=True)
+    src = [t for t in all_inputs(op)][1:]
+    n = max((t.numel for t in src), default=x.numel)
+    spec = KernelSpec(K.KIND_KERNEL, f"void at::native::_scatter_gather_elementwise_kernel<128, 4, {name}>(int, {name})",
+                      (max(1, -(-n // 512)), 1, 1), (128, 1, 1), 32, 0)
+    return Cost(INDEX, "scatter", 0.0, io_bytes(op)), [spec]
+
+
+EMB_BWD_SORT_FIXED_NS = 95000.0  # ~25 small cub sort / scan / segment kernels (b8 vs b32 fit)
+EMB_FEATURE_NS_PER_INDEX = 26.0
+
+
+def embedding_dense_backward(op, base, gpu, allow_tf32, tbl=None):
+    grad, idx = op.args[0], op.args[1]
+    num_weights = arg(op, base, "num_weights", None)
+    outs = _outs(op)
+    d = grad.shape[-1] if grad.shape else 1
+    if outs:
+        out = outs[0]
+    else:
+        out = TensorArg((int(num_weights or 1), d), (d, 1), grad.dtype, grad.device)
+    fill = K.fill_kernel(out.dtype, out.numel)
+    n_idx = idx.numel
+    fill_ns = K_fill_ns(out, gpu)
+    fill.dur_ns = int(fill_ns)
+    t = K.cpp(grad.dtype)
+    if n_idx <= 3072:
+        name = (f"void at::native::(anonymous namespace)::embedding_backward_feature_kernel<{t}, float, long>"
+                f"(long const*, {t} const*, {t}*, int, long, int)")
+        # one block per 32 features loops over all indices: latency-bound, ~26 ns per index
+        waves = -(-max(1, -(-d // 32)) // gpu.num_sms)
+        spec = KernelSpec(K.KIND_KERNEL, name, (max(1, -(-d // 32)), 1, 1), (32, 32, 1), 27, 8192,
+                          dur_ns=int(1500 + EMB_FEATURE_NS_PER_INDEX * n_idx * waves))
+        return Cost(INDEX, "gather", 0.0, 0.0), [fill, spec]
+    specs = None
+    if tbl is not None:
+        seqs = tbl.lookup_types("aten::embedding_dense_backward", (grad.dtype, idx.dtype))
+        if seqs:
+            long_seq = max(seqs, key=lambda s: len(s[1]))[1]
+            if len(long_seq) > 5:
+                specs = [KernelSpec(s.kind, s.name, s.grid, s.block, s.regs, s.smem, s.nbytes, s.api, float(s.dur_ns))
+                         for s in long_seq]
+                # the zero fill keeps its bandwidth model; the rest share the sort-path time
+                for s in specs:
+                    if "FillFunctor" in s.name:
+                        s.grid = fill.grid
+                        s.dur_ns = fill.dur_ns
+                        s.weight = 0.0
+                    elif s.kind == K.KIND_MEMSET:
+                        s.weight = 0.0
+    if specs is None:
+        names = [
+            ("void at_cuda_detail::cub::detail::radix_sort::DeviceRadixSortOnesweepKernel<long>", 0.1),
+            ("void at_cuda_detail::cub::detail::unique_by_key::DeviceUniqueByKeySweepKernel<long>", 0.05),
+            ("void at_cuda_detail::cub::detail::scan::DeviceScanKernel<long>", 0.05),
+            (f"void at::native::(anonymous namespace)::compute_grad_weight<{t}, long>(long const*, {t} const*, long const*, long, long, long const*, long const*, at::AccumulateType<{t}, true>::type*, long)", 0.4),
+            (f"void at::native::(anonymous namespace)::sum_and_scatter<{t}, long>(long const*, {t}*, long, long const*, long const*, at::AccumulateType<{t}, true>::type const*, long const*, long const*, long, long)", 0.4),
+        ]
+        specs = [fill] + [KernelSpec(K.KIND_KERNEL, n, (max(1, n_idx // 8), 1, 1), (256, 1, 1), 32, 0, weight=w)
+                          for n, w in names]
+    return Cost(INDEX, "embedding_bwd", 0.0, grad.nbytes + idx.nbytes, extra_ns=EMB_BWD_SORT_FIXED_NS), specs
+
+
+def K_fill_ns(t: TensorArg, gpu) -> float:
+    from phantora_prof.cost.roofline import EFF
+
+    e = EFF["fill"]
+    return e.t0_ns + tensor_bytes(t) / (gpu.hbm_bandwidth * e.mem) * 1e9
+
+
+# ------------------------------------------------------------------ optimizers
+
+def fused_optimizer(op, base, gpu, allow_tf32):
+    lists = [a for a in op.args if isinstance(a, tuple) and a and isinstance(a[0], TensorArg)]
+    if not lists:
+        return Cost(OPTIMIZER, "optimizer"), []
+    params = lists[0]
+    if base in ("_fused_adamw_", "_fused_adam_"):
+        amsgrad = bool(arg(op, base, "amsgrad", False))
+        state = lists[:5] if amsgrad else lists[:4]
+        written = [lists[0], lists[2], lists[3]] + ([lists[4]] if amsgrad and len(lists) > 4 else [])
+        depth = 5 if amsgrad else 4
+        regs = 60
+    else:  # _fused_sgd_
+        state = [l for l in lists[:3] if l]
+        written = [lists[0]] + ([lists[2]] if len(lists) > 2 and lists[2] else [])
+        depth = len(state)
+        regs = 40
+    nbytes = sum(tensor_bytes(t) for l in state for t in l) + sum(tensor_bytes(t) for l in written for t in l)
+    specs = K.multi_tensor_specs(base, [params], depth, params[0].dtype, False, regs)
+    from phantora_prof.cost.roofline import EFF
+
+    extra = EFF["optimizer"].t0_ns * max(0, len(specs) - 1)
+    return Cost(OPTIMIZER, "optimizer", 0.0, nbytes, extra_ns=extra), specs
+
+
+def foreach(op, base, gpu, allow_tf32):
+    lists = [a for a in op.args if isinstance(a, tuple) and a and isinstance(a[0], TensorArg)]
+    if op.kwargs:
+        lists += [a for a in op.kwargs.values() if isinstance(a, tuple) and a and isinstance(a[0], TensorArg)]
+    if not lists:
+        return Cost(OPTIMIZER, "foreach"), []
+    inplace = base.endswith("_")
+    depth = len(lists) + (0 if inplace else 1)
+    nbytes = io_bytes(op) + (sum(tensor_bytes(t) for t in lists[0]) if inplace else 0)
+    scalar_list = any(isinstance(a, tuple) and a and not isinstance(a[0], TensorArg) for a in op.args[1:])
+    specs = K.multi_tensor_specs(base, [lists[0]], depth, lists[0][0].dtype, scalar_list,
+                                 27 if depth == 1 else 32)
+    from phantora_prof.cost.roofline import EFF
+
+    extra = EFF["foreach"].t0_ns * max(0, len(specs) - 1)
+    return Cost(OPTIMIZER, "foreach", 0.0, nbytes, extra_ns=extra), specs
+
+
+# ------------------------------------------------------------------ copies, fills, factories
+
+def copy_op(op, base, gpu, allow_tf32):
+    """Same-device copies and casts (cross-device copies are memcpys, see __init__)."""
+    if base == "copy_":
+        dst, src = op.args[0], op.args[1]
+    else:
+        src = op.args[0]
+        outs = _outs(op)
+        dst = outs[0] if outs else src
+    if not isinstance(src, TensorArg):
+        return fill_op(op, base, gpu, allow_tf32)
+    numel = max(dst.numel, 1)
+    same_layout = src.stride == dst.stride or (is_contiguous(src) and is_contiguous(dst))
+    if src.dtype == dst.dtype and same_layout and src.shape == dst.shape and dst.numel > 0:
+        nbytes = dst.nbytes
+        return Cost(COPY, "copy", 0.0, 0.0), [KernelSpec(K.KIND_MEMCPY, "Memcpy DtoD (Device -> Device)", nbytes=nbytes,
+                                                         api=K.API_MEMCPY, dur_ns=-1)]
+    contiguous = is_contiguous(src) and is_contiguous(dst) and src.shape == dst.shape
+    spec = K.copy_kernel(src.dtype, dst.dtype, numel, contiguous)
+    if "vectorized" in spec.name:
+        eff = "copy"
+    elif "unrolled" in spec.name:
+        eff = "unrolled_copy"
+    else:
+        eff = "strided"
+    nbytes = tensor_bytes(src) + tensor_bytes(dst)
+    return Cost(COPY, eff, 0.0, nbytes), _split([spec], [src, dst])
+
+
+def cat(op, base, gpu, allow_tf32):
+    ts = op.args[0] if op.args and isinstance(op.args[0], tuple) else tuple(all_inputs(op))
+    outs = _outs(op)
+    out = outs[0] if outs else (ts[0] if ts else None)
+    if out is None:
+        return Cost(COPY, "cat"), []
+    item = out.itemsize
+    nd = max(1, len(out.shape))
+    name = (f"void at::native::(anonymous namespace)::CatArrayBatchedCopy_vectorized<at::native::(anonymous namespace)::"
+            f"OpaqueType<{item}u>, unsigned int, {nd}, 128, 1, 16, {max(1, 16 // item)}>(char*, at::native::(anonymous "
+            f"namespace)::CatArrInputTensorMetadata<at::native::(anonymous namespace)::OpaqueType<{item}u>, unsigned int, "
+            f"128, 1>, at::native::(anonymous namespace)::TensorSizeStride<unsigned int, 4u>, int, unsigned int)")
+    per = max((t.numel for t in ts), default=1)
+    nbytes = sum(tensor_bytes(t) for t in ts) + tensor_bytes(out)
+    spec = KernelSpec(K.KIND_KERNEL, name, (max(1, min(-(-per // 1024), gpu.num_sms * 32)), max(1, len(ts)), 1),
+                      (128, 1, 1), 23, 0)
+    return Cost(COPY, "cat", 0.0, nbytes), [spec]
+
+
+def fill_op(op, base, gpu, allow_tf32):
+    outs = _outs(op)
+    out = outs[0] if outs else first_tensor(op)
+    if out is None or out.numel == 0:
+        return Cost(MEMSET, "fill"), []
+    spec = K.fill_kernel(out.dtype, out.numel)
+    return Cost(ELEMENTWISE, "fill", 0.0, tensor_bytes(out)), _split([spec], [out])
+
+
+def arange_op(op, base, gpu, allow_tf32):
+    outs = _outs(op)
+    out = outs[0] if outs else first_tensor(op)
+    if out is None:
+        return Cost(ELEMENTWISE, "fill"), []
+    t = K.cpp(out.dtype)
+    lam = (f"at::native::{base}_cuda_out(c10::Scalar const&, c10::Scalar const&, c10::Scalar const&, at::Tensor&)::"
+           f"{{lambda()#1}}::operator()() const::{{lambda()#4}}::operator()() const::{{lambda(long)#1}}")
+    name = (f"void (anonymous namespace)::elementwise_kernel_with_index<int, {lam}>(int, {lam}, "
+            f"function_traits<{lam}>::result_type*)")
+    spec = KernelSpec(K.KIND_KERNEL, name, (max(1, -(-out.numel // 64)), 1, 1), (64, 1, 1), 16, 0)
+    del t
+    return Cost(ELEMENTWISE, "fill", 0.0, tensor_bytes(out)), [spec]
+
+
+def rng_op(op, base, gpu, allow_tf32):
+    outs = _outs(op)
+    out = outs[0] if outs else first_tensor(op)
+    if out is None:
+        return Cost(ELEMENTWISE, "vectorized"), []
+    t = K.cpp(out.dtype)
+    name = (f"void at::native::(anonymous namespace)::distribution_elementwise_grid_stride_kernel<float, 4, "
+            f"at::native::templates::cuda::{base.rstrip('_')}_kernel<at::CUDAGeneratorImpl*>(at::TensorIteratorBase&, "
+            f"at::CUDAGeneratorImpl*)::{{lambda(curandStatePhilox4_32_10*)#1}}, {t}>(long, at::PhiloxCudaState, "
+            f"{t}, {t})")
+    grid = (min(gpu.num_sms * 4, max(1, -(-out.numel // 512))), 1, 1)
+    return Cost(ELEMENTWISE, "vectorized", 0.0, io_bytes(op)), [KernelSpec(K.KIND_KERNEL, name, grid, (256, 1, 1), 32, 0)]
+
+
+def dropout(op, base, gpu, allow_tf32):
+    x = op.args[0]
+    t = K.cpp(x.dtype)
+    name = (f"void at::native::(anonymous namespace)::fused_dropout_kernel_vec<{t}, float, unsigned int, 1, "
+            f"{K.vec_size((x.dtype,))}, bool>(at::cuda::detail::TensorInfo<{t} const, unsigned int>, "
+            f"at::cuda::detail::TensorInfo<{t}, unsigned int>, at::cuda::detail::TensorInfo<bool, unsigned int>, "
+            f"unsigned int, float, at::PhiloxCudaState)")
+    grid = (min(gpu.num_sms * 16, max(1, -(-x.numel // 1024))), 1, 1)
+    return Cost(ELEMENTWISE, "vectorized", 0.0, io_bytes(op)), [KernelSpec(K.KIND_KERNEL, name, grid, (256, 1, 1), 32, 0)]
+
+
+# ------------------------------------------------------------------ generic TensorIterator op
+
+def elementwise(op, base, gpu, allow_tf32):
+    ins = [t for t in all_inputs(op) if t.on_gpu or t.numel > 1]
+    outs = _outs(op)
+    tensors = ins + outs
+    if not tensors:
+        return Cost(ELEMENTWISE, "vectorized"), []
+    ref = outs[0] if outs else ins[0]
+    numel = max(ref.numel, 1)
+    dtypes = {t.dtype for t in tensors}
+    broadcast = any(t.numel != numel or 0 in t.stride for t in ins)
+    noncontig = any(not is_contiguous(t) for t in tensors)
+    dtype = ref.dtype
+    scalar = len(ins) <= 1 and any(not isinstance(a, TensorArg) and isinstance(a, (int, float))
+                                   for a in op.args[1:])
+    n_ops = len(tensors) if tensors else 2
+    half = dtype in ("bfloat16", "float16")
+    if base in ("gelu", "gelu_backward"):
+        approx = arg(op, base, "approximate", "none")
+        li = 1 if approx == "tanh" else 2
+        di = 4 if dtype == "bfloat16" else (3 if dtype == "float16" else 2)
+        fn = "GeluBackwardCUDAKernelImpl" if base == "gelu_backward" else "GeluCUDAKernelImpl"
+        params = ", ".join([K.cpp(dtype)] * (2 if base == "gelu_backward" else 1))
+        functor = (f"at::native::{fn}(at::TensorIteratorBase&, at::native::GeluType)::{{lambda()#{li}}}::operator()() "
+                   f"const::{{lambda()#{di}}}::operator()() const::{{lambda({params})#1}}")
+    elif base.rstrip("_") in ("add", "sub", "mul", "div", "rsub"):
+        functor = K.binary_functor(base, dtype, scalar)
+    else:
+        functor = K.lambda_functor(f"{base.rstrip('_')}_kernel_cuda", dtype, max(1, min(len(ins), 3)))
+    if broadcast or noncontig:
+        spec, eff = K.strided_kernel(functor, numel), "strided"
+    elif len(dtypes) > 1:
+        spec, eff = K.unrolled_kernel(functor, n_ops, numel), "unrolled"
+    else:
+        spec, eff = K.vectorized_kernel(functor, n_ops, numel, dtypes), "vectorized"
+        if half and base.rstrip("_") in TRANSCENDENTAL:
+            eff = "transcendental"
+        elif half and base.endswith("_backward"):
+            eff = "elementwise_bwd"
+    return Cost(ELEMENTWISE, eff, 0.0, io_bytes(op)), _split([spec], tensors)
+
+
+# ------------------------------------------------------------------ dispatch
+
+def handler_for(base: str):
+    if base in GEMM_OPS:
+        return gemm
+    if base in ("convolution", "_convolution", "cudnn_convolution", "convolution_backward",
+                "cudnn_convolution_transpose", "_convolution_mode"):
+        return convolution
+    if base in ATTN_OPS:
+        return attention
+    if base in ("native_layer_norm", "native_layer_norm_backward", "_fused_rms_norm", "_fused_rms_norm_backward"):
+        return layer_norm
+    if base in ("native_batch_norm", "native_batch_norm_backward", "_native_batch_norm_legit",
+                "_native_batch_norm_legit_no_training", "_native_batch_norm_legit_functional", "cudnn_batch_norm",
+                "cudnn_batch_norm_backward", "native_group_norm", "native_group_norm_backward",
+                "_batch_norm_with_update", "batch_norm_backward"):
+        return batch_group_norm
+    if base in ("_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data"):
+        return softmax
+    if base.startswith("nll_loss"):
+        return nll_loss
+    if base in REDUCE_OPS:
+        return reduction
+    if base in ("embedding", "index_select", "gather", "index", "_unsafe_index", "take"):
+        return gather_like
+    if base in ("scatter", "scatter_", "scatter_add", "scatter_add_", "index_put_", "_index_put_impl_", "index_put",
+                "index_add_", "index_add", "index_copy_", "index_fill_", "scatter_reduce", "scatter_reduce_",
+                "_unsafe_index_put", "masked_scatter_"):
+        return scatter_like
+    if base == "embedding_dense_backward":
+        return embedding_dense_backward
+    if base in ("_fused_adamw_", "_fused_adam_", "_fused_sgd_"):
+        return fused_optimizer
+    if base.startswith("_foreach_"):
+        return foreach
+    if base in COPY_OPS:
+        return copy_op
+    if base in ("cat", "stack", "_cat"):
+        return cat
+    if base in FILL_OPS:
+        return fill_op
+    if base in ("arange", "linspace", "logspace"):
+        return arange_op
+    if base in RNG_OPS:
+        return rng_op
+    if base in ("native_dropout", "native_dropout_backward") and base == "native_dropout":
+        return dropout
+    return elementwise

@@ -1,0 +1,285 @@
+"""Roofline time per op: FLOPs, bytes moved, op class, efficiencies.
+
+    time = t0 + extra + max(C, M)
+    C = flops * mult / (peak(dtype) * eff_compute),  M = bytes / (hbm_bandwidth * eff_mem)
+
+GEMMs: M covers A and B (they stream through the main loop, overlapped with the math);
+`extra` is the epilogue (reading C/bias, writing the output), which the H200 references
+show is NOT overlapped: the LM head's 8192x768x50304 forward (824 MB output) takes 858 us
+while its backward GEMMs with the same FLOPs and small outputs take 680-686 us. `mult`
+is the wave tail: 1 + 0.25 * SMs / (128x128 output tiles), so a 768x768 weight gradient
+(36 tiles) runs at half the rate of a large GEMM, as measured.
+Attention: `extra` is the tail of the causal tile schedule, proportional to s_k * d.
+
+FLOPs follow torch.utils.flop_counter (mm/addmm/bmm/baddbmm: 2*M*N*K; convolution:
+2 * batch * prod(weight) * prod(out spatial); SDPA forward: 2 bmm, backward: 4 bmm), with
+one deliberate difference: causal attention counts only the (s+1)/(2s) of score tiles it
+computes (flop_counter counts the full square).
+
+Bytes: the sum of input and output tensor sizes, counting a broadcast (stride 0)
+dimension once; special cases: gathers (embedding, index_select) read only the rows they
+gather; fused optimizers read every list and write back params and states; nll_loss reads
+one logit per row.
+
+Efficiencies are per op class (and per op where the reference showed a clear
+difference), calibrated on the gpt_small trace (tools/calibrate_cost.py) and checked on
+gpt_b32 without retuning.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from phantora_prof.protocol import TensorArg
+
+# op classes (also the calibration report's rows)
+GEMM = "gemm"
+ATTENTION = "attention"
+ELEMENTWISE = "elementwise"
+NORM = "norm"
+REDUCTION = "reduction"
+INDEX = "index"
+OPTIMIZER = "optimizer"
+COPY = "copy"
+MEMSET = "memset"
+MEMCPY = "memcpy"
+CLASSES = (GEMM, ATTENTION, ELEMENTWISE, NORM, REDUCTION, INDEX, OPTIMIZER, COPY, MEMSET, MEMCPY)
+
+
+@dataclass(frozen=True, slots=True)
+class Eff:
+    """How a class of kernels uses the GPU: fractions of peak and a fixed cost (ns)."""
+
+    mem: float = 0.9  # fraction of HBM bandwidth
+    compute: float = 0.9  # fraction of the dtype's dense peak
+    t0_ns: float = 1200.0  # fixed cost per op (ramp-up, tail, second pass)
+
+
+# Calibrated on gpt_small (H200, torch 2.11, CUDA 13); tools/calibrate_cost.py reports it.
+EFF: dict[str, Eff] = {
+    # GEMMs (cuBLAS / nvjet): main loop at this fraction of the tensor-core peak; the
+    # epilogue (C/bias read, output write) is added at `mem` (see ops.gemm)
+    "gemm": Eff(mem=0.92, compute=0.94, t0_ns=2000.0),
+    "gemm_fp32": Eff(mem=0.92, compute=0.78, t0_ns=2000.0),  # SIMT FFMA, TF32 off
+    "gemm_tf32": Eff(mem=0.92, compute=0.75, t0_ns=2000.0),
+    "conv": Eff(mem=0.85, compute=0.70, t0_ns=3000.0),
+    # fused attention: on the causal-trimmed FLOPs (flop_counter convention: bwd = 2x fwd)
+    "attention_fwd": Eff(mem=0.9, compute=0.358, t0_ns=2300.0),
+    "attention_bwd": Eff(mem=0.9, compute=0.205, t0_ns=5000.0),
+    # TensorIterator elementwise kernels by family
+    "vectorized": Eff(mem=0.93, t0_ns=1200.0),
+    "unrolled": Eff(mem=0.565, t0_ns=1400.0),  # contiguous, mixed dtypes (LoadWithCast)
+    "unrolled_copy": Eff(mem=0.42, t0_ns=2000.0),  # casts other than fp32 -> bf16/fp16
+    "strided": Eff(mem=0.60, t0_ns=1400.0),  # broadcast / non-contiguous operands
+    "fill": Eff(mem=0.97, t0_ns=700.0),
+    "transcendental": Eff(mem=0.70, t0_ns=1200.0),  # gelu(tanh) etc. in bf16/fp16
+    "elementwise_bwd": Eff(mem=0.80, t0_ns=1200.0),
+    # row-wise kernels
+    "layer_norm": Eff(mem=0.47, t0_ns=3800.0),
+    "layer_norm_bwd": Eff(mem=0.30, t0_ns=14000.0),
+    "norm": Eff(mem=0.45, t0_ns=3000.0),
+    "softmax": Eff(mem=0.61, t0_ns=2000.0),
+    "softmax_bwd": Eff(mem=0.675, t0_ns=2000.0),
+    # reductions; column sums (reduce dim 0) pay a global second pass and are capped by
+    # the number of output columns (ops.REDUCE_BW_PER_COLUMN)
+    "reduce": Eff(mem=0.75, t0_ns=3000.0),
+    "reduce_global": Eff(mem=0.74, t0_ns=11000.0),
+    "serial": Eff(mem=0.9, t0_ns=0.0),  # one-block kernels: time given by the handler
+    # gathers and scatters
+    "gather": Eff(mem=0.85, t0_ns=2500.0),
+    "embedding_bwd": Eff(mem=0.053, t0_ns=0.0),
+    "scatter": Eff(mem=0.35, t0_ns=3000.0),
+    # multi-tensor apply (fused AdamW ~3.4 TB/s on H200)
+    "optimizer": Eff(mem=0.70, t0_ns=1500.0),
+    "foreach": Eff(mem=0.84, t0_ns=1500.0),
+    # copies
+    "copy": Eff(mem=0.90, t0_ns=1200.0),
+    "cat": Eff(mem=0.84, t0_ns=1500.0),
+    "memset": Eff(mem=0.90, t0_ns=750.0),
+    "generic": Eff(mem=0.75, t0_ns=1500.0),
+}
+
+# Other architectures run other kernels; where the references cannot calibrate them, the
+# published efficiencies: FlashAttention-2 paper (A100, causal, d=64: fwd ~50%, bwd ~33% of
+# the 312 TF peak); cuBLAS BF16 GEMMs on A100 reach ~85% of peak.
+EFF_BY_ARCH: dict[str, dict[str, Eff]] = {
+    "sm80": {
+        "gemm": Eff(mem=0.90, compute=0.85, t0_ns=2500.0),
+        "attention_fwd": Eff(mem=0.9, compute=0.50, t0_ns=3000.0),
+        "attention_bwd": Eff(mem=0.9, compute=0.33, t0_ns=6000.0),
+    },
+}
+
+
+def eff_for(key: str, gpu) -> Eff:
+    over = EFF_BY_ARCH.get(gpu.arch)
+    if over is not None and key in over:
+        return over[key]
+    return EFF[key]
+
+
+KERNEL_FLOOR_NS = 700  # the shortest kernels / memsets in the H200 references take 0.70-0.74 us
+MEMSET_FIXED_NS = 750
+DTOD_FRACTION = 0.40  # memcpy DtoD: bytes / time ~ 0.4 x HBM bandwidth (1918-2003 GB/s on H200)
+
+
+# ------------------------------------------------------------------ tensor helpers
+
+def tensor_bytes(t: TensorArg) -> int:
+    """Bytes a kernel touches for this tensor: broadcast (stride-0) dimensions count once."""
+    n = 1
+    st = t.stride
+    for i, s in enumerate(t.shape):
+        if s == 0:
+            return 0
+        if i < len(st) and st[i] == 0:
+            continue
+        n *= s
+    return n * t.itemsize
+
+
+def is_contiguous(t: TensorArg) -> bool:
+    expected = 1
+    for s, st in zip(reversed(t.shape), reversed(t.stride)):
+        if s != 1 and st != expected:
+            return False
+        expected *= s
+    return True
+
+
+def iter_tensors(values):
+    for a in values:
+        if isinstance(a, TensorArg):
+            yield a
+        elif isinstance(a, tuple):
+            for t in a:
+                if isinstance(t, TensorArg):
+                    yield t
+
+
+def all_inputs(op):
+    yield from iter_tensors(op.args)
+    if op.kwargs:
+        yield from iter_tensors(op.kwargs.values())
+
+
+def io_bytes(op) -> int:
+    n = 0
+    for t in all_inputs(op):
+        n += tensor_bytes(t)
+    for t in iter_tensors(op.outputs):
+        n += tensor_bytes(t)
+    return n
+
+
+# ------------------------------------------------------------------ arguments by name
+
+@lru_cache(maxsize=None)
+def _arg_index(base: str, argname: str) -> int:
+    try:
+        import torch
+
+        packet = getattr(torch.ops.aten, base)
+    except Exception:  # noqa: BLE001 - no torch, or not an aten op
+        return -1
+    for ov in packet.overloads():
+        if ov.endswith("out"):
+            continue
+        for i, a in enumerate(getattr(packet, ov)._schema.arguments):
+            if a.name == argname:
+                return -1 if a.kwarg_only else i
+    return -1
+
+
+def arg(op, base: str, name: str, default=None):
+    """A call's argument by schema name: from kwargs, else from its schema position."""
+    kw = op.kwargs
+    if kw and name in kw:
+        return kw[name]
+    i = _arg_index(base, name)
+    if 0 <= i < len(op.args):
+        return op.args[i]
+    return default
+
+
+def first_tensor(op) -> TensorArg | None:
+    for t in all_inputs(op):
+        return t
+    return None
+
+
+# ------------------------------------------------------------------ FLOP formulas
+
+def mm_flops(m: int, k: int, n: int, batch: int = 1) -> float:
+    return 2.0 * batch * m * n * k
+
+
+def conv_flops(x_shape, w_shape, out_shape, transposed: bool) -> float:
+    """torch.utils.flop_counter.conv_flop_count."""
+    batch = x_shape[0]
+    conv_shape = (x_shape if transposed else out_shape)[2:]
+    c_out, c_in, *filt = w_shape
+    flop = batch
+    for d in conv_shape:
+        flop *= d
+    flop *= c_out * c_in
+    for d in filt:
+        flop *= d
+    return 2.0 * flop
+
+
+def sdpa_flops(q_shape, k_shape, v_shape, causal: bool, backward: bool) -> float:
+    """torch.utils.flop_counter's sdpa formulas (fwd: 2 bmm, bwd: 4 bmm), causal-trimmed."""
+    *bh, s_q, d_q = q_shape
+    s_k = k_shape[-2]
+    d_v = v_shape[-1]
+    b = 1
+    for x in bh:
+        b *= x
+    f = 2.0 * b * s_q * s_k * d_q + 2.0 * b * s_q * s_k * d_v
+    if backward:
+        f = 2.0 * b * s_q * s_k * d_v + 2.0 * b * s_q * d_v * s_k + 2.0 * b * s_q * s_k * d_q + 2.0 * b * s_q * s_k * d_q
+    if causal:
+        f *= causal_fraction(s_q, s_k)
+    return f
+
+
+def causal_fraction(s_q: int, s_k: int) -> float:
+    if s_q <= 0 or s_k <= 0:
+        return 1.0
+    if s_q == s_k:
+        return (s_q + 1) / (2.0 * s_q)
+    # bottom-right aligned mask for s_q < s_k; top-left for s_q > s_k (approximate)
+    full = s_q * s_k
+    tri = min(s_q, s_k) * (min(s_q, s_k) + 1) / 2.0
+    rect = max(0, s_k - s_q) * s_q if s_q < s_k else 0
+    return (tri + rect) / full
+
+
+# ------------------------------------------------------------------ time
+
+@dataclass(slots=True)
+class Cost:
+    cls: str  # op class for reports
+    eff: str  # key into EFF
+    flops: float = 0.0
+    nbytes: float = 0.0
+    peak: float = 0.0  # FLOP/s of the math the op uses (0: memory only)
+    extra_ns: float = 0.0  # additional fixed time (attention tails, serial kernels, GEMM epilogues)
+    compute_mult: float = 1.0  # >1 when the op cannot fill the GPU (GEMM wave tail)
+    mem_bw: float = 0.0  # bytes/s cap below eff.mem * HBM (parallelism-limited kernels); 0 = none
+    notes: dict = field(default_factory=dict)
+
+
+def op_time_ns(cost: Cost, gpu) -> float:
+    e = eff_for(cost.eff, gpu)
+    c = cost.flops * cost.compute_mult / (cost.peak * e.compute) * 1e9 if cost.peak > 0 and cost.flops > 0 else 0.0
+    bw = gpu.hbm_bandwidth * e.mem
+    if cost.mem_bw > 0:
+        bw = min(bw, cost.mem_bw)
+    m = cost.nbytes / bw * 1e9 if cost.nbytes > 0 else 0.0
+    return e.t0_ns + cost.extra_ns + max(c, m)
+
+
+def memset_ns(nbytes: int, gpu) -> float:
+    return MEMSET_FIXED_NS + nbytes / (gpu.hbm_bandwidth * EFF["memset"].mem) * 1e9

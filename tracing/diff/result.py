@@ -1,0 +1,157 @@
+"""The result of a diff: both sides' figures, the op matches, warnings; `to_json()`."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tracing.diff.analyze import RankSummary, StepStats
+from tracing.diff.categories import CATEGORIES
+from tracing.diff.ops import OpMatch, OpRow
+
+__all__ = ["DiffResult", "Side", "SCHEMA"]
+
+SCHEMA = "phantora-prof.diff/1"
+# the per-step figures compared, in report order: JSON key -> label
+FIGURES = {
+    "step_time_ms": "step time (host, ProfilerStep span)",
+    "gpu_time_ms": "GPU time (kernel + memcpy + memset)",
+    "gpu_busy_ms": "GPU busy (union over streams)",
+    "compute_busy_ms": "compute busy (union, compute kernels)",
+}
+COMM_FIGURES = ("total_ms", "exposed_ms", "overlapped_ms")
+
+
+def _ms(ns: float) -> float:
+    return round(ns / 1e6, 6)
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+def _step_json(st: StepStats) -> dict:
+    return {
+        "step": st.number, "regular": st.regular,
+        "step_time_ms": _ms(st.wall_ns), "gpu_time_ms": _ms(st.gpu_ns),
+        "gpu_busy_ms": _ms(st.busy_ns), "compute_busy_ms": _ms(st.compute_busy_ns),
+        "categories": {c: _ms(v) for c, v in zip(CATEGORIES, st.cat_ns)},
+        "communication": {"total_ms": _ms(st.cat_ns[CATEGORIES.index("communication")]),
+                          "exposed_ms": _ms(st.comm_exposed_ns),
+                          "overlapped_ms": _ms(st.comm_overlapped_ns)},
+        "kernels": st.activities,
+    }
+
+
+def _rank_json(s: RankSummary) -> dict:
+    steps = [_step_json(st) for st in s.steps]
+    out = {"rank": s.rank, "path": s.path, "world_size": s.world_size,
+           "step_source": s.plan.source, "step_detection": s.plan.description,
+           "steps": [st.number for st in s.steps], "n_steps": len(s.steps)}
+    out.update(_means(steps))
+    out["gpu_time_outside_steps_ms"] = _ms(s.unassigned_gpu_ns)
+    out["per_step"] = steps
+    return out
+
+
+def _means(steps: list[dict]) -> dict:
+    out: dict = {k: round(_mean([st[k] for st in steps]), 6) for k in FIGURES}
+    out["categories"] = {c: round(_mean([st["categories"][c] for st in steps]), 6) for c in CATEGORIES}
+    out["communication"] = {k: round(_mean([st["communication"][k] for st in steps]), 6) for k in COMM_FIGURES}
+    out["kernels"] = round(_mean([st["kernels"] for st in steps]), 6)
+    return out
+
+
+@dataclass
+class Side:
+    """One side of the diff (one file, or a directory of per-rank files)."""
+
+    label: str  # "base" / "other"
+    path: str
+    ranks: list[RankSummary]
+
+    def to_json(self) -> dict:
+        per_rank = [_rank_json(r) for r in self.ranks]
+        out: dict = {"path": self.path, "ranks": [r.rank for r in self.ranks]}
+        first = per_rank[0]
+        out["step_source"] = first["step_source"]
+        out["step_detection"] = first["step_detection"]
+        out["steps"] = first["steps"]
+        out["n_steps"] = first["n_steps"]
+        # means over ranks of each rank's mean per step
+        for k in FIGURES:
+            out[k] = round(_mean([r[k] for r in per_rank]), 6)
+        out["categories"] = {c: round(_mean([r["categories"][c] for r in per_rank]), 6) for c in CATEGORIES}
+        out["communication"] = {k: round(_mean([r["communication"][k] for r in per_rank]), 6)
+                                for k in COMM_FIGURES}
+        out["kernels"] = round(_mean([r["kernels"] for r in per_rank]), 6)
+        # per step position: mean over ranks (positions all ranks have)
+        n = min(len(r["per_step"]) for r in per_rank)
+        out["per_step"] = []
+        for i in range(n):
+            rows = [r["per_step"][i] for r in per_rank]
+            row = {"step": rows[0]["step"]}
+            row.update(_means(rows))
+            out["per_step"].append(row)
+        out["per_rank"] = per_rank
+        return out
+
+
+@dataclass
+class DiffResult:
+    base: Side
+    other: Side
+    ops: list[OpMatch]
+    only_base: list[OpRow]
+    only_other: list[OpRow]
+    warnings: list[str] = field(default_factory=list)
+    _json: dict | None = field(default=None, repr=False)
+
+    def to_json(self) -> dict:
+        """Every figure of the diff as plain JSON types (ms per step, means over steps and ranks)."""
+        if self._json is not None:
+            return self._json
+        b = self.base.to_json()
+        o = self.other.to_json()
+        delta = {k: round(o[k] - b[k], 6) for k in FIGURES}
+        delta["categories"] = {c: round(o["categories"][c] - b["categories"][c], 6) for c in CATEGORIES}
+        delta["communication"] = {k: round(o["communication"][k] - b["communication"][k], 6)
+                                  for k in COMM_FIGURES}
+        steps = []
+        for i in range(min(len(b["per_step"]), len(o["per_step"]))):
+            sb, so = b["per_step"][i], o["per_step"][i]
+            steps.append({"base_step": sb["step"], "other_step": so["step"],
+                          **{f"{k}": {"base": sb[k], "other": so[k], "diff": round(so[k] - sb[k], 6)}
+                             for k in FIGURES}})
+        out = {
+            "schema": SCHEMA,
+            "units": "ms per step: means over the compared steps, then over the compared ranks",
+            "base": b,
+            "other": o,
+            "delta": delta,
+            "steps": steps,
+            "ops": [m.to_json() for m in self.ops],
+            "only_base": [r.to_json() for r in self.only_base],
+            "only_other": [r.to_json() for r in self.only_other],
+            "warnings": list(self.warnings),
+        }
+        out["differences"] = _count_differences(out)
+        self._json = out
+        return out
+
+    @property
+    def differences(self) -> int:
+        """How many compared figures differ (0: the two sides agree exactly)."""
+        return self.to_json()["differences"]
+
+
+def _count_differences(out: dict) -> int:
+    d = out["delta"]
+    n = sum(1 for k in FIGURES if d[k] != 0)
+    n += sum(1 for v in d["categories"].values() if v != 0)
+    n += sum(1 for v in d["communication"].values() if v != 0)
+    if out["base"]["kernels"] != out["other"]["kernels"]:
+        n += 1
+    for m in out["ops"]:
+        if m["diff_gpu_time_ms"] != 0 or m["diff_count"] != 0 or m["match"] != "exact":
+            n += 1
+    n += len(out["only_base"]) + len(out["only_other"])
+    return n
