@@ -11,6 +11,7 @@ the file overrides what it sets. Units are in the field names.
     [node]
     gpus_per_node = 8            # GPUs per server
     gpu_arch = "hopper"          # volta | ampere | hopper | blackwell (selects NCCL constants)
+    cpu_vendor = "intel"         # intel | amd | arm (NCCL's network overhead constant)
     nvlink_gbps = 450.0          # NVLink GB/s per GPU per direction (links x per-link rate)
     nvlink_links = 18            # NVLink links per GPU (NCCL's bandwidth model uses it)
     nvlink_efficiency = 0.824    # fraction of nvlink_gbps NCCL reaches (0, 1]

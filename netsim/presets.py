@@ -14,7 +14,8 @@ and ``SM80_NVLINK_BW`` 20.0 GB/s per link in NCCL's src/graph/topo.h, against th
 line rate); InfiniBand uses 0.92 of line rate (NVIDIA: "46-48 GB/s per NDR NIC" in
 NVIDIA/nccl-tests#290). The fabric defaults to a non-blocking rail-optimized two-level fat
 tree with 32 nodes per leaf (the DGX SuperPOD scalable unit) built from 64-port switches
-(32 ports down, 32 up to 32 spines).
+(32 ports down, 32 up to 32 spines). DGX H100/H200 hosts are Intel Xeon, DGX A100 hosts
+AMD EPYC (NCCL's model uses the CPU vendor for network overheads).
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ PRESETS: dict[str, ClusterSpec] = {
     "dgx-h200": ClusterSpec(name="dgx-h200", node=_HOPPER_NODE, network=_NDR),
     "dgx-a100": ClusterSpec(
         name="dgx-a100",
-        node=NodeSpec(gpus_per_node=8, gpu_arch="ampere", nvlink_gbps=300.0, nvlink_links=12,
+        node=NodeSpec(gpus_per_node=8, gpu_arch="ampere", cpu_vendor="amd", nvlink_gbps=300.0, nvlink_links=12,
                       nvlink_efficiency=20.0 / 25.0, nvswitch=True, nvls=False, pcie_gbps=32.0),
         network=NetworkSpec(nics_per_node=8, nic_gbits=200.0, nic_efficiency=0.92,
                             nodes_per_leaf=20, spines=20),

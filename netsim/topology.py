@@ -59,6 +59,7 @@ class NodeSpec:
 
     gpus_per_node: int = 8
     gpu_arch: str = "hopper"
+    cpu_vendor: str = "intel"
     nvlink_gbps: float = 450.0
     nvlink_links: int = 18
     nvlink_efficiency: float = 0.824
@@ -74,6 +75,8 @@ class NodeSpec:
                f"node.gpus_per_node must be an integer in 1..1024, got {self.gpus_per_node!r}")
         _check(self.gpu_arch in GPU_ARCHS,
                f"node.gpu_arch must be one of {', '.join(GPU_ARCHS)}, got {self.gpu_arch!r}")
+        _check(self.cpu_vendor in ("intel", "amd", "arm"),
+               f"node.cpu_vendor must be intel, amd or arm, got {self.cpu_vendor!r}")
         for name in ("nvlink_gbps", "pcie_gbps"):
             v = getattr(self, name)
             _check(isinstance(v, (int, float)) and v > 0, f"node.{name} must be a positive number (GB/s), got {v!r}")

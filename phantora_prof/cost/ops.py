@@ -11,9 +11,9 @@ import math
 from phantora_prof.cost import kernels as K
 from phantora_prof.cost.kernels import KernelSpec
 from phantora_prof.cost.roofline import (
-    ATTENTION, COPY, ELEMENTWISE, GEMM, INDEX, MEMSET, NORM, OPTIMIZER, REDUCTION, Cost,
-    all_inputs, arg, conv_flops, first_tensor, io_bytes, is_contiguous, iter_tensors, mm_flops,
-    sdpa_flops, tensor_bytes,
+    ATTENTION, COPY, EFF, ELEMENTWISE, GEMM, INDEX, MEMSET, NORM, OPTIMIZER, REDUCTION, Cost,
+    all_inputs, arg, conv_flops, eff_for, first_tensor, io_bytes, is_contiguous, iter_tensors,
+    mm_flops, sdpa_flops, tensor_bytes,
 )
 from phantora_prof.protocol import TensorArg
 
@@ -152,8 +152,6 @@ def gemm(op, base, gpu, allow_tf32):
     else:
         eff = "gemm"
     peak = gpu.peak_flops(dtype, allow_tf32)
-    from phantora_prof.cost.roofline import eff_for
-
     epi_ns = epi_bytes / (gpu.hbm_bandwidth * eff_for(eff, gpu).mem) * 1e9
     cost = Cost(GEMM, eff, flops, ab_bytes, peak, extra_ns=epi_ns, compute_mult=mult)
     if m * n * k == 0:
@@ -428,8 +426,7 @@ def embedding_dense_backward(op, base, gpu, allow_tf32, tbl=None):
         out = TensorArg((int(num_weights or 1), d), (d, 1), grad.dtype, grad.device)
     fill = K.fill_kernel(out.dtype, out.numel)
     n_idx = idx.numel
-    fill_ns = K_fill_ns(out, gpu)
-    fill.dur_ns = int(fill_ns)
+    fill.dur_ns = int(fill_ns(out, gpu))
     t = K.cpp(grad.dtype)
     if n_idx <= 3072:
         name = (f"void at::native::(anonymous namespace)::embedding_backward_feature_kernel<{t}, float, long>"
@@ -468,10 +465,8 @@ def embedding_dense_backward(op, base, gpu, allow_tf32, tbl=None):
     return Cost(INDEX, "embedding_bwd", 0.0, grad.nbytes + idx.nbytes, extra_ns=EMB_BWD_SORT_FIXED_NS), specs
 
 
-def K_fill_ns(t: TensorArg, gpu) -> float:
-    from phantora_prof.cost.roofline import EFF
-
-    e = EFF["fill"]
+def fill_ns(t: TensorArg, gpu) -> float:
+    e = eff_for("fill", gpu)
     return e.t0_ns + tensor_bytes(t) / (gpu.hbm_bandwidth * e.mem) * 1e9
 
 
@@ -495,8 +490,6 @@ def fused_optimizer(op, base, gpu, allow_tf32):
         regs = 40
     nbytes = sum(tensor_bytes(t) for l in state for t in l) + sum(tensor_bytes(t) for l in written for t in l)
     specs = K.multi_tensor_specs(base, [params], depth, params[0].dtype, False, regs)
-    from phantora_prof.cost.roofline import EFF
-
     extra = EFF["optimizer"].t0_ns * max(0, len(specs) - 1)
     return Cost(OPTIMIZER, "optimizer", 0.0, nbytes, extra_ns=extra), specs
 
@@ -513,8 +506,6 @@ def foreach(op, base, gpu, allow_tf32):
     scalar_list = any(isinstance(a, tuple) and a and not isinstance(a[0], TensorArg) for a in op.args[1:])
     specs = K.multi_tensor_specs(base, [lists[0]], depth, lists[0][0].dtype, scalar_list,
                                  27 if depth == 1 else 32)
-    from phantora_prof.cost.roofline import EFF
-
     extra = EFF["foreach"].t0_ns * max(0, len(specs) - 1)
     return Cost(OPTIMIZER, "foreach", 0.0, nbytes, extra_ns=extra), specs
 

@@ -214,9 +214,12 @@ class RankTimeline:
         self.spans.append(Span("cpu_op", outer, tid, msg.start_ns, dur, {
             "External id": msg.external_id, "Record function id": 0, "Sequence number": msg.seq_nr,
             "Fwd thread id": 1}))
+        # The node's own span: torch records the incoming gradients' shapes here; we do not
+        # see them at the dispatch level, so the shape lists are present but empty.
         self.spans.append(Span("cpu_op", msg.name, tid, msg.start_ns, dur, {
             "External id": msg.external_id, "Sequence number": msg.seq_nr, "Fwd thread id": 1,
-            "Record function id": 0}))
+            "Record function id": 0, "Concrete Inputs": [], "Input type": [], "Input Strides": [],
+            "Input Dims": []}))
         fwd = self._seq_first_op.get(msg.seq_nr)
         if fwd is not None:
             self._fwdbwd_id += 1

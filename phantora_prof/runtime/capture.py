@@ -41,7 +41,8 @@ _VIEW_OPS = {
     "aten::unfold", "aten::_unsafe_split", "aten::prim_device", "aten::expand_as", "aten::clone_meta",
 }
 _MEMSET_OPS = {"aten::zero_", "aten::zeros", "aten::zeros_like", "aten::new_zeros"}
-_SDPA_BACKEND = {"math": 0, "flash": 1, "efficient": 2, "cudnn": 3}
+
+_PRIM_DEVICE = torch.ops.prim.device.default
 
 _DTYPE_NAMES: dict[torch.dtype, str] = {}
 
@@ -104,6 +105,11 @@ class CaptureMode(TorchDispatchMode):
                          not issubclass(t, torch.nn.Parameter) for t in types):
             # Other tensor subclasses (e.g. DTensor) dispatch themselves.
             return NotImplemented
+        if func.namespace == "prim":
+            # prim::device / prim::layout queries: metadata, no dispatcher op in a real profile
+            if func is _PRIM_DEVICE:
+                return args[0].device
+            return func(*args, **kwargs)
         if not self._touches_cuda(args, kwargs):
             if func is aten._pin_memory.default or func is aten.is_pinned.default:
                 return pinned.handle(func, args, kwargs)
@@ -116,8 +122,6 @@ class CaptureMode(TorchDispatchMode):
         name = func._schema.name
         if func is aten._local_scalar_dense.default:
             return self._scalar_read(args[0])
-        if func is aten._fused_sdp_choice.default:
-            return _sdpa_choice(self.gpu, args, kwargs)
         if func is aten.record_stream.default:
             return None
         if func is aten.is_pinned.default:
@@ -366,35 +370,3 @@ def _describe(a: Any) -> str:
     if isinstance(a, (list, tuple)):
         return "[" + ", ".join(_describe(b) for b in a) + "]"
     return repr(a)
-
-
-# ---- scaled_dot_product_attention backend choice ----
-
-def _sdpa_choice(gpu, args: tuple, kwargs: dict) -> int:
-    """Pick the fused attention kernel the real GPU would use (the CPU build would pick math).
-
-    Mirrors torch's sm90 priority (cuDNN, then flash, then memory-efficient) for fp16/bf16,
-    flash first on sm80, and honours torch.backends.cuda.enable_*_sdp and sdpa_kernel().
-    """
-    q = args[0]
-    attn_mask = args[3] if len(args) > 3 else kwargs.get("attn_mask")
-    dropout = args[4] if len(args) > 4 else kwargs.get("dropout_p", 0.0)
-    head_dim = q.shape[-1]
-    half = q.dtype in (torch.float16, torch.bfloat16)
-    be = torch.backends.cuda
-    major = gpu.compute_capability[0]
-    order = ["cudnn", "flash", "efficient", "math"] if major >= 9 else ["flash", "efficient", "cudnn", "math"]
-    for name in order:
-        if name == "cudnn" and be.cudnn_sdp_enabled() and half and head_dim <= 128 and head_dim % 8 == 0 \
-                and attn_mask is None and q.dim() == 4:
-            return _SDPA_BACKEND[name]
-        if name == "flash" and be.flash_sdp_enabled() and half and head_dim <= 256 and head_dim % 8 == 0 \
-                and attn_mask is None and q.dim() == 4:
-            return _SDPA_BACKEND[name]
-        if name == "efficient" and be.mem_efficient_sdp_enabled() and q.dtype in (torch.float16, torch.bfloat16,
-                                                                                   torch.float32) \
-                and head_dim % 8 == 0 and q.dim() == 4 and not dropout:
-            return _SDPA_BACKEND[name]
-        if name == "math" and be.math_sdp_enabled():
-            return _SDPA_BACKEND[name]
-    return _SDPA_BACKEND["math"]

@@ -74,6 +74,13 @@ def _eager_compile(model: Any = None, **kwargs: Any):
     return model
 
 
+def _record_stream(self: torch.Tensor, stream: Any) -> None:
+    """Tensor.record_stream with a simulated stream: the allocator model does not yet delay
+    reuse across streams, so there is nothing to record."""
+    return None
+
+
 def install() -> None:
     nn.Module._apply = _patched_apply(nn.Module._apply)
+    torch.Tensor.record_stream = _record_stream
     torch.compile = _eager_compile

@@ -137,10 +137,12 @@ def _detect(tr: TraceEvents) -> StepPlan:
     positions: dict[int, list[int]] = {}
     for i, t in enumerate(seq):
         positions.setdefault(t, []).append(i)
-    cands = []  # (score, length, token, pieces, mode_key)
+    is_rt = {t[2]: t[3] for t in toks}
+    cands = []  # (class, score, length, first position, token, pieces, mode_key)
     for t, pos in positions.items():
-        if len(pos) < 3:  # need at least two pieces
+        if len(pos) < 2:
             continue
+        cls, _ = _priority(tr.names[t], is_rt[t])
         keys = []
         for a, b in zip(pos, pos[1:]):
             ln = b - a
@@ -149,21 +151,18 @@ def _detect(tr: TraceEvents) -> StepPlan:
         m = max(counts.values())
         # ties between equally common pieces: the longest
         mode_key = max((k for k, c in counts.items() if c == m), key=lambda k: k[0])
-        if m < 2 or m < 0.6 * len(keys):
+        if m < 0.6 * len(keys) or (m < 2 and cls == 4):
             continue
-        cands.append((m * mode_key[0], mode_key[0], t, keys, mode_key))
+        cands.append((cls, m * mode_key[0], mode_key[0], pos[0], t, keys, mode_key))
     if not cands:
         return _whole(tr, why)
-    best = max(c[0] for c in cands)
-    is_rt = {t[2]: t[3] for t in toks}
-    first = {t: pos[0] for t, pos in positions.items()}
-
-    def rank(c):
-        cls, _ = _priority(tr.names[c[2]], is_rt[c[2]])
-        return (cls, -c[1], first[c[2]])
-
-    chosen = min((c for c in cands if c[0] >= 0.9 * best), key=rank)
-    _score, length, token, keys, mode_key = chosen
+    best = max((c[1] for c in cands if c[0] == 4 or len(c[5]) >= 2), default=max(c[1] for c in cands))
+    marked = [c for c in cands if c[0] < 4 and c[1] >= 0.25 * best]
+    if marked:  # a synchronize / optimizer boundary: the most specific kind, then the longest block
+        chosen = min(marked, key=lambda c: (c[0], -c[2], c[3]))
+    else:  # the outermost repeated block that covers a good part of the run
+        chosen = min((c for c in cands if c[1] >= 0.25 * best), key=lambda c: (-c[2], c[3]))
+    _cls, _score, length, _first, token, keys, mode_key = chosen
     _cls, at_end = _priority(tr.names[token], is_rt[token])
     pos = positions[token]
     bounds = [toks[i][1] if at_end else toks[i][0] for i in pos]

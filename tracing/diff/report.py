@@ -8,7 +8,7 @@ from tracing.diff.result import FIGURES, DiffResult
 
 __all__ = ["render_report"]
 
-_DIM_WIDTH = 44
+_DIM_WIDTH = 32
 
 
 def _fmt(x: float) -> str:
@@ -39,7 +39,31 @@ def _style(diff: float, base: float) -> str:
 
 
 def _short(dims: str) -> str:
+    """'[[8192,768],[768,2304],[],[]]' -> '8192x768 768x2304' (scalars and empty inputs left out)."""
+    if dims.startswith("[") and dims.endswith("]"):
+        inner = dims[1:-1]
+        parts = []
+        depth = 0
+        cur = ""
+        for ch in inner:
+            if ch == "[":
+                depth += 1
+            elif ch == "]":
+                depth -= 1
+            if ch == "," and depth == 0:
+                parts.append(cur)
+                cur = ""
+            else:
+                cur += ch
+        parts.append(cur)
+        shapes = [p[1:-1].replace(",", "x") if p.startswith("[") and p.count("[") == 1 else p
+                  for p in parts if p not in ("[]", "")]
+        dims = " ".join(shapes)
     return dims if len(dims) <= _DIM_WIDTH else dims[:_DIM_WIDTH - 1] + "…"
+
+
+def _op(name: str) -> str:
+    return name[6:] if name.startswith("aten::") else name
 
 
 def _side_line(label: str, side: dict) -> str:
@@ -86,7 +110,8 @@ def render_report(result: DiffResult, console: Any, top: int = 25) -> None:
 
     if j["steps"]:
         st = Table(title="Steps (paired in order)", title_justify="left", show_edge=False, pad_edge=False)
-        for c in ("base step", "other step", "step time base", "other", "diff", "GPU time base", "other", "diff"):
+        for c in ("base step", "other step", "step base", "step other", "diff", "GPU base", "GPU other",
+                  "diff"):
             st.add_column(c, justify="right")
         for s in j["steps"]:
             a, g = s["step_time_ms"], s["gpu_time_ms"]
@@ -100,13 +125,12 @@ def render_report(result: DiffResult, console: Any, top: int = 25) -> None:
         shown = ops[:top]
         ot = Table(title=f"Ops that launch GPU work ({len(shown)} of {len(ops)} matched, largest GPU-time "
                          "difference first)", title_justify="left", show_edge=False, pad_edge=False)
-        ot.add_column("op")
-        ot.add_column("input dims")
+        ot.add_column("op [dim](input shapes)[/]", overflow="fold", ratio=1)
         ot.add_column("match")
-        for c in ("count base", "other", "GPU base", "other", "diff", "diff %"):
-            ot.add_column(c, justify="right")
+        for c in ("count", "ms base", "ms other", "diff", "diff %"):
+            ot.add_column(c, justify="right", no_wrap=True)
         for m in shown:
-            name = m["name"] if m["name"] == m["other_name"] else f"{m['name']} → {m['other_name']}"
+            name = _op(m["name"]) if m["name"] == m["other_name"] else f"{_op(m['name'])} → {_op(m['other_name'])}"
             dims = _short(m["input_dims"])
             if m["other_input_dims"] != m["input_dims"]:
                 dims = f"{dims} → {_short(m['other_input_dims'])}"
@@ -114,7 +138,8 @@ def render_report(result: DiffResult, console: Any, top: int = 25) -> None:
             diff = m["diff_gpu_time_ms"]
             sty = _style(diff, gb)
             cb, co = m["base"]["count"], m["other"]["count"]
-            ot.add_row(name, dims, m["match"], f"{cb:g}", f"{co:g}" if co == cb else f"[yellow]{co:g}[/]",
+            count = f"{cb:g}" if co == cb else f"[yellow]{cb:g}→{co:g}[/]"
+            ot.add_row(f"{name} [dim]{dims}[/]" if dims else name, m["match"], count,
                        _fmt(gb), _fmt(go), f"[{sty}]{_signed(diff)}[/]", f"[{sty}]{_pct(diff, gb)}[/]")
         console.print(ot)
 
@@ -123,12 +148,13 @@ def render_report(result: DiffResult, console: Any, top: int = 25) -> None:
             continue
         ut = Table(title=f"Ops only in {label} ({min(top, len(rows))} of {len(rows)}, by GPU time)",
                    title_justify="left", show_edge=False, pad_edge=False)
-        for c in ("op", "input dims", "category"):
-            ut.add_column(c)
+        ut.add_column("op [dim](input shapes)[/]", overflow="fold", ratio=1)
+        ut.add_column("category")
         ut.add_column("count", justify="right")
         ut.add_column("GPU ms", justify="right")
         for r in rows[:top]:
-            ut.add_row(r["name"], _short(r["input_dims"]), r["category"], f"{r['count']:g}", _fmt(r["gpu_time_ms"]))
+            dims = _short(r["input_dims"])
+            ut.add_row(f"{_op(r['name'])} [dim]{dims}[/]" if dims else _op(r["name"]), r["category"], f"{r['count']:g}", _fmt(r["gpu_time_ms"]))
         console.print(ut)
 
     for w in j["warnings"]:

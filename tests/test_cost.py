@@ -1,0 +1,375 @@
+"""Kernel-time model: GPU table, FLOP formulas, kernel names, memcpys, calibration."""
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from phantora_prof.cost import GPUS, Kernel, clear_cache, estimate, get_gpu, op_class
+from phantora_prof.cost import kernels as K
+from phantora_prof.cost import roofline as R
+from phantora_prof.cost.gpus import GpuSpec
+from phantora_prof.errors import ConfigError
+from phantora_prof.protocol import CPU_DEVICE, OpCall, OpKind, TensorArg
+
+ROOT = Path(__file__).resolve().parent.parent
+REF = Path("/work/shared/reference/h200")
+needs_ref = pytest.mark.skipif(not (REF / "gpt_small" / "trace.pt.trace.json.gz").exists(),
+                               reason="reference traces not available")
+
+
+def T(shape, dtype="float32", device=0, pinned=False, stride=None):
+    shape = tuple(shape)
+    if stride is None:
+        st, acc = [], 1
+        for s in reversed(shape):
+            st.append(acc)
+            acc *= s
+        stride = tuple(reversed(st))
+    return TensorArg(shape, tuple(stride), dtype, device, pinned)
+
+
+def call(name, args, outs=(), kind=OpKind.COMPUTE, kwargs=None):
+    return OpCall(0, 1, name, tuple(args), kwargs or {}, tuple(outs), 0, 0, 0, 7, 0, kind)
+
+
+def total(ks):
+    return sum(k.duration_ns for k in ks)
+
+
+def mm(m, k, n, dtype="bfloat16"):
+    return call("aten::mm", [T((m, k), dtype), T((k, n), dtype)], [T((m, n), dtype)])
+
+
+def _tool(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(ROOT / "tools"))
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# ---------------------------------------------------------------- GPUs
+
+@pytest.mark.parametrize("name,key", [("h200", "h200"), ("H200", "h200"), ("nvidia-h200", "h200"),
+                                      ("NVIDIA H200", "h200"), ("h100", "h100"), ("H100-SXM", "h100"),
+                                      ("a100", "a100"), ("a100-80gb", "a100"), ("A100_80GB", "a100"),
+                                      ("NVIDIA A100-SXM4-80GB", "a100"), (None, "h200")])
+def test_get_gpu_aliases(name, key):
+    assert get_gpu(name).key == key
+
+
+def test_get_gpu_unknown_lists_known():
+    with pytest.raises(ConfigError) as e:
+        get_gpu("v100")
+    for k in GPUS:
+        assert k in str(e.value)
+
+
+def test_gpu_datasheet_numbers():
+    h100, h200, a100 = get_gpu("h100"), get_gpu("h200"), get_gpu("a100")
+    assert h100.bf16_flops == pytest.approx(989.4e12) and h200.bf16_flops == h100.bf16_flops
+    assert h100.hbm_bandwidth == pytest.approx(3.35e12) and h200.hbm_bandwidth == pytest.approx(4.8e12)
+    assert a100.bf16_flops == pytest.approx(312e12) and a100.hbm_bandwidth == pytest.approx(2.039e12)
+    assert (h100.num_sms, h200.num_sms, a100.num_sms) == (132, 132, 108)
+    assert h200.memory_bytes == 150109880320
+    assert h200.cuda_properties()["total_memory"] // 2**20 == 143155
+    assert h200.peak_flops("float32") < h200.peak_flops("float32", allow_tf32=True) < h200.peak_flops("bfloat16")
+
+
+@pytest.mark.parametrize("field,value", [("hbm_bandwidth", 0.0), ("bf16_flops", -1.0), ("num_sms", 0),
+                                         ("compute_capability", (9,)), ("key", "H200"), ("name", ""),
+                                         ("memory_bytes", 1.5), ("fp8_flops", -1.0)])
+def test_gpu_spec_validation(field, value):
+    with pytest.raises(ConfigError):
+        dataclasses.replace(get_gpu("h200"), **{field: value})
+
+
+def test_device_properties_match_reference_keys():
+    props = get_gpu("h200").device_properties(0)
+    ref_file = REF / "gpt_small" / "trace.pt.trace.json.gz"
+    if ref_file.exists():
+        with gzip.open(ref_file, "rt") as f:
+            ref = json.load(f)["deviceProperties"][0]
+        assert list(props) == list(ref)
+        assert props == ref
+    assert get_gpu("a100").device_properties(3)["id"] == 3
+    cp = get_gpu("h100").cuda_properties()
+    for k in ("name", "major", "minor", "total_memory", "multi_processor_count", "L2_cache_size"):
+        assert k in cp
+    assert cp["major"] == 9 and cp["L2_cache_size"] == 50 * 2**20
+
+
+# ---------------------------------------------------------------- FLOP formulas
+
+def test_flop_formulas_match_torch_flop_counter():
+    fc = pytest.importorskip("torch.utils.flop_counter")
+    assert R.mm_flops(8192, 768, 2304) == fc.mm_flop((8192, 768), (768, 2304))
+    assert R.mm_flops(64, 128, 256, batch=12) == fc.bmm_flop((12, 64, 128), (12, 128, 256))
+    x, w, o = (8, 64, 56, 56), (128, 64, 3, 3), (8, 128, 56, 56)
+    assert R.conv_flops(x, w, o, False) == fc.conv_flop_count(x, w, o, transposed=False)
+    q = (8, 12, 1024, 64)
+    assert R.sdpa_flops(q, q, q, False, False) == fc.sdpa_flop_count(q, q, q)
+    assert R.sdpa_flops(q, q, q, False, True) == fc.sdpa_backward_flop_count(q, q, q, q)
+    # causal: only the lower triangle (incl. diagonal) of score tiles
+    assert R.sdpa_flops(q, q, q, True, False) == pytest.approx(fc.sdpa_flop_count(q, q, q) * 1025 / 2048)
+
+
+def test_kernel_flops_reported():
+    ks = estimate(mm(1024, 512, 256), "h200")
+    assert sum(k.flops for k in ks) == pytest.approx(2 * 1024 * 512 * 256)
+
+
+# ---------------------------------------------------------------- monotonicity
+
+def test_bigger_gemm_takes_longer():
+    for gpu in GPUS:
+        ts = [total(estimate(mm(s, s, s), gpu)) for s in (256, 1024, 2048, 4096, 8192)]
+        assert ts == sorted(ts) and ts[0] < ts[-1]
+
+
+def test_bf16_faster_than_fp32_and_tf32_between():
+    for gpu in GPUS:
+        bf = total(estimate(mm(4096, 4096, 4096, "bfloat16"), gpu))
+        fp = total(estimate(mm(4096, 4096, 4096, "float32"), gpu))
+        tf = total(estimate(mm(4096, 4096, 4096, "float32"), gpu, allow_tf32=True))
+        assert bf < tf < fp
+
+
+def test_gpu_ordering():
+    add = call("aten::add.Tensor", [T((64, 1024, 1024)), T((64, 1024, 1024))], [T((64, 1024, 1024))])
+    assert total(estimate(add, "h100")) > total(estimate(add, "h200"))  # memory-bound: HBM3 < HBM3e
+    big = mm(8192, 8192, 8192)
+    assert total(estimate(big, "a100")) > total(estimate(big, "h100"))
+    assert total(estimate(big, "h100")) == pytest.approx(total(estimate(big, "h200")), rel=0.15)
+
+
+def test_elementwise_scales_with_bytes():
+    a = total(estimate(call("aten::gelu", [T((1 << 20,), "bfloat16")], [T((1 << 20,), "bfloat16")]), "h200"))
+    b = total(estimate(call("aten::gelu", [T((1 << 26,), "bfloat16")], [T((1 << 26,), "bfloat16")]), "h200"))
+    assert 30 < b / a < 64
+
+
+# ---------------------------------------------------------------- names and kinds
+
+def test_views_and_host_ops_have_no_gpu_work():
+    x = T((8, 1024, 768))
+    for name in ("aten::view", "aten::t", "aten::transpose.int", "aten::expand", "aten::as_strided",
+                 "aten::_reshape_alias", "aten::detach", "aten::empty.memory_format", "aten::empty_strided",
+                 "aten::slice.Tensor", "aten::unsqueeze", "aten::permute"):
+        assert estimate(call(name, [x], [x]), "h200") == [], name
+    assert estimate(call("aten::add.Tensor", [x, x], [x], kind=OpKind.HOST), "h200") == []
+    cpu = T((4, 4), device=CPU_DEVICE)
+    assert estimate(call("aten::add.Tensor", [cpu, cpu], [cpu]), "h200") == []
+    assert estimate(call("_c10d_functional::all_reduce", [x], [x]), "h200") == []
+
+
+def test_elementwise_kernel_names():
+    x = T((8, 1024, 768))
+    (k,) = estimate(call("aten::add_.Tensor", [x, x], [x]), "h200", use_table=False)
+    assert k.name == ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+                      "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)")
+    assert k.grid == (6144, 1, 1) and k.block == (128, 1, 1) and k.launch_api == "cudaLaunchKernel"
+    (k,) = estimate(call("aten::add.Tensor", [x, T((8, 1024, 768), "bfloat16")], [x]), "h200", use_table=False)
+    assert k.name.startswith("void at::native::unrolled_elementwise_kernel<at::native::CUDAFunctor_add<float>")
+    assert k.grid == (12288, 1, 1)
+    (k,) = estimate(call("aten::add.Tensor", [x, T((1024, 768))], [x]), "h200", use_table=False)
+    assert k.name.startswith("void at::native::elementwise_kernel<128, 2, ")
+
+
+def test_cast_and_copy_kinds():
+    x = T((8, 1024, 768))
+    (k,) = estimate(call("aten::_to_copy", [x], [T(x.shape, "bfloat16")]), "h200", use_table=False)
+    assert k.kind == "kernel" and "bfloat16_copy_kernel_cuda" in k.name and k.grid == (6144, 1, 1)
+    (k,) = estimate(call("aten::clone", [x], [x]), "h200")
+    assert (k.kind, k.name, k.launch_api, k.bytes) == ("memcpy", "Memcpy DtoD (Device -> Device)",
+                                                      "cudaMemcpyAsync", x.nbytes)
+    # > 2 GiB operands: TensorIterator splits the launch (4 kernels for 6.6 GB, as in gpt_b32)
+    big = T((32768, 50304))
+    ks = estimate(call("aten::_to_copy", [big], [T(big.shape, "bfloat16")]), "h200", use_table=False)
+    assert len(ks) == 4 and all(k.kind == "kernel" for k in ks)
+
+
+def test_fill_ops_are_fill_kernels_and_memset_kind():
+    x = T((1024, 1024))
+    (k,) = estimate(call("aten::zero_", [x], [x], kind=OpKind.MEMSET), "h200")
+    assert k.kind == "kernel" and "FillFunctor<float>" in k.name
+    (k,) = estimate(call("aten::my_memset", [x], [x], kind=OpKind.MEMSET), "h200")
+    assert (k.kind, k.name, k.launch_api, k.bytes) == ("memset", "Memset (Device)", "cudaMemsetAsync", x.nbytes)
+
+
+def test_gemm_names_by_arch():
+    op = call("aten::addmm", [T((2304,), "bfloat16"), T((8192, 768), "bfloat16"),
+                              T((768, 2304), "bfloat16", stride=(1, 768))], [T((8192, 2304), "bfloat16")])
+    ks = estimate(op, "h200")  # in the table: the real cuBLAS choice
+    assert [k.name for k in ks] == ["Memset (Device)", "nvjet_sm90_tst_192x192_64x4_1x2_h_bz_coopB_bias_TNN"]
+    assert all(k.source == "table" for k in ks) and ks[1].launch_api == "cuLaunchKernelEx"
+    ks = estimate(op, "h200", use_table=False)
+    assert ks[-1].name.startswith("nvjet_sm90_tst_") and ks[-1].name.endswith("_bias_TNN")
+    ks = estimate(op, "a100")
+    assert all(k.source == "roofline" for k in ks)
+    assert ks[-1].name.startswith("ampere_bf16_s16816gemm_bf16_") and ks[-1].name.endswith("_tn")
+    ks = estimate(op, "h100")  # same kernels as H200, durations scaled by the roofline ratio
+    assert [k.source for k in ks] == ["table", "table"]
+    h200 = estimate(op, "h200")
+    assert ks[1].duration_ns > h200[1].duration_ns * 0.95
+
+
+def test_attention_kernels():
+    q = T((8, 12, 1024, 64), "bfloat16")
+    fwd = call("aten::_scaled_dot_product_cudnn_attention", [q, q, q, None, True, 0.0, True, False],
+               [q, T((8, 12, 1024, 1))])
+    ks = estimate(fwd, "h200", use_table=False)
+    assert [k.kind for k in ks] == ["memset", "kernel"] and "sdpa_sm90_flash_fprop" in ks[1].name
+    noncausal = call(fwd.name, [q, q, q, None, True, 0.0, False, False], fwd.outputs)
+    assert total(estimate(noncausal, "h200", use_table=False)) > 1.5 * total(ks)
+    flash = call("aten::_scaled_dot_product_flash_attention", [q, q, q, 0.0, True], [q])
+    assert "pytorch_flash::flash_fwd_kernel" in estimate(flash, "a100")[0].name
+
+
+# ---------------------------------------------------------------- memcpy
+
+def test_memcpy_names_and_bandwidths():
+    g = get_gpu("h200")
+    n = 4096 * 4096
+    gpu_t = T((4096, 4096))
+    pinned = T((4096, 4096), device=CPU_DEVICE, pinned=True)
+    pageable = T((4096, 4096), device=CPU_DEVICE)
+    (a,) = estimate(call("aten::_to_copy", [pinned], [gpu_t], OpKind.MEMCPY), g)
+    (b,) = estimate(call("aten::_to_copy", [pageable], [gpu_t], OpKind.MEMCPY), g)
+    assert a.name == "Memcpy HtoD (Pinned -> Device)" and b.name == "Memcpy HtoD (Pageable -> Device)"
+    assert a.kind == b.kind == "memcpy" and a.launch_api == "cudaMemcpyAsync" and a.bytes == 4 * n
+    # references: 64 MiB pinned in 1261 us (53 GB/s), pageable at 7-8 GB/s
+    assert a.duration_ns == pytest.approx(1261e3, rel=0.05)
+    assert 8000e3 < b.duration_ns < 9700e3
+    (c,) = estimate(call("aten::copy_", [pinned, gpu_t], [pinned], OpKind.MEMCPY), g)
+    assert c.name == "Memcpy DtoH (Device -> Pinned)"
+    (d,) = estimate(call("aten::_to_copy", [gpu_t], [pageable], OpKind.MEMCPY), g)
+    assert d.name == "Memcpy DtoH (Device -> Pageable)" and d.duration_ns > c.duration_ns
+    # DtoH with a cast: the cast kernel runs on the GPU first
+    ks = estimate(call("aten::_to_copy", [T((4096, 4096), "bfloat16")], [pageable], OpKind.MEMCPY), g)
+    assert [k.kind for k in ks] == ["kernel", "memcpy"] and ks[1].bytes == 4 * n
+    # .item(): 4 bytes into pinned memory, ~2 us
+    (e,) = estimate(call("aten::_local_scalar_dense", [T(())], [T((), device=CPU_DEVICE, pinned=True)],
+                         OpKind.MEMCPY), g)
+    assert e.name == "Memcpy DtoH (Device -> Pinned)" and 1500 < e.duration_ns < 2500
+    # device to device (same dtype, contiguous) is a cudaMemcpyAsync at ~1.9-2.0 TB/s
+    (f,) = estimate(call("aten::copy_", [gpu_t, gpu_t], [gpu_t], OpKind.MEMCPY), g)
+    assert f.name == "Memcpy DtoD (Device -> Device)" and f.duration_ns == pytest.approx(35e3, rel=0.1)
+    assert get_gpu("a100").h2d_pinned_bw < g.h2d_pinned_bw
+
+
+# ---------------------------------------------------------------- misc model behaviour
+
+def test_determinism_and_cache():
+    op = mm(3000, 1000, 2000)
+    a = estimate(op, "h200")
+    b = estimate(op, "h200")
+    clear_cache()
+    c = estimate(dataclasses.replace(op), "h200")
+    assert a == b == c and a is not b
+    assert all(isinstance(k, Kernel) and isinstance(k.duration_ns, int) and k.duration_ns >= 700 for k in a)
+
+
+def test_unhashable_kwargs_still_work():
+    x = T((64, 64))
+    op = call("aten::sum.dim_IntList", [x], [T((64,))], kwargs={"dim": [0]})
+    assert estimate(op, "h200") == estimate(op, "h200")
+
+
+def test_multi_tensor_apply_launches_match_reference():
+    shapes = _tool("calibrate_cost").gpt_param_shapes()
+    numels = []
+    for s in shapes:
+        n = 1
+        for d in s:
+            n *= d
+        numels.append(n)
+    launches = K.multi_tensor_launches(numels, 4)  # fused AdamW in gpt.py: 6 x 320 blocks + 76
+    assert [b for b, _ in launches] == [320] * 6 + [76]
+    assert sum(e for _, e in launches) == sum(numels)
+    assert [b for b, _ in K.multi_tensor_launches([1] * 148, 1)] == [110, 38]  # _foreach_add_(steps, 1)
+
+
+def test_fused_adamw_estimate():
+    shapes = _tool("calibrate_cost").gpt_param_shapes()
+    lst = tuple(T(s) for s in shapes)
+    steps = tuple(T(()) for _ in shapes)
+    op = call("aten::_fused_adamw_", [lst, lst, lst, lst, (), steps, 3e-4, 0.9, 0.999, 0.01, 1e-8, False, False])
+    ks = estimate(op, "h200")
+    assert len(ks) == 7 and [k.grid[0] for k in ks] == [320] * 6 + [76]
+    assert "FusedAdamMathFunctor<float, 4, (at::native::ADAM_MODE)1, false>" in ks[0].name
+    assert 900e3 < total(ks) < 1200e3  # reference: 1020-1083 us per step
+    assert op_class(op) == "optimizer"
+
+
+def test_unknown_op_gets_a_plausible_kernel():
+    x = T((1 << 20,), "bfloat16")
+    (k,) = estimate(call("aten::my_fancy_op", [x], [x]), "h200")
+    assert k.kind == "kernel" and "vectorized_elementwise_kernel<8" in k.name and k.duration_ns > 700
+
+
+# ---------------------------------------------------------------- calibration against the references
+
+@needs_ref
+def test_calibration_gpt_small():
+    cal = _tool("calibrate_cost")
+    per = cal.calibrate("gpt_small")
+    meas = sum(m for m, _, _ in per.values())
+    roof = sum(r for _, r, _ in per.values())
+    tab = sum(t for _, _, t in per.values())
+    assert meas == pytest.approx(22927, rel=0.01)  # 22.9 ms of kernels per step
+    assert roof == pytest.approx(meas, rel=0.05)  # roofline alone
+    assert tab == pytest.approx(meas, rel=0.01)  # with the measured table
+    for cls, (m, r, t) in per.items():
+        if cls != "memset" and m > 200:
+            assert r == pytest.approx(m, rel=0.10), cls
+
+
+@needs_ref
+def test_calibration_gpt_b32_without_retuning():
+    per = _tool("calibrate_cost").calibrate("gpt_b32")
+    meas = sum(m for m, _, _ in per.values())
+    roof = sum(r for _, r, _ in per.values())
+    tab = sum(t for _, _, t in per.values())
+    assert meas == pytest.approx(78263, rel=0.01)
+    assert roof == pytest.approx(meas, rel=0.05)
+    assert tab == pytest.approx(meas, rel=0.01)
+    for cls, (m, r, t) in per.items():
+        if cls != "memset" and m > 500:
+            assert r == pytest.approx(m, rel=0.10), cls
+
+
+@needs_ref
+def test_table_reproduces_reference_kernel_sequences():
+    """For every op of gpt_small, the table gives the kernel names the real GPU ran."""
+    x = _tool("extract_kernel_table")
+    cal = _tool("calibrate_cost")
+    bad = []
+    n = 0
+    for dop in x.dispatch_ops(x.load_events("gpt_small")):
+        if not dop.acts or dop.name in ("aten::_fused_adamw_", "aten::_foreach_add_"):
+            continue
+        n += 1
+        ks = estimate(cal.to_opcall(dop), "h200")
+        if [k.name for k in ks] != [a.name for a in dop.acts] or any(k.source != "table" for k in ks):
+            bad.append(dop.name)
+    assert n > 500 and not bad
+
+
+def test_table_is_small_and_loads():
+    path = ROOT / "phantora_prof" / "cost" / "data" / "h200_kernels.json.gz"
+    assert path.stat().st_size < 1_000_000
+    tbl = K.table("h200")
+    assert tbl is not None and tbl.exact and K.table("a100") is None
+
+
+def test_gpuspec_is_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        get_gpu("h200").num_sms = 1  # type: ignore[misc]
+    assert isinstance(get_gpu("h200"), GpuSpec)
