@@ -19,6 +19,7 @@ from netsim.errors import NetsimError
 from netsim.topology import ClusterSpec, NetworkSpec, NodeSpec, Topology
 from netsim.presets import PRESETS, get_preset
 from netsim.cluster_file import load_cluster_file, resolve_cluster
+from netsim.network import CollectiveRequest, CollectiveResult, Network
 
 __all__ = [
     "NetsimError",
@@ -30,4 +31,7 @@ __all__ = [
     "get_preset",
     "load_cluster_file",
     "resolve_cluster",
+    "CollectiveRequest",
+    "CollectiveResult",
+    "Network",
 ]

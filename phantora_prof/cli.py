@@ -66,7 +66,8 @@ def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, no_tra
     https://ui.perfetto.dev, chrome://tracing, TensorBoard or HTA.
     """
     _setup_logging(log_level)
-    ctx.obj = {"gpu": gpu, "out_dir": out_dir, "nproc_per_node": nproc_per_node, "trace": not no_trace}
+    ctx.obj = {"gpu": gpu, "out_dir": out_dir, "nproc_per_node": nproc_per_node, "trace": not no_trace,
+               "log_level": log_level}
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
         ctx.exit(2)
@@ -80,7 +81,7 @@ def _run_command(obj: dict, command: tuple[str, ...]) -> None:
     from phantora_prof.summary import print_summary
 
     opts = RunOptions(command=list(command), gpu=obj["gpu"], out_dir=obj["out_dir"],
-                      nproc_per_node=obj["nproc_per_node"], trace=obj["trace"])
+                      nproc_per_node=obj["nproc_per_node"], trace=obj["trace"], log_level=obj["log_level"])
     result = run(opts)
     print_summary(result, opts, _console(stderr=True))
     sys.exit(result.exit_code)

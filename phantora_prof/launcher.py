@@ -38,6 +38,7 @@ class RunOptions:
     out_dir: Path = Path("phantora_traces")
     nproc_per_node: int = 1
     trace: bool = True
+    log_level: str = "warning"
 
     def __post_init__(self) -> None:
         if not self.command:
@@ -113,6 +114,7 @@ def run(opts: RunOptions, on_progress=None) -> RunResult:
                 "PHANTORA_COORDINATOR": coord.address,
                 "PHANTORA_RANK_CONFIG": cfg.to_env(),
                 "PHANTORA_EPOCH_NS": str(epoch_ns),
+                "PHANTORA_LOG_LEVEL": opts.log_level,
                 "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
                 "LOCAL_WORLD_SIZE": str(world), "GROUP_RANK": "0", "ROLE_RANK": str(rank),
                 "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": env.get("MASTER_PORT", "29500"),

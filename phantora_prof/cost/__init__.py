@@ -50,6 +50,7 @@ __all__ = ["Kernel", "GpuSpec", "GPUS", "DEFAULT_GPU", "get_gpu", "estimate", "o
 
 _CACHE: dict = {}
 _CACHE_MAX = 1 << 16
+_NAMES: dict[str, bool] = {}  # op name -> never launches GPU work
 _NO_GPU_NAMESPACES = frozenset(("c10d", "_c10d_functional", "c10d_functional", "_c10d_functional_autograd",
                                 "prim", "profiler", "_dtensor", "record_param_comms"))
 
@@ -76,6 +77,14 @@ def _hashable(v):
 def estimate(op: OpCall, gpu: GpuSpec | str | None = None, *, allow_tf32: bool = False,
              use_table: bool = True) -> list[Kernel]:
     """The GPU activities `op` launches on `gpu`, in launch order ([] when none)."""
+    if op.kind == OpKind.HOST:
+        return []
+    nb = _NAMES.get(op.name)
+    if nb is None:
+        ns, base = _split_name(op.name)
+        nb = _NAMES[op.name] = ns in _NO_GPU_NAMESPACES or base in _ops.NO_GPU_WORK
+    if nb:
+        return []
     spec = gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
     gkey = spec.key if GPUS.get(spec.key) is spec else spec
     try:
@@ -174,21 +183,28 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool) -> li
         res = _from_table(op, base, gpu, allow_tf32, tbl, cost)
         if res is not None:
             return res
-        if handler is _ops.elementwise and tbl is not None:
-            specs = _table_names(op, base, tbl, specs, gpu)
-    elif handler is _ops.elementwise and tbl is not None:
+    if handler is _ops.elementwise and tbl is not None and specs and specs[0].generic:
         specs = _table_names(op, base, tbl, specs, gpu)
     total = _R.op_time_ns(cost, gpu)
     return _materialize(cost, specs, total, gpu)
 
 
 def _table_names(op, base, tbl, specs, gpu):
-    """For ops without a dedicated generator: the kernel sequence the table has for the dtypes."""
+    """Ops whose functor the generator does not know: the names the table has for the dtypes.
+
+    A single table kernel of the generator's family lends its name (the generator keeps the
+    launch config, which depends on the size); a multi-kernel sequence is taken whole.
+    """
     types = tuple(_types_of(op))
     in_bytes = sum(t.nbytes for t in _R.all_inputs(op))
     seq = tbl.nearest("aten::" + base, types, in_bytes)
     if not seq or (gpu.arch != tbl.arch and _K.arch_specific(seq)):
         return specs
+    if len(seq) == 1:
+        if seq[0].kind != _K.KIND_KERNEL or _K.family(seq[0].name) != _K.family(specs[0].name):
+            return specs
+        return [KernelSpec(s.kind, seq[0].name, s.grid, s.block, seq[0].regs, seq[0].smem, s.nbytes, seq[0].api,
+                           s.weight) for s in specs]
     total = sum(max(s.dur_ns, 1) for s in seq if s.kind == _K.KIND_KERNEL) or 1
     out = []
     for s in seq:

@@ -73,6 +73,7 @@ class KernelSpec:
     api: str = API_KERNEL
     weight: float = 1.0  # share of the op's time (memsets: ignored, they have their own)
     dur_ns: int = 0  # measured duration when it comes from the table
+    generic: bool = False  # the name is a guess (no functor known for the op)
 
 
 # ------------------------------------------------------------------ the H200 table
@@ -236,6 +237,17 @@ def opmath(dtype: str) -> str:
 
 
 # ------------------------------------------------------------------ TensorIterator kernels
+
+def family(name: str) -> str:
+    """TensorIterator kernel family of a kernel name (vectorized / unrolled / strided / other)."""
+    if "vectorized_elementwise_kernel" in name:
+        return "vectorized"
+    if "unrolled_elementwise_kernel" in name:
+        return "unrolled"
+    if "at::native::elementwise_kernel<" in name:
+        return "strided"
+    return "other"
+
 
 def api_for(name: str) -> str:
     if name.startswith("Memset"):

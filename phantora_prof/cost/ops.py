@@ -368,9 +368,10 @@ def reduction(op, base, gpu, allow_tf32):
     else:
         fn = K.generic_reduce_functor(base, x.dtype)
     specs = K.reduce_kernel(fn, x.dtype, out_dtype, reduce_size, n_out, gpu.num_sms, inner)
-    global_reduce = any(s.kind == K.KIND_MEMSET for s in specs)
+    column = not inner and n_out > 1
+    global_reduce = column and any(s.kind == K.KIND_MEMSET for s in specs)
     cost = Cost(REDUCTION, "reduce_global" if global_reduce else "reduce", 0.0, io_bytes(op))
-    if not inner and n_out > 1:
+    if column:
         cost.mem_bw = n_out * REDUCE_BW_PER_COLUMN
     return cost, specs
 
@@ -637,6 +638,9 @@ def elementwise(op, base, gpu, allow_tf32):
     elif base.rstrip("_") in ("add", "sub", "mul", "div", "rsub"):
         functor = K.binary_functor(base, dtype, scalar)
     else:
+        functor = None
+    generic = functor is None
+    if generic:
         functor = K.lambda_functor(f"{base.rstrip('_')}_kernel_cuda", dtype, max(1, min(len(ins), 3)))
     if broadcast or noncontig:
         spec, eff = K.strided_kernel(functor, numel), "strided"
@@ -648,6 +652,7 @@ def elementwise(op, base, gpu, allow_tf32):
             eff = "transcendental"
         elif half and base.endswith("_backward"):
             eff = "elementwise_bwd"
+    spec.generic = generic
     return Cost(ELEMENTWISE, eff, 0.0, io_bytes(op)), _split([spec], tensors)
 
 

@@ -50,6 +50,7 @@ def main() -> None:
     from phantora_prof.runtime.state import RankConfig
 
     config = RankConfig.from_env()
+    _setup_logging(config.rank)
     from phantora_prof.runtime import native_loader
 
     native_loader.load_fake_cuda(config.device_count)
@@ -84,13 +85,28 @@ def main() -> None:
     os._exit(exit_code) if os.environ.get("PHANTORA_HARD_EXIT") else sys.exit(exit_code)
 
 
+def _setup_logging(rank: int) -> None:
+    """Our own messages go to stderr with a prefix, never mixed into the script's stdout."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"[phantora-prof rank {rank}] %(levelname)s: %(message)s"))
+    logger = logging.getLogger("phantora_prof")
+    logger.addHandler(handler)
+    logger.setLevel(os.environ.get("PHANTORA_LOG_LEVEL", "WARNING").upper())
+    logger.propagate = False
+
+
 def _print_user_traceback() -> None:
     """Print the traceback without our own frames, as `python script.py` would show it."""
     etype, value, tb = sys.exc_info()
     ours = os.path.dirname(os.path.abspath(__file__))
     runpy_file = runpy.__file__.rstrip("c")
-    while tb is not None and (os.path.dirname(os.path.abspath(tb.tb_frame.f_code.co_filename)) == ours
-                              or tb.tb_frame.f_code.co_filename.rstrip("c") == runpy_file):
+    def ours_or_runpy(filename: str) -> bool:
+        return (os.path.dirname(os.path.abspath(filename)) == ours or filename.rstrip("c") == runpy_file
+                or filename == "<frozen runpy>")
+
+    while tb is not None and ours_or_runpy(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
     traceback.print_exception(etype, value, tb)
 

@@ -16,7 +16,7 @@ import threading
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch._subclasses.fake_tensor import DynamicOutputShapeException, FakeTensor, FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from phantora_prof import cost, hostcost
@@ -111,8 +111,6 @@ class CaptureMode(TorchDispatchMode):
                 return args[0].device
             return func(*args, **kwargs)
         if not self._touches_cuda(args, kwargs):
-            if func is aten._pin_memory.default or func is aten.is_pinned.default:
-                return pinned.handle(func, args, kwargs)
             return func(*args, **kwargs)
         return self._cuda_op(func, args, kwargs)
 
@@ -130,8 +128,10 @@ class CaptureMode(TorchDispatchMode):
         try:
             with self.fake_mode:
                 out = func(*fargs, **fkwargs)
+        except DynamicOutputShapeException:
+            out = self._data_dependent_estimate(func, name, fargs, fkwargs)
         except Exception as exc:  # noqa: BLE001 - turned into a clear error below
-            raise self._unsupported(name, args, kwargs, exc) from exc
+            raise self._unsupported(name, args, kwargs, exc) from None
         out = self._realize_cpu_outputs(out, real_self)
 
         self._track_memory(out)
@@ -318,12 +318,44 @@ class CaptureMode(TorchDispatchMode):
     def flush(self) -> None:
         self._close_autograd()
 
-    # ---- errors ----
+    # ---- errors and estimates ----
+    def _data_dependent_estimate(self, func, name: str, args: tuple, kwargs: dict):
+        """Ops whose output size depends on the data (nonzero, masked_select, unique, boolean
+        indexing): the simulation has no data, so it continues with the upper bound (every
+        element selected / distinct) and says so once per op."""
+        x = args[0]
+        n = x.numel()
+        if name not in self.unsupported:
+            self.unsupported[name] = "upper-bound estimate"
+            log.warning("%s(%s) has a data-dependent output size; continuing with the upper bound "
+                        "(%d elements)", name, ", ".join(_describe(a) for a in args), n)
+        with self.fake_mode:
+            if name in ("aten::nonzero", "aten::argwhere"):
+                return torch.empty((n, x.dim()), dtype=torch.int64, device=x.device)
+            if name == "aten::nonzero_static":
+                return func(*args, **kwargs)
+            if name in ("aten::masked_select",):
+                return torch.empty((n,), dtype=x.dtype, device=x.device)
+            if name == "aten::index" and len(args) > 1:
+                mask = next((i for i in args[1] if isinstance(i, torch.Tensor) and i.dtype == torch.bool), None)
+                m = mask.numel() if mask is not None else n
+                rest = tuple(x.shape[mask.dim():]) if mask is not None else ()
+                return torch.empty((m, *rest), dtype=x.dtype, device=x.device)
+            if name in ("aten::_unique2", "aten::unique_dim", "aten::unique_consecutive", "aten::_unique"):
+                flat = torch.empty((n,), dtype=x.dtype, device=x.device)
+                inv = torch.empty(tuple(x.shape), dtype=torch.int64, device=x.device)
+                counts = torch.empty((n,), dtype=torch.int64, device=x.device)
+                return (flat, inv, counts) if name != "aten::_unique" else (flat, inv)
+        raise UnsupportedOpError(
+            f"phantora-prof cannot simulate {name}({', '.join(_describe(a) for a in args)}): its output size "
+            "depends on the tensor's values, which a simulated GPU does not have")
+
     def _unsupported(self, name: str, args: tuple, kwargs: dict, exc: Exception) -> Exception:
         shapes = ", ".join(_describe(a) for a in args)
-        msg = (f"phantora-prof cannot simulate {name}({shapes}): {type(exc).__name__}: {exc}. "
-               "The op has no fake (meta) implementation or a data-dependent output shape. "
-               "Register one with torch.library.register_fake, or avoid the op on CUDA tensors.")
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        msg = (f"phantora-prof cannot simulate {name}({shapes}): {type(exc).__name__}: {reason[:300]}. "
+               "The op has no fake (meta) implementation. Register one with torch.library.register_fake, "
+               "or avoid the op on CUDA tensors.")
         return UnsupportedOpError(msg)
 
 

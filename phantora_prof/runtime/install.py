@@ -11,7 +11,7 @@ import torch
 from phantora_prof import cost
 from phantora_prof.protocol import Goodbye, Hello
 from phantora_prof.runtime import clock as _clock
-from phantora_prof.runtime import cuda_api, modules, pinned, sdpa
+from phantora_prof.runtime import cuda_api, modules, sdpa
 from phantora_prof.runtime import state as _state
 from phantora_prof.runtime.channel import connect_from_env
 from phantora_prof.runtime.state import RankConfig, RuntimeState
@@ -44,7 +44,6 @@ def install(config: RankConfig) -> InstalledRuntime:
     channel.send(Hello(config.rank, config.world_size, os.getpid()))
     _clock.install(clock)
     cuda_api.install()
-    pinned.install()
     modules.install()
     sdpa.install()
     torch._C._set_only_lift_cpu_tensors(True)

@@ -1,0 +1,41 @@
+"""Shared fixtures: running the CLI in a subprocess, finding the reference traces."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPTS = REPO / "tests" / "scripts"
+SHARED = REPO.parent / "shared"
+REFERENCE = SHARED / "reference" / "h200"
+
+
+def run_cli(args: list[str], cwd: Path, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run `phantora-prof ARGS` as a user would (a fresh process), capturing its output."""
+    full_env = dict(os.environ)
+    full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
+    full_env["COLUMNS"] = "200"
+    if env:
+        full_env.update(env)
+    return subprocess.run([sys.executable, "-m", "phantora_prof", *args], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def cli(tmp_path):
+    def _run(*args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+        return run_cli(list(args), tmp_path, timeout=timeout, env=env)
+
+    _run.cwd = tmp_path
+    return _run
+
+
+def reference_trace(name: str) -> Path:
+    path = REFERENCE / name / "trace.pt.trace.json.gz"
+    if not path.exists():
+        pytest.skip(f"reference trace {path} not available (../shared is laid beside the repo)")
+    return path

@@ -1,0 +1,47 @@
+"""Small behaviours the end-to-end tests check: argv, __main__, exit codes, exceptions."""
+import sys
+
+import torch
+
+mode = sys.argv[1]
+if mode == "argv":
+    print("argv", sys.argv)
+    print("main", __name__)
+elif mode == "exit":
+    print("exiting", flush=True)
+    sys.exit(int(sys.argv[2]))
+elif mode == "raise":
+    x = torch.ones(4, device="cuda")
+    raise ValueError("user error from the script")
+elif mode == "cuda":
+    print("available", torch.cuda.is_available(), "count", torch.cuda.device_count())
+    print("name", torch.cuda.get_device_name(0))
+    print("capability", torch.cuda.get_device_capability())
+    p = torch.cuda.get_device_properties(0)
+    print("props", p.name, p.total_memory, p.multi_processor_count)
+    x = torch.randn(1024, 1024, device="cuda")
+    y = x @ x
+    print("device", y.device, "shape", tuple(y.shape), "dtype", y.dtype)
+    print("item", y.sum().item(), "bool", bool((y > 0).all()))
+    print("cpu", y.cpu().shape, y.cpu().device)
+    print("pinned", torch.randn(4).pin_memory().is_pinned())
+    print("allocated", torch.cuda.memory_allocated())
+elif mode == "unsupported":
+    x = torch.randn(128, device="cuda")
+    idx = torch.nonzero(x > 0)
+    print("nonzero shape", tuple(idx.shape))
+elif mode == "timing":
+    import time
+
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    start.record()
+    for _ in range(10):
+        a @ a
+    end.record()
+    torch.cuda.synchronize()
+    t1 = time.perf_counter()
+    print(f"event_ms {start.elapsed_time(end):.4f} wall_ms {(t1 - t0) * 1e3:.4f}")

@@ -1,0 +1,130 @@
+"""End to end: the CLI runs real scripts in a subprocess, as a user would."""
+from __future__ import annotations
+
+import re
+import sys
+
+import pytest
+
+from conftest import SCRIPTS, reference_trace
+from tracing.kineto import load_trace
+from tracing.validate import validate_trace
+
+PY = sys.executable
+
+
+def _steps(stdout: str) -> list[float]:
+    return [float(m) for m in re.findall(r"step \d+ time_ms ([0-9.]+)", stdout)]
+
+
+def test_tiny_gpt_runs_and_writes_a_valid_trace(cli):
+    r = cli("--out", "traces", PY, str(SCRIPTS / "tiny_gpt.py"), "3")
+    assert r.returncode == 0, r.stderr[-3000:]
+    steps = _steps(r.stdout)
+    assert len(steps) == 3 and all(t > 0 for t in steps)
+    assert steps[1] == steps[2]  # steady state of a deterministic simulation
+    # tied embedding stays tied: 512*64 (wte) + 64*64 (wpe) + 2 blocks + lnf; head shares wte
+    params = int(re.search(r"params (\d+)", r.stdout).group(1))
+    assert params == 512 * 64 + 64 * 64 + 2 * (4 * 64 + 3 * 64 * 64 + 3 * 64 + 64 * 64 + 64 + 2 * 4 * 64 * 64 + 4 * 64 + 64) + 2 * 64
+    assert "simulated" in r.stderr and "rank0.pt.trace.json.gz" in r.stderr
+    trace = cli.cwd / "traces" / "rank0.pt.trace.json.gz"
+    doc = load_trace(trace)
+    reference = load_trace(reference_trace("gpt_small"))
+    assert validate_trace(doc, reference) == []
+    cats = {e.get("cat") for e in doc["traceEvents"]}
+    assert {"cpu_op", "kernel", "cuda_runtime", "ac2g", "gpu_memset"} <= cats
+    names = {e["name"] for e in doc["traceEvents"] if e.get("cat") == "cpu_op"}
+    assert "aten::_scaled_dot_product_cudnn_attention" in names  # fused attention, not the math path
+    assert "aten::_fused_adamw_" in names
+    assert any(n.startswith("autograd::engine::evaluate_function: ") for n in names)
+
+
+def test_two_runs_give_identical_traces(cli):
+    for out in ("a", "b"):
+        r = cli("--out", out, PY, str(SCRIPTS / "tiny_gpt.py"), "2")
+        assert r.returncode == 0, r.stderr[-2000:]
+    a = load_trace(cli.cwd / "a" / "rank0.pt.trace.json.gz")
+    b = load_trace(cli.cwd / "b" / "rank0.pt.trace.json.gz")
+    for doc in (a, b):  # ids of the run
+        for key in ("trace_id", "baseTimeNanoseconds", "traceName"):
+            doc.pop(key, None)
+    assert a == b
+
+
+@pytest.mark.parametrize("mode,code", [("argv", 0), ("exit", 3), ("raise", 1)])
+def test_script_behaviour_passes_through(cli, mode, code):
+    extra = ["3"] if mode == "exit" else []
+    r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), mode, *extra)
+    assert r.returncode == code, r.stderr[-2000:]
+    if mode == "argv":
+        assert f"argv ['{SCRIPTS / 'behaviours.py'}', 'argv']" in r.stdout
+        assert "main __main__" in r.stdout
+    if mode == "raise":
+        assert "ValueError: user error from the script" in r.stderr
+        tb = r.stderr[r.stderr.index("Traceback"):]
+        assert "phantora_prof" not in tb.split("ValueError")[0]  # the traceback is the script's own
+
+
+def test_torch_cuda_answers_from_the_simulated_gpu(cli):
+    r = cli("--no-trace", "--gpu", "h100", PY, str(SCRIPTS / "behaviours.py"), "cuda")
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = r.stdout
+    assert "available True count 1" in out
+    assert "name NVIDIA H100" in out
+    assert "capability (9, 0)" in out
+    assert "device cuda:0 shape (1024, 1024) dtype torch.float32" in out
+    assert "item 0.0 bool True" in out  # documented placeholders
+    assert "cpu torch.Size([1024, 1024]) cpu" in out
+    assert "pinned True" in out
+    assert "allocated 8388608" in out  # x and y, 4 MiB each
+
+
+def test_data_dependent_op_continues_with_estimate(cli):
+    r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "unsupported")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "nonzero shape (128, 1)" in r.stdout
+    assert "aten::nonzero(torch.bool[128]@cuda:0)" in r.stderr
+
+
+def test_event_timing_and_perf_counter_read_simulated_time(cli):
+    r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "timing")
+    assert r.returncode == 0, r.stderr[-2000:]
+    ev, wall = map(float, re.search(r"event_ms ([0-9.]+) wall_ms ([0-9.]+)", r.stdout).groups())
+    # ten 8192^3 bf16 GEMMs: ~1.1 TFLOP each -> ~1.1-2 ms each on an H200
+    assert 8.0 < ev < 25.0
+    assert ev <= wall < ev + 0.5
+
+
+def test_python_dash_m_and_dash_c(cli, tmp_path):
+    (tmp_path / "mymod.py").write_text("import sys, torch\nprint('mod', __name__, sys.argv[1:])\n")
+    r = cli("--no-trace", PY, "-m", "mymod", "--flag", "x")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "mod __main__ ['--flag', 'x']" in r.stdout
+    r = cli("--no-trace", PY, "-c", "import torch; print(torch.cuda.is_available())")
+    assert r.returncode == 0 and r.stdout.strip() == "True"
+
+
+def test_bad_command_is_a_clear_error(cli):
+    r = cli("ls", "-l")
+    assert r.returncode == 2
+    assert "expected `python SCRIPT ...`" in r.stderr
+    r = cli(PY, "does_not_exist.py")
+    assert r.returncode == 2 and "does_not_exist.py" in r.stderr
+    r = cli("--gpu", "v100", PY, "x.py")
+    assert r.returncode == 2 and "v100" in r.stderr
+
+
+def test_reference_streams_workload_runs_unmodified(cli):
+    workloads = reference_trace("streams").parent.parent.parent / "workloads"
+    r = cli("--out", "traces", PY, str(workloads / "streams.py"), "--steps", "4")
+    assert r.returncode == 0, r.stderr[-2000:]
+    steps = _steps(r.stdout)
+    assert len(steps) == 4
+    doc = load_trace(cli.cwd / "traces" / "rank0.pt.trace.json.gz")
+    assert validate_trace(doc, load_trace(reference_trace("streams"))) == []
+    memcpy = {e["name"] for e in doc["traceEvents"] if e.get("cat") == "gpu_memcpy"}
+    assert "Memcpy HtoD (Pinned -> Device)" in memcpy and "Memcpy HtoD (Pageable -> Device)" in memcpy
+    streams = {e["tid"] for e in doc["traceEvents"] if e.get("cat") == "gpu_memcpy"}
+    assert len(streams) >= 2  # the side stream copies
+    # real H200: odd steps (pageable copy on the side stream) are slower than even ones
+    assert steps[1] > steps[2] * 1.05
