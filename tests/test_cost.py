@@ -363,7 +363,7 @@ def test_table_reproduces_reference_kernel_sequences():
 
 
 def test_table_is_small_and_loads():
-    path = ROOT / "phantora_prof" / "cost" / "data" / "h200_kernels.json.gz"
+    path = ROOT / "phantora_prof" / "cost" / "data" / "h200_kernels.json"
     assert path.stat().st_size < 1_000_000
     tbl = K.table("h200")
     assert tbl is not None and tbl.exact and K.table("a100") is None

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Build phantora_prof/cost/data/h200_kernels.json.gz from the reference H200 traces.
+"""Build phantora_prof/cost/data/h200_kernels.json from the reference H200 traces.
 
 For every op the runtime would capture (the __torch_dispatch__ level), record the GPU
 activities (kernels, memsets, memcpys) it launched on the real GPU: name, grid, block,
@@ -50,7 +50,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 REF = Path("/work/shared/reference/h200")
 WORKLOADS = ("gpt_small", "gpt_b32", "gpt_ddp1", "gpt_small_memory", "streams")
-OUT = ROOT / "phantora_prof" / "cost" / "data" / "h200_kernels.json.gz"
+OUT = ROOT / "phantora_prof" / "cost" / "data" / "h200_kernels.json"
 
 # profiler "Input type" -> protocol dtype name
 TYPE_MAP = {
@@ -543,10 +543,7 @@ def main(argv=None) -> int:
         return 0
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".tmp")
-    with open(tmp, "wb") as f:
-        # mtime=0: the same table gives the same bytes
-        with gzip.GzipFile(fileobj=f, mode="wb", mtime=0) as gz:
-            gz.write(blob)
+    tmp.write_bytes(blob + b"\n")
     tmp.replace(args.out)
     print(f"wrote {args.out} ({args.out.stat().st_size} bytes)")
     return 0

@@ -1,6 +1,6 @@
 """Kernel names and launch configurations: the measured H200 table and generators.
 
-The table (data/h200_kernels.json.gz, built by tools/extract_kernel_table.py from the
+The table (data/h200_kernels.json, built by tools/extract_kernel_table.py from the
 reference traces) says which kernels each dispatch-level op launched on a real H200 with
 torch 2.11 / CUDA 13, with grid, block, registers, shared memory, launch API and mean
 duration. Lookups:
@@ -18,7 +18,6 @@ kernels, reductions, cuBLAS/nvjet GEMMs, SDPA backends, multi-tensor-apply launc
 """
 from __future__ import annotations
 
-import gzip
 import json
 import math
 from dataclasses import dataclass
@@ -184,9 +183,9 @@ def table(gpu_key: str = "h200") -> KernelTable | None:
     """The measured table for a GPU (only h200 exists); None when there is none."""
     if gpu_key != "h200":
         return None
-    ref = resources.files("phantora_prof.cost").joinpath("data", "h200_kernels.json.gz")
+    ref = resources.files("phantora_prof.cost").joinpath("data", "h200_kernels.json")
     with ref.open("rb") as f:
-        data = json.loads(gzip.decompress(f.read()))
+        data = json.loads(f.read())
     return KernelTable(data)
 
 

@@ -55,6 +55,13 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return name
 
 
+def _matmul_tf32() -> bool:
+    """Whether fp32 matmuls may use TF32 tensor cores (torch.backends.cuda.matmul.*)."""
+    matmul = torch.backends.cuda.matmul
+    precision = getattr(matmul, "fp32_precision", None)  # torch >= 2.9
+    return precision == "tf32" if precision is not None else bool(matmul.allow_tf32)
+
+
 def _is_cuda_device(d: Any) -> bool:
     if isinstance(d, torch.device):
         return d.type == "cuda"
@@ -150,7 +157,7 @@ class CaptureMode(TorchDispatchMode):
             kernels = ()
             dispatch = hostcost.DISPATCH_NS_VIEW
         else:
-            kernels = tuple(cost.estimate(op, self.gpu))
+            kernels = tuple(cost.estimate(op, self.gpu, allow_tf32=_matmul_tf32()))
             dispatch = hostcost.DISPATCH_NS_COMPUTE if kernels else hostcost.DISPATCH_NS_VIEW
         launch_total = sum(hostcost.api_ns(k.launch_api) for k in kernels)
         op.launch_ns = start + dispatch
