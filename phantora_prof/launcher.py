@@ -39,6 +39,7 @@ class RunOptions:
     nproc_per_node: int = 1
     trace: bool = True
     log_level: str = "warning"
+    op_costs: dict[str, int] = field(default_factory=dict)  # op name -> ns
 
     def __post_init__(self) -> None:
         if not self.command:
@@ -67,6 +68,28 @@ class RunResult:
     exit_code: int
     ranks: list[RankSummary]
     wall_s: float
+
+
+_UNITS_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+
+
+def parse_op_cost(spec: str) -> tuple[str, int]:
+    """`aten::foo=35us` -> ("aten::foo", 35000). Units: ns, us, ms, s (default us)."""
+    name, sep, value = spec.partition("=")
+    name, value = name.strip(), value.strip().lower()
+    if not sep or not name or not value:
+        raise ConfigError(f"--op-cost expects NAME=TIME (e.g. mylib::rope=35us), got {spec!r}")
+    if "::" not in name:
+        name = f"aten::{name}"
+    unit = next((u for u in ("ns", "us", "ms", "s") if value.endswith(u)), "")
+    number = value[: len(value) - len(unit)] if unit else value
+    try:
+        ns = int(round(float(number) * _UNITS_NS[unit or "us"]))
+    except ValueError:
+        raise ConfigError(f"--op-cost {spec!r}: {number!r} is not a number") from None
+    if ns <= 0:
+        raise ConfigError(f"--op-cost {spec!r}: the time must be positive")
+    return name, ns
 
 
 def python_argv(command: list[str]) -> list[str]:
@@ -108,7 +131,7 @@ def run(opts: RunOptions, on_progress=None) -> RunResult:
     try:
         for rank in range(world):
             cfg = RankConfig(rank=rank, world_size=world, local_rank=rank, device_count=opts.nproc_per_node,
-                             gpu=gpu.key)
+                             gpu=gpu.key, op_costs=opts.op_costs)
             env = dict(base_env)
             env.update({
                 "PHANTORA_COORDINATOR": coord.address,

@@ -128,3 +128,36 @@ def test_reference_streams_workload_runs_unmodified(cli):
     assert len(streams) >= 2  # the side stream copies
     # real H200: odd steps (pageable copy on the side stream) are slower than even ones
     assert steps[1] > steps[2] * 1.05
+
+
+def test_real_script_features(cli):
+    """DataLoader workers + pin_memory, seeds, backend flags, torch.compile, nvtx, AMP GradScaler."""
+    r = cli("--out", "traces", PY, str(SCRIPTS / "features.py"), "train")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "steps 8" in r.stdout
+    assert "torch.compile runs eagerly" in r.stderr
+    assert r.stderr.count("torch.compile runs eagerly") == 1
+    doc = load_trace(cli.cwd / "traces" / "rank0.pt.trace.json.gz")
+    annotations = {e["name"] for e in doc["traceEvents"] if e.get("cat") == "user_annotation"}
+    assert {"forward", "backward"} <= annotations
+    gpu_annotations = {e["name"] for e in doc["traceEvents"] if e.get("cat") == "gpu_user_annotation"}
+    assert {"forward", "backward"} <= gpu_annotations
+    memcpy = [e for e in doc["traceEvents"] if e.get("cat") == "gpu_memcpy"]
+    assert any(e["name"] == "Memcpy HtoD (Pinned -> Device)" for e in memcpy)
+    assert validate_trace(doc, load_trace(reference_trace("gpt_small"))) == []
+
+
+def test_custom_op_without_fake_is_named_clearly(cli):
+    r = cli("--no-trace", PY, str(SCRIPTS / "features.py"), "custom_op")
+    assert r.returncode == 1
+    assert "phantora-prof cannot simulate phantora_test::no_fake(torch.float32[8, 16]@cuda:0)" in r.stderr
+    assert "register_fake" in r.stderr
+    assert "unreachable" not in r.stdout
+
+
+def test_op_cost_option_times_a_custom_op(cli):
+    r = cli("--no-trace", "--op-cost", "phantora_test::with_fake=2.5ms", PY, str(SCRIPTS / "features.py"),
+            "custom_op_fake")
+    assert r.returncode == 0, r.stderr[-2000:]
+    ms = float(re.search(r"custom_ms ([0-9.]+)", r.stdout).group(1))
+    assert 2.5 <= ms < 2.6

@@ -81,6 +81,7 @@ class CaptureMode(TorchDispatchMode):
         self._tls = threading.local()
         self._autograd_open: tuple | None = None  # (node, name, seq, start_ns, ext_id)
         self.unsupported: dict[str, str] = {}
+        self.op_costs: dict[str, int] = dict(self.st.config.op_costs)
 
     # ---- classification ----
     @staticmethod
@@ -153,7 +154,12 @@ class CaptureMode(TorchDispatchMode):
         touts = _outputs(out)
         ext = st.next_external_id()
         op = OpCall(st.config.rank, ext, name, targs, tkwargs, touts, tid, start, start, stream, device, kind)
-        if name in _VIEW_OPS:
+        user_ns = self.op_costs.get(name) if self.op_costs else None
+        if user_ns is not None:
+            kernels = (cost.Kernel("kernel", name, user_ns, grid=(self.gpu.num_sms, 1, 1), block=(256, 1, 1),
+                                   source="user"),)
+            dispatch = hostcost.DISPATCH_NS_COMPUTE
+        elif name in _VIEW_OPS:
             kernels = ()
             dispatch = hostcost.DISPATCH_NS_VIEW
         else:
@@ -361,8 +367,8 @@ class CaptureMode(TorchDispatchMode):
         shapes = ", ".join(_describe(a) for a in args)
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         msg = (f"phantora-prof cannot simulate {name}({shapes}): {type(exc).__name__}: {reason[:300]}. "
-               "The op has no fake (meta) implementation. Register one with torch.library.register_fake, "
-               "or avoid the op on CUDA tensors.")
+               "The op has no fake (meta) implementation: register one with torch.library.register_fake "
+               "(its GPU time can then be given with --op-cost NAME=TIME), or avoid the op on CUDA tensors.")
         return UnsupportedOpError(msg)
 
 

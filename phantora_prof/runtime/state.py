@@ -28,6 +28,7 @@ class RankConfig:
     placeholder_float: float = 0.0
     placeholder_int: int = 1
     placeholder_bool: bool = True
+    op_costs: dict = field(default_factory=dict)  # op name -> GPU time in ns (--op-cost)
 
     def __post_init__(self) -> None:
         if not 0 <= self.rank < self.world_size:

@@ -1,0 +1,104 @@
+"""Unit tests of rank-side pieces that need no subprocess: clock, options, argument rendering."""
+from __future__ import annotations
+
+import datetime
+import time
+
+import pytest
+
+from phantora_prof.engine.kineto_args import shape_args
+from phantora_prof.errors import ConfigError
+from phantora_prof.launcher import RunOptions, parse_op_cost, python_argv
+from phantora_prof.protocol import TensorArg
+from phantora_prof.runtime import clock as clock_mod
+from phantora_prof.runtime.memory import AllocatorModel, round_size, segment_size
+
+
+def test_virtual_clock_drives_python_clocks():
+    saved = {n: getattr(time, n) for n in ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time",
+                                            "time_ns", "sleep", "process_time", "process_time_ns", "thread_time",
+                                            "thread_time_ns")}
+    saved_dt = datetime.datetime
+    try:
+        c = clock_mod.VirtualClock(epoch_ns=1_700_000_000_000_000_000)
+        clock_mod.install(c)
+        t0 = time.perf_counter()
+        n0 = time.perf_counter_ns()
+        c.advance(1_500_000)  # 1.5 ms
+        assert time.perf_counter() - t0 == pytest.approx(0.0015)
+        assert time.perf_counter_ns() - n0 == 1_500_000
+        assert time.monotonic_ns() == c.now_ns
+        assert time.time_ns() == 1_700_000_000_000_000_000 + 1_500_000
+        assert datetime.datetime.now().timestamp() == pytest.approx(1_700_000_000.0015)
+        time.sleep(2.0)  # takes simulated time, not real time
+        assert c.elapsed_ns() == 2_001_500_000
+        c.advance_to(c.now_ns - 5)  # never goes backwards
+        assert c.elapsed_ns() == 2_001_500_000
+    finally:
+        for n, f in saved.items():
+            setattr(time, n, f)
+        datetime.datetime = saved_dt
+        clock_mod._installed = None
+        clock_mod._real.clear()
+
+
+def test_python_argv_forms(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("")
+    assert python_argv(["python", str(script), "--lr", "1"]) == [str(script), "--lr", "1"]
+    assert python_argv(["python3", "-u", "-m", "pkg.train", "x"]) == ["-m", "pkg.train", "x"]
+    assert python_argv(["python", "-c", "print(1)"]) == ["-c", "print(1)"]
+    with pytest.raises(ConfigError, match="expected `python SCRIPT"):
+        python_argv(["bash", "x.sh"])
+    with pytest.raises(ConfigError, match="no such file"):
+        python_argv(["python", str(tmp_path / "missing.py")])
+    with pytest.raises(ConfigError, match="unsupported python option"):
+        python_argv(["python", "-X", "dev", str(script)])
+
+
+def test_run_options_validate():
+    with pytest.raises(ConfigError, match="no command"):
+        RunOptions(command=[])
+    with pytest.raises(ConfigError):
+        RunOptions(command=["python", "x.py"], gpu="v100")
+    with pytest.raises(ConfigError, match="at least 1"):
+        RunOptions(command=["python", "x.py"], nproc_per_node=0)
+
+
+def test_parse_op_cost_units():
+    assert parse_op_cost("mylib::rope=35us") == ("mylib::rope", 35_000)
+    assert parse_op_cost("rope=2ms") == ("aten::rope", 2_000_000)
+    assert parse_op_cost("x::y=100") == ("x::y", 100_000)
+    assert parse_op_cost("x::y=250ns") == ("x::y", 250)
+    for bad in ("x::y", "x::y=", "=1us", "x::y=abcus", "x::y=-1us"):
+        with pytest.raises(ConfigError):
+            parse_op_cost(bad)
+
+
+def test_shape_args_match_kineto_conventions():
+    t = TensorArg((8, 4), (4, 1), "bfloat16", 0)
+    out = shape_args((t, (t, t), 1, 0.5, True, None, (1.0, 2.0)))
+    assert out["Input Dims"] == [[8, 4], [], [], [], [], [], []]
+    assert out["Input type"] == ["c10::BFloat16", "TensorList", "Scalar", "Scalar", "Scalar", "", "ScalarList"]
+    assert out["Input Strides"][0] == [4, 1]
+    assert out["Concrete Inputs"][2:5] == ["1", "0.5", "True"]
+
+
+def test_allocator_rounding_and_caching():
+    assert round_size(1) == 512 and round_size(513) == 1024
+    assert segment_size(512) == 2 << 20 and segment_size(2 << 20) == 20 << 20
+    assert segment_size(11 << 20) == 12 << 20
+    m = AllocatorModel(capacity=80 << 30)
+    a = m.allocate(100)
+    b = m.allocate(3 << 20)
+    assert m.allocated == 512 + (3 << 20)
+    assert m.reserved == (2 << 20) + (20 << 20)
+    m.free(b)
+    assert m.allocated == 512 and m.reserved == (2 << 20) + (20 << 20)  # cached, still reserved
+    m.allocate(3 << 20)  # reuses the cached block
+    assert m.reserved == (2 << 20) + (20 << 20)
+    assert m.peak_allocated == 512 + (3 << 20)
+    m.free(3 << 20)
+    m.free(a)
+    m.empty_cache()
+    assert m.reserved == 0 and m.allocated == 0
