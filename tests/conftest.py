@@ -10,7 +10,18 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = REPO / "tests" / "scripts"
-SHARED = REPO.parent / "shared"
+
+
+
+def _find_shared() -> Path:
+    """../shared beside the repo (as CI lays it), else the workplace's /work/shared."""
+    for candidate in (Path(os.environ.get("PHANTORA_SHARED_DIR", "")), REPO.parent / "shared", Path("/work/shared")):
+        if str(candidate) and (candidate / "reference" / "h200").is_dir():
+            return candidate
+    return REPO.parent / "shared"
+
+
+SHARED = _find_shared()
 REFERENCE = SHARED / "reference" / "h200"
 
 

@@ -18,7 +18,7 @@ from phantora_prof.errors import ConfigError
 from phantora_prof.protocol import CPU_DEVICE, OpCall, OpKind, TensorArg
 
 ROOT = Path(__file__).resolve().parent.parent
-REF = Path("/work/shared/reference/h200")
+from conftest import REFERENCE as REF  # noqa: E402
 needs_ref = pytest.mark.skipif(not (REF / "gpt_small" / "trace.pt.trace.json.gz").exists(),
                                reason="reference traces not available")
 

@@ -14,7 +14,7 @@ from tracing.kineto import TraceFormatError, format_us, load_trace, render_kinet
 from tracing.model import Flow, FlowEnd, Instant, RankTrace, Span
 from tracing.validate import validate_file, validate_trace
 
-REF_DIR = Path(os.environ.get("PHANTORA_REFERENCE_DIR", "/work/shared/reference/h200"))
+from conftest import REFERENCE as REF_DIR  # noqa: E402
 REFERENCES = ("gpt_small", "gpt_b32", "streams", "gpt_ddp1", "gpt_small_memory")
 
 H200 = {"id": 0, "name": "NVIDIA H200", "totalGlobalMem": 150109880320, "computeMajor": 9,

@@ -10,7 +10,7 @@ import pytest
 from tracing.kineto import load_trace
 from tracing.validate import validate_file, validate_trace
 
-REF_DIR = Path(os.environ.get("PHANTORA_REFERENCE_DIR", "/work/shared/reference/h200"))
+from conftest import REFERENCE as REF_DIR  # noqa: E402
 REFERENCES = ("gpt_small", "gpt_b32", "streams", "gpt_ddp1", "gpt_small_memory")
 
 
