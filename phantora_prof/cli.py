@@ -53,13 +53,14 @@ def _console(stderr: bool = True):
               help="Directory for the per-rank Kineto traces (rank{R}.pt.trace.json.gz).")
 @click.option("--nproc-per-node", default=1, show_default=True, type=int, help="Simulated GPUs (ranks) on the node.")
 @click.option("--no-trace", is_flag=True, help="Do not write trace files (faster).")
+@click.option("--summary-json", type=click.Path(path_type=Path), help="Also write the end-of-run summary as JSON.")
 @click.option("--op-cost", "op_costs", multiple=True, metavar="NAME=TIME",
               help="GPU time of an op the cost model does not know, e.g. mylib::rope=35us (repeatable).")
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
 @click.version_option(package_name="phantora-prof")
 @click.pass_context
-def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, no_trace: bool,
+def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, no_trace: bool, summary_json: Path | None,
         op_costs: tuple[str, ...], log_level: str) -> None:
     """Run an unmodified PyTorch training script on a simulated GPU and write
     torch.profiler-format traces of the simulated run.
@@ -70,7 +71,8 @@ def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, no_tra
     """
     _setup_logging(log_level)
     ctx.obj = {"gpu": gpu, "out_dir": out_dir, "nproc_per_node": nproc_per_node, "trace": not no_trace,
-               "log_level": log_level, "op_costs": op_costs}
+               "log_level": log_level, "op_costs": op_costs,
+               "summary_json": summary_json}
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
         ctx.exit(2)
@@ -81,7 +83,7 @@ def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, no_tra
 @click.pass_obj
 def _run_command(obj: dict, command: tuple[str, ...]) -> None:
     from phantora_prof.launcher import RunOptions, run
-    from phantora_prof.summary import print_summary
+    from phantora_prof.summary import print_summary, write_summary_json
 
     from phantora_prof.launcher import parse_op_cost
 
@@ -90,6 +92,8 @@ def _run_command(obj: dict, command: tuple[str, ...]) -> None:
                       op_costs=dict(parse_op_cost(spec) for spec in obj["op_costs"]))
     result = run(opts)
     print_summary(result, opts, _console(stderr=True))
+    if obj["summary_json"]:
+        write_summary_json(result, opts, obj["summary_json"])
     sys.exit(result.exit_code)
 
 

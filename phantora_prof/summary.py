@@ -1,6 +1,9 @@
 """The end-of-run summary printed by the CLI (to stderr, so the script's stdout stays its own)."""
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from rich.table import Table
@@ -26,3 +29,14 @@ def print_summary(result: Any, opts: Any, console: Any) -> None:
     console.print(f"wall time of the simulation: {result.wall_s:.1f} s")
     if any(r.trace_path for r in result.ranks):
         console.print("open the traces at https://ui.perfetto.dev (drag the .json.gz in) or with HTA / TensorBoard")
+
+
+def write_summary_json(result: Any, opts: Any, path: Path) -> None:
+    """The same figures as the table, for scripts and CI."""
+    ranks = []
+    for r in result.ranks:
+        d = asdict(r)
+        d["trace_path"] = str(r.trace_path) if r.trace_path else None
+        ranks.append(d)
+    doc = {"gpu": opts.gpu, "exit_code": result.exit_code, "wall_s": result.wall_s, "ranks": ranks}
+    Path(path).write_text(json.dumps(doc, indent=2, sort_keys=True))

@@ -58,6 +58,12 @@ def main() -> None:
 
     runtime = install.install(config)
     exit_code = 0
+    profiler = None
+    if os.environ.get("PHANTORA_CPROFILE"):  # developer aid: where does the simulation's own time go?
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     try:
         _run_user(kind, target, argv)
     except SystemExit as exc:
@@ -76,6 +82,9 @@ def main() -> None:
         _print_user_traceback()
         exit_code = 1
     finally:
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(f"{os.environ['PHANTORA_CPROFILE']}.rank{config.rank}")
         try:
             sys.stdout.flush()
             sys.stderr.flush()
