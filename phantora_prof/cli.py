@@ -120,6 +120,15 @@ def validate_cmd(traces: tuple[str, ...], reference: str | None) -> None:
     sys.exit(1 if bad else 0)
 
 
+def _register_subcommands() -> None:
+    from phantora_prof.diff_cli import diff_cmd
+
+    cli.add_command(diff_cmd)
+
+
+_register_subcommands()
+
+
 def main() -> None:
     try:
         cli.main(prog_name="phantora-prof", standalone_mode=False)

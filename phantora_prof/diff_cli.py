@@ -14,8 +14,8 @@ def _one_line(e: BaseException) -> str:
 
 
 @click.command("diff")
-@click.argument("base", type=click.Path(exists=True, path_type=Path))
-@click.argument("other", type=click.Path(exists=True, path_type=Path))
+@click.argument("base", type=click.Path(path_type=Path))
+@click.argument("other", type=click.Path(path_type=Path))
 @click.option("--rank", type=int, default=None, help="Compare only this rank (of per-rank trace directories).")
 @click.option("--steps", default=None, metavar="SPEC",
               help="Steps to compare: '3-5', '3,4', or BASE/OTHER ('3-5/0-2'). Numbers are ProfilerStep#N, "

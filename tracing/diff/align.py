@@ -10,18 +10,23 @@ op starts earliest):
 1. Tokens: the main thread's top-level host events in time order: ops and annotations
    that no other op encloses, plus top-level `cuda*Synchronize` calls.
 2. For every token that occurs at least twice, cut the sequence at its occurrences; the
-   pieces between consecutive occurrences are compared by a rolling hash. The token's
-   score is (number of pieces equal to the most common piece) x (that piece's length):
-   how much of the run one repeated block covers. A token that occurs once per training
-   iteration scores about the whole loop; one that occurs several times per iteration, or
-   only in setup, scores less. Tokens whose most common piece is less than 60% of their
-   pieces (e.g. a synchronize called twice per iteration) are not used.
-3. Among tokens scoring at least 90% of the best, the anchor is chosen by kind:
-   a `cuda*Synchronize` call, then an `Optimizer.step#...` / `Optimizer.zero_grad#...`
-   annotation, then an optimizer op (`_fused_adam*`, `_foreach_*`), then any other token
-   (longer block first, then the earliest); the first three end an iteration, so a step
-   boundary is the END of each occurrence (as `prof.step()` after the synchronize would
-   place it); for any other anchor it is the START of each occurrence.
+   pieces between consecutive occurrences are compared by a rolling hash. A token
+   qualifies when at least 60% of its pieces equal its most common piece (so a
+   synchronize called twice per iteration, whose pieces alternate, does not); its block
+   length L is that piece's length and its coverage m x L (m = pieces equal to it).
+3. The anchor, among tokens whose coverage is at least a quarter of the best:
+   - if any is a step-ending kind (a `cuda*Synchronize` call, an `Optimizer.step#...` or
+     `Optimizer.zero_grad#...` annotation, an optimizer op: `_fused_adam*`,
+     `_fused_sgd*`, `_foreach_*`): the one with the shortest block (one training step,
+     not a synchronize before and after the whole loop), then the most specific kind in
+     that order, then the token that comes last in the block. These end an iteration,
+     so a step boundary is the END of each occurrence (where `prof.step()` after the
+     synchronize would put it). Tokens with two or more equal pieces are preferred; a
+     step-ending token with a single piece (a trace of two iterations) is used only when
+     none has more.
+   - otherwise the token with the LONGEST block (the outermost repetition: one training
+     iteration, not one transformer layer, whose block repeats more often but is nested
+     in it), boundaries at the START of each occurrence.
 4. Step k is the host time from boundary k to boundary k+1 (numbered from 0); setup
    before the first occurrence and teardown after the last are left out. Steps whose
    token block differs from the most common block (a warm-up, an evaluation, a
@@ -29,7 +34,10 @@ op starts earliest):
 
 A trace with no repeated token is one step covering all of its host ops.
 The cost is linear in the number of top-level events (one prefix hash, then one pass per
-candidate over its own occurrences).
+candidate over its own occurrences). Limits: a loop whose iterations differ (logging every
+k steps without a synchronize or optimizer op) may be cut into blocks of k iterations; a
+trace whose main thread has no top-level structure (everything in one annotation) is one
+step; pass `--steps` to pick steps by hand, or record `ProfilerStep#N` annotations.
 """
 from __future__ import annotations
 
@@ -157,11 +165,17 @@ def _detect(tr: TraceEvents) -> StepPlan:
     if not cands:
         return _whole(tr, why)
     best = max((c[1] for c in cands if c[0] == 4 or len(c[5]) >= 2), default=max(c[1] for c in cands))
-    marked = [c for c in cands if c[0] < 4 and c[1] >= 0.25 * best]
-    if marked:  # a synchronize / optimizer boundary: the most specific kind, then the longest block
-        chosen = min(marked, key=lambda c: (c[0], -c[2], c[3]))
+    good = [c for c in cands if c[1] >= 0.25 * best]
+    marked = [c for c in good if c[0] < 4 and len(c[5]) >= 2] or [c for c in good if c[0] < 4]
+    if marked:  # step-ending tokens: the shortest block (one training step), then the most
+        # specific kind, then the token that comes last in the block (the boundary is its end)
+        length = min(c[2] for c in marked)
+        cls = min(c[0] for c in marked if c[2] == length)
+        group = [c for c in marked if c[0] == cls and c[2] == length]
+        ref = min(c[3] for c in group)
+        chosen = max(group, key=lambda c: ((c[3] - ref) % length, -c[3]))
     else:  # the outermost repeated block that covers a good part of the run
-        chosen = min((c for c in cands if c[1] >= 0.25 * best), key=lambda c: (-c[2], c[3]))
+        chosen = min(good, key=lambda c: (-c[2], c[3]))
     _cls, _score, length, _first, token, keys, mode_key = chosen
     _cls, at_end = _priority(tr.names[token], is_rt[token])
     pos = positions[token]

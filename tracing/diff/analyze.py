@@ -17,8 +17,9 @@ Definitions (all per step, then averaged over the selected steps):
   / intersected with the union of all compute kernels on the same device (on any stream,
   from any step).
 - ops: every op that directly launches GPU work (the innermost host op enclosing the
-  launch), keyed by (op name, `Input Dims`); count is the number of such op instances,
-  gpu_time the sum of the durations of what they launched.
+  launch), keyed by (op name, `Input Dims` without the `[]` of non-tensor arguments);
+  count is the number of such op instances, gpu_time the sum of the durations of what
+  they launched.
 """
 from __future__ import annotations
 

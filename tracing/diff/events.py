@@ -19,6 +19,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from tracing.kineto import TraceFormatError
 
 __all__ = ["DiffError", "TraceEvents", "extract", "PROFILER_STEP_RE"]
@@ -99,18 +101,21 @@ class TraceEvents:
         return min(best, key=lambda t: (best[t], t))
 
 
-def _ns(v: Any) -> int:
-    return round(v * 1000)
+def _dims_key(dims: Any) -> str:
+    """`Input Dims` as compact JSON text without the `[]` of scalars and non-tensor
+    arguments ('[[8,1024],[],[768]]' -> '[[8,1024],[768]]'); '' when absent.
 
-
-def _dims_key(args: dict) -> str:
-    dims = args.get("Input Dims")
+    Dropping them makes the key the tensor shapes only, so a trace that records fewer
+    non-tensor arguments (a dispatch-level capture leaves out defaults such as
+    gelu's `approximate`) keys the same op the same way."""
     if dims is None:
         return ""
+    if isinstance(dims, list):
+        dims = [d for d in dims if d != []]
     try:
-        return repr(dims).replace(" ", "")
-    except Exception:  # pragma: no cover - repr of JSON values does not fail
-        return ""
+        return orjson.dumps(dims).decode()
+    except TypeError:  # pragma: no cover - values loaded from JSON always serialize
+        return str(dims)
 
 
 def extract(doc: dict, path: str | Path) -> TraceEvents:
@@ -153,8 +158,8 @@ def extract(doc: dict, path: str | Path) -> TraceEvents:
         name = e.get("name")
         args = e.get("args") or empty
         try:
-            ts = _ns(e["ts"])
-            dur = _ns(e.get("dur", 0))
+            ts = round(e["ts"] * 1000)
+            dur = round(e.get("dur", 0) * 1000)
         except (KeyError, TypeError):
             raise TraceFormatError(
                 f"{path}: traceEvents[{i}] ({cat} {name!r}) has no numeric 'ts'/'dur'") from None
@@ -170,7 +175,7 @@ def extract(doc: dict, path: str | Path) -> TraceEvents:
             if th is None:
                 th = threads[key] = len(threads)
             op_name.append(intern(name))
-            dims = _dims_key(args)
+            dims = _dims_key(args.get("Input Dims"))
             if dims:
                 has_shapes = True
             op_dims.append(dims)

@@ -1,7 +1,8 @@
 """Matching the ops of two runs.
 
 Granularity: the op that directly launches GPU work (the innermost host op enclosing each
-kernel / memcpy / memset launch), keyed by (op name, `Input Dims`). Matching launching
+kernel / memcpy / memset launch), keyed by (op name, tensor input shapes: `Input Dims`
+without the `[]` entries of scalars and non-tensor arguments). Matching launching
 ops instead of whole cpu_op trees makes the diff robust to how each side recorded the
 tree: torch.profiler's `aten::linear -> aten::addmm` and a `__torch_dispatch__`-level
 capture's bare `aten::addmm` (or extra `autograd::engine::evaluate_function` spans) both
@@ -15,7 +16,10 @@ Keys are paired in phases; each pair records which phase made it (`match`):
   name are paired in order of first launch when both sides have the same number of them;
 - `category+shape`: different names, the same category and the same first input shape
   (`aten::_cudnn_attention_forward` vs `aten::_scaled_dot_product_flash_attention` on the
-  same q), paired in order of first launch when the counts agree;
+  same q; torch.profiler's `aten::copy_` under `aten::_to_copy` vs a dispatch-level
+  capture's bare `aten::_to_copy`), paired in order of first launch when both sides have
+  the same number of such keys, else only keys launched equally often per step, the
+  closest GPU times first;
 - `category`: different names, the same category, paired in order of first launch when
   both sides have the same number of unpaired keys of that category.
 
@@ -86,6 +90,11 @@ def _first_dims(dims: str) -> str:
     return dims[1:end + 1] if end > 0 else ""
 
 
+def _time_distance(a: OpRow, b: OpRow) -> float:
+    lo, hi = sorted((a.gpu_ms, b.gpu_ms))
+    return hi / lo if lo > 0 else (0.0 if hi == 0 else float("inf"))
+
+
 def match_ops(base: dict[tuple[str, str], OpRow], other: dict[tuple[str, str], OpRow]
               ) -> tuple[list[OpMatch], list[OpRow], list[OpRow]]:
     """Pair the keys of two op tables; returns (matches, only in base, only in other)."""
@@ -96,7 +105,7 @@ def match_ops(base: dict[tuple[str, str], OpRow], other: dict[tuple[str, str], O
         if key in left_o:
             matches.append(OpMatch(left_b.pop(key), left_o.pop(key), "exact"))
 
-    def pair_groups(group_of, kind: str) -> None:
+    def pair_groups(group_of, kind: str, by_count: bool = False) -> None:
         gb: dict = {}
         go: dict = {}
         for k, row in left_b.items():
@@ -109,16 +118,24 @@ def match_ops(base: dict[tuple[str, str], OpRow], other: dict[tuple[str, str], O
                 go.setdefault(g, []).append(k)
         for g, kb in gb.items():
             ko = go.get(g)
-            if not ko or len(ko) != len(kb):
+            if not ko:
                 continue
-            kb.sort(key=lambda k: left_b[k].order)
-            ko.sort(key=lambda k: left_o[k].order)
-            for a, b in zip(kb, ko):
-                matches.append(OpMatch(left_b.pop(a), left_o.pop(b), kind))
+            if len(ko) == len(kb):
+                kb.sort(key=lambda k: left_b[k].order)
+                ko.sort(key=lambda k: left_o[k].order)
+                for a, b in zip(kb, ko):
+                    matches.append(OpMatch(left_b.pop(a), left_o.pop(b), kind))
+            elif by_count:
+                # unequal numbers: pair keys run equally often per step, closest GPU time first
+                pairs = sorted((_time_distance(left_b[a], left_o[b]), left_b[a].order, left_o[b].order, a, b)
+                               for a in kb for b in ko if left_b[a].count == left_o[b].count)
+                for *_, a, b in pairs:
+                    if a in left_b and b in left_o:
+                        matches.append(OpMatch(left_b.pop(a), left_o.pop(b), kind))
 
     pair_groups(lambda r: r.name, "shape")
     pair_groups(lambda r: (r.category, _first_dims(r.dims)) if _first_dims(r.dims) else None,
-                "category+shape")
+                "category+shape", by_count=True)
     pair_groups(lambda r: r.category, "category")
     only_b = sorted(left_b.values(), key=lambda r: -r.gpu_ms)
     only_o = sorted(left_o.values(), key=lambda r: -r.gpu_ms)

@@ -154,7 +154,8 @@ def render_report(result: DiffResult, console: Any, top: int = 25) -> None:
         ut.add_column("GPU ms", justify="right")
         for r in rows[:top]:
             dims = _short(r["input_dims"])
-            ut.add_row(f"{_op(r['name'])} [dim]{dims}[/]" if dims else _op(r["name"]), r["category"], f"{r['count']:g}", _fmt(r["gpu_time_ms"]))
+            name = f"{_op(r['name'])} [dim]{dims}[/]" if dims else _op(r["name"])
+            ut.add_row(name, r["category"], f"{r['count']:g}", _fmt(r["gpu_time_ms"]))
         console.print(ut)
 
     for w in j["warnings"]:

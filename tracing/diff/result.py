@@ -103,7 +103,7 @@ class DiffResult:
     only_base: list[OpRow]
     only_other: list[OpRow]
     warnings: list[str] = field(default_factory=list)
-    _json: dict | None = field(default=None, repr=False)
+    _json: dict | None = field(default=None, init=False, repr=False, compare=False)
 
     def to_json(self) -> dict:
         """Every figure of the diff as plain JSON types (ms per step, means over steps and ranks)."""
