@@ -51,7 +51,8 @@ def _console(stderr: bool = True):
 @click.option("--gpu", default="h200", show_default=True, help="Simulated GPU model (h200, h100, a100).")
 @click.option("--out", "out_dir", default="phantora_traces", show_default=True, type=click.Path(path_type=Path),
               help="Directory for the per-rank Kineto traces (rank{R}.pt.trace.json.gz).")
-@click.option("--nproc-per-node", default=1, show_default=True, type=int, help="Simulated GPUs (ranks) on the node.")
+@click.option("--nproc-per-node", default=1, show_default=True, type=int, hidden=True,
+              help="Simulated GPUs (ranks) on the node (one, for now).")
 @click.option("--no-trace", is_flag=True, help="Do not write trace files (faster).")
 @click.option("--summary-json", type=click.Path(path_type=Path), help="Also write the end-of-run summary as JSON.")
 @click.option("--op-cost", "op_costs", multiple=True, metavar="NAME=TIME",

@@ -46,6 +46,9 @@ class RunOptions:
             raise ConfigError("no command given: try `phantora-prof python train.py`")
         if self.nproc_per_node < 1:
             raise ConfigError("--nproc-per-node must be at least 1")
+        if self.nproc_per_node > 1:
+            raise ConfigError("simulating several ranks (--nproc-per-node > 1) is not available yet: "
+                              "this version simulates one GPU")
         get_gpu(self.gpu)  # validates the name
 
 
