@@ -46,7 +46,7 @@ from typing import Any
 
 from netsim.errors import NetsimError
 from netsim.presets import PRESETS, get_preset
-from netsim.topology import ClusterSpec, NetworkSpec, NodeSpec
+from netsim.topology import ClusterSpec
 
 log = logging.getLogger(__name__)
 

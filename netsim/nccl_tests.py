@@ -69,6 +69,20 @@ def _align(op: str, size: int, n: int, wsize: int) -> tuple[int, int]:
     return count * wsize, count
 
 
+def parse_size(text: str | int) -> int:
+    """nccl-tests' size syntax: a byte count with an optional K, M or G suffix (powers of 1024)."""
+    if isinstance(text, int):
+        return text
+    t = str(text).strip().upper()
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    try:
+        if t and t[-1] in mult:
+            return int(float(t[:-1]) * mult[t[-1]])
+        return int(t)
+    except ValueError:
+        raise NetsimError(f"cannot read size {text!r}: use a byte count like 8, 64K, 128M or 8G") from None
+
+
 def sizes(min_bytes: int, max_bytes: int, factor: float = 2.0, step_bytes: int | None = None) -> list[int]:
     """The sizes nccl-tests sweeps: multiply by ``factor`` (or add ``step_bytes``)."""
     if min_bytes < 0 or max_bytes < min_bytes:
@@ -98,8 +112,13 @@ def run_sweep(op: str, nnodes: int, nproc_per_node: int, cluster: str | ClusterS
         raise NetsimError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
     wsize = DTYPES[dtype]
     spec = resolve_cluster(cluster)
-    if nproc_per_node < 1 or nproc_per_node > spec.node.gpus_per_node:
-        spec = spec.with_gpus_per_node(nproc_per_node) if nproc_per_node >= 1 else spec
+    if not isinstance(nnodes, int) or nnodes < 1:
+        raise NetsimError(f"nnodes must be an integer >= 1, got {nnodes!r}")
+    if not isinstance(nproc_per_node, int) or nproc_per_node < 1:
+        raise NetsimError(f"nproc_per_node must be an integer >= 1, got {nproc_per_node!r}")
+    if nproc_per_node > spec.node.gpus_per_node:
+        # more processes than the design has GPUs: a node of that many GPUs, same links
+        spec = spec.with_gpus_per_node(nproc_per_node)
     net = Network.from_cluster(spec, nnodes)
     gpn = net.topology.gpus_per_node
     ranks = [node * gpn + i for node in range(nnodes) for i in range(nproc_per_node)]

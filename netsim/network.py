@@ -32,7 +32,6 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -48,7 +47,7 @@ from netsim.errors import NetsimError
 from netsim.flowsim import FlowDagBuilder, run_dag
 from netsim.selection import Choice, select
 from netsim.topology import ClusterSpec, Topology
-from netsim.tuning import (COMPCAP_IDX, HW_NVLINK, HW_PCI, NVLS_EFFICIENCY, CommShape, _nsteps)
+from netsim.tuning import (COMPCAP_IDX, HW_NVLINK, HW_PCI, NVLS_EFFICIENCY, CommShape, nsteps_of)
 
 log = logging.getLogger(__name__)
 
@@ -134,23 +133,36 @@ class Plan:
     weights: np.ndarray = field(default_factory=lambda: np.zeros(0))
     cap_algbw: float = math.inf       # bytes/ns ceiling on the collective's progress
     pairs: tuple = ()                 # ((links, bytes), ...) for all_to_all / send_recv
+    size_bytes: int | None = None     # progress units of the merged flow (None: the request's nbytes)
 
 
 class Network:
-    """A cluster to simulate collectives on. Build with :meth:`from_cluster` or a Topology."""
+    """A cluster to simulate collectives on. Build with :meth:`from_cluster` or a Topology.
 
-    def __init__(self, topology: Topology) -> None:
+    ``pair_flow_limit``: all-to-alls over at most this many ranks are simulated as one flow
+    per peer pair (exact max-min between pairs; the event count grows as n^2 and each event
+    recomputes the shared component, so cost grows like n^4); larger ones as one pipelined
+    flow whose link weights are the summed pair traffic, which finishes when the most
+    loaded link has carried its bytes (exact when that link stays busy to the end, as with
+    even splits).
+    """
+
+    def __init__(self, topology: Topology, pair_flow_limit: int = 16) -> None:
         self.topology = topology
+        self.pair_flow_limit = pair_flow_limit
         self._plan_cache: dict = {}
         self._layout_cache: dict = {}
+        self._shape_cache: dict = {}
         self.last_stats: dict[str, float] = {}
 
     @classmethod
-    def from_cluster(cls, cluster: str | ClusterSpec, nnodes: int, gpus_per_node: int | None = None) -> "Network":
+    def from_cluster(cls, cluster: str | ClusterSpec, nnodes: int, gpus_per_node: int | None = None,
+                     **kwargs) -> "Network":
+        """``cluster``: a preset name, a TOML cluster file path, or a ClusterSpec."""
         spec = resolve_cluster(cluster)
         if gpus_per_node is not None:
             spec = spec.with_gpus_per_node(gpus_per_node)
-        return cls(Topology(spec, nnodes))
+        return cls(Topology(spec, nnodes), **kwargs)
 
     # ------------------------------------------------------------------ model inputs
     def layout(self, ranks: tuple[int, ...]) -> RankLayout:
@@ -162,6 +174,12 @@ class Network:
 
     def comm_shape(self, layout: RankLayout) -> CommShape:
         """NCCL's view of the communicator (channels, per-channel bandwidths); see tuning.py."""
+        cached = self._shape_cache.get(layout.ranks)
+        if cached is None:
+            cached = self._shape_cache[layout.ranks] = self._comm_shape(layout)
+        return cached
+
+    def _comm_shape(self, layout: RankLayout) -> CommShape:
         topo = self.topology
         node, net = topo.spec.node, topo.spec.network
         intra_total = node.nvlink_effective if node.nvswitch else node.pcie_effective
@@ -241,7 +259,7 @@ class Network:
         if choice.algo in ("ring", "nvls", "nvls_tree"):
             if choice.algo != "ring" and op in ("all_gather", "reduce_scatter"):
                 return choice.busbw_cap
-            return choice.busbw_cap * n / _nsteps(op, n)
+            return choice.busbw_cap * n / nsteps_of(op, n)
         return choice.busbw_cap * 0.5  # tree
 
     def _p2p_plan(self, req: CollectiveRequest, layout: RankLayout) -> Plan:
@@ -263,12 +281,25 @@ class Network:
             m = a2a.even_split(n, req.nbytes) if req.split is None else a2a.check_split(req.split, n)
             edges = [(req.ranks[i], req.ranks[j], int(m[i, j])) for i in range(n) for j in range(n)
                      if i != j and m[i, j] > 0]
+        merged = req.op == "all_to_all" and len(req.ranks) > self.pair_flow_limit
+        lw = LinkWeights()
+        ref = 1
+        if merged:  # progress unit: bytes sent by the busiest rank (nbytes for an even split)
+            ref = int(req.nbytes) if req.split is None else int(np.asarray(req.split).sum(axis=1).max())
+            ref = max(ref, 1)
         for k, (s, d, b) in enumerate(edges):
             if s == d or b == 0:
                 continue
             cross |= topo.node_of(s) != topo.node_of(d)
-            pairs.append((np.asarray(topo.path(s, d, tag=k), dtype=np.int64), b))
-        lat = p2p_alg.latency_us(cross, nvsw) * 1e3 if pairs else 0.0
+            path = topo.path(s, d, tag=k)
+            if merged:
+                lw.add_path(path, b / ref)
+            else:
+                pairs.append((np.asarray(path, dtype=np.int64), b))
+        lat = p2p_alg.latency_us(cross, nvsw) * 1e3 if (pairs or merged) else 0.0
+        if merged:
+            links, w = lw.result()
+            return Plan("p2p", "Simple", lat, links, w, size_bytes=ref if len(links) else 0)
         return Plan("p2p", "Simple", lat, pairs=tuple(pairs))
 
     # ------------------------------------------------------------------ simulation
@@ -288,7 +319,8 @@ class Network:
             return CollectiveResult(start, start + plan.latency_ns, plan.algorithm, plan.protocol,
                                     plan.latency_ns, req.nbytes)
         rate = min(float(np.min(self.topology.link_cap[plan.links] / plan.weights)), plan.cap_algbw)
-        return CollectiveResult(start, start + plan.latency_ns + req.nbytes / rate, plan.algorithm,
+        size = req.nbytes if plan.size_bytes is None else plan.size_bytes
+        return CollectiveResult(start, start + plan.latency_ns + size / rate, plan.algorithm,
                                 plan.protocol, plan.latency_ns, req.nbytes)
 
     def simulate_collectives(self, requests: Iterable[CollectiveRequest]) -> list[CollectiveResult]:
@@ -315,7 +347,8 @@ class Network:
                     flows.append(b.add(links, 1.0, float(nbytes), delay=plan.latency_ns, deps=[m0]))
             elif len(plan.links):
                 u = float(plan.weights.max())
-                flows.append(b.add(plan.links, plan.weights / u, req.nbytes * u,
+                size = req.nbytes if plan.size_bytes is None else plan.size_bytes
+                flows.append(b.add(plan.links, plan.weights / u, size * u,
                                    cap=plan.cap_algbw * u, delay=plan.latency_ns, deps=[m0]))
             else:
                 flows.append(b.add([], [], 0.0, delay=plan.latency_ns, deps=[m0]))

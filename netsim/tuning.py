@@ -96,7 +96,8 @@ class ModelEntry:
     busbw_cap: float  # GB/s ceiling NCCL assumes on top of link bandwidth (inf = none)
 
 
-def _nsteps(coll: str, nranks: int) -> int:
+def nsteps_of(coll: str, nranks: int) -> int:
+    """NCCL's step count per collective in its model (tuning.cc: 2(n-1), n-1 or n)."""
     if coll == "all_reduce":
         return 2 * (nranks - 1)
     if coll in ("reduce_scatter", "all_gather"):
@@ -116,7 +117,7 @@ def model_entry(coll: str, algo: int, proto: int, shape: CommShape) -> ModelEntr
     index2 = nnodes - 1 if nnodes <= 2 else 2
     index1 = cc if nnodes == 1 else (1 if shape.cpu_vendor == "amd" else 0)
     ll_max_bw = LL_MAX_BW[index1][index2]
-    nsteps = _nsteps(coll, nranks)
+    nsteps = nsteps_of(coll, nranks)
     ppn = shape.ppn
     # which algorithms exist for which collective
     if coll in ("broadcast", "reduce") and algo != RING:

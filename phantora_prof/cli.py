@@ -122,9 +122,11 @@ def validate_cmd(traces: tuple[str, ...], reference: str | None) -> None:
 
 
 def _register_subcommands() -> None:
+    from phantora_prof.collective_cli import collective_cmd
     from phantora_prof.diff_cli import diff_cmd
 
     cli.add_command(diff_cmd)
+    cli.add_command(collective_cmd)
 
 
 _register_subcommands()

@@ -127,7 +127,8 @@ def run(opts: RunOptions, on_progress=None) -> RunResult:
 
     def timeline(rank: int) -> RankTimeline:
         props = [gpu.device_properties(i) for i in range(opts.nproc_per_node)]
-        return RankTimeline(rank, host_pid=100 + rank, device_properties=props, num_sms=gpu.num_sms)
+        return RankTimeline(rank, host_pid=100 + rank, device_properties=props, num_sms=gpu.num_sms,
+                            base_time_ns=epoch_ns - ORIGIN_NS)
 
     coord = Coordinator(world, sock_dir, timeline)
     procs: list[subprocess.Popen] = []

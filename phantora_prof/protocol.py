@@ -184,6 +184,29 @@ class EventElapsedRequest:
 
 
 @dataclass(slots=True)
+class ProfileExportRequest:
+    """Write the trace of the host-time window [start_ns, end_ns] to `path` (torch.profiler's
+    export_chrome_trace); reply: the path written."""
+
+    rank: int
+    start_ns: int
+    end_ns: int
+    path: str
+    record_shapes: bool = True
+    profile_memory: bool = False
+
+
+@dataclass(slots=True)
+class ProfileStatsRequest:
+    """The ops of a window with their kernels, for key_averages(); reply: list of
+    (name, tid, start_ns, end_ns, input_dims, is_annotation, [(kernel name, device, dur_ns)])."""
+
+    rank: int
+    start_ns: int
+    end_ns: int
+
+
+@dataclass(slots=True)
 class Hello:
     rank: int
     world_size: int
@@ -201,7 +224,7 @@ class Goodbye:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-REQUESTS = (SyncRequest, EventQueryRequest, EventElapsedRequest)
+REQUESTS = (SyncRequest, EventQueryRequest, EventElapsedRequest, ProfileExportRequest, ProfileStatsRequest)
 
 
 # ---- framing: length-prefixed pickled lists of messages over a stream socket ----

@@ -21,6 +21,8 @@ from phantora_prof.protocol import (
     EventQueryRequest,
     EventRecord,
     OpCall,
+    ProfileExportRequest,
+    ProfileStatsRequest,
     StreamCreated,
     StreamWaitEvent,
     SyncKind,
@@ -63,11 +65,12 @@ class RankTimeline:
     """Simulates one rank's GPU(s) and collects its trace."""
 
     def __init__(self, rank: int, host_pid: int, device_properties: list[dict[str, Any]],
-                 num_sms: int = 132):
+                 num_sms: int = 132, base_time_ns: int = 0):
         self.rank = rank
         self.host_pid = host_pid
         self.device_properties = device_properties
         self.num_sms = num_sms
+        self.base_time_ns = base_time_ns
         self.gpus: dict[int, SimulatedGpu] = {}
         self.event_times: dict[int, int] = {}
         self.spans: list[Span] = []
@@ -133,6 +136,10 @@ class RankTimeline:
         elif isinstance(msg, EventQueryRequest):
             done = self.event_times.get(msg.event)
             return done is None or done <= msg.host_ns
+        elif isinstance(msg, ProfileExportRequest):
+            return self._export(msg)
+        elif isinstance(msg, ProfileStatsRequest):
+            return self.window_ops(msg.start_ns, msg.end_ns)
         elif isinstance(msg, EventElapsedRequest):
             a = self.event_times.get(msg.start_event)
             b = self.event_times.get(msg.end_event)
@@ -226,6 +233,15 @@ class RankTimeline:
             self.flows.append(Flow("fwdbwd", self._fwdbwd_id, FlowEnd(False, fwd[0], fwd[1]),
                                    FlowEnd(False, tid, msg.start_ns)))
 
+    def _export(self, msg: ProfileExportRequest) -> str:
+        """torch.profiler's export_chrome_trace for a window: written here, where the GPU
+        timeline is, to the path the script asked for."""
+        from tracing.kineto import write_kineto
+
+        trace = self.build(self.base_time_ns, trace_name=msg.path, start_ns=msg.start_ns, end_ns=msg.end_ns,
+                           record_shapes=msg.record_shapes, profile_memory=msg.profile_memory)
+        return str(write_kineto(trace, msg.path))
+
     def _sync(self, msg: SyncRequest) -> int:
         gpu = self.gpu(msg.device)
         if msg.kind == SyncKind.DEVICE:
@@ -242,41 +258,105 @@ class RankTimeline:
         return ret
 
     # ---- output ----
-    def _gpu_annotations(self) -> None:
-        """Mirror host annotations on the GPU: the span of the work launched inside them."""
+    def _annotation_spans(self) -> list[Span]:
+        """Host annotations, mirrored on the GPU as the span of the work launched inside them."""
         launches = [w.launch_ns for w in self.work]
+        out: list[Span] = []
         for a in self.annotations:
             tid = self._host_tid(a.tid)
-            self.spans.append(Span(a.cat, a.name, tid, a.start_ns, a.end_ns - a.start_ns,
-                                   {"External id": a.external_id, "Record function id": 0}))
+            out.append(Span(a.cat, a.name, tid, a.start_ns, a.end_ns - a.start_ns,
+                            {"External id": a.external_id, "Record function id": 0}))
             lo = bisect.bisect_left(launches, a.start_ns)
             hi = bisect.bisect_right(launches, a.end_ns)
             if lo >= hi:
                 continue
             inside = self.work[lo:hi]
-            stream = inside[0].stream
-            device = inside[0].device
             start = min(w.start_ns for w in inside)
             end = max(w.end_ns for w in inside)
-            self.spans.append(Span("gpu_user_annotation", a.name, stream, start, end - start,
-                                   {"External id": a.external_id}, on_gpu=True, device=device))
+            out.append(Span("gpu_user_annotation", a.name, inside[0].stream, start, end - start,
+                            {"External id": a.external_id}, on_gpu=True, device=inside[0].device))
+        return out
 
-    def finish(self, base_time_ns: int, trace_name: str = "") -> RankTrace:
-        self._gpu_annotations()
+    def _window_spans(self, start_ns: int | None, end_ns: int | None) -> list[Span]:
+        """Copies of the spans a profiler window [start_ns, end_ns] records: host events that
+        start inside it, and the GPU work launched inside it (wherever it runs)."""
+        everything = self.spans + self._annotation_spans()
+        if start_ns is None:
+            chosen = everything
+        else:
+            end = end_ns if end_ns is not None else self.stats.host_end_ns
+            launch_by_ext: dict[int, int] = {}
+            for s in self.spans:
+                if s.cat in ("cuda_runtime", "cuda_driver") and start_ns <= s.ts_ns <= end:
+                    launch_by_ext[s.args["correlation"]] = s.ts_ns
+            annotations = {s.args["External id"] for s in everything
+                           if s.cat == "user_annotation" and start_ns <= s.ts_ns <= end}
+            chosen = []
+            for s in everything:
+                if s.cat == "gpu_user_annotation":
+                    keep = s.args["External id"] in annotations
+                elif s.on_gpu:
+                    keep = s.args.get("correlation") in launch_by_ext
+                else:
+                    keep = start_ns <= s.ts_ns and s.ts_ns + s.dur_ns <= end
+                if keep:
+                    chosen.append(s)
+        return [Span(s.cat, s.name, s.tid, s.ts_ns, s.dur_ns, dict(s.args), s.on_gpu, s.device) for s in chosen]
+
+    def build(self, base_time_ns: int, trace_name: str = "", start_ns: int | None = None,
+              end_ns: int | None = None, record_shapes: bool = True, profile_memory: bool = False) -> RankTrace:
+        """The RankTrace of the whole run (no window) or of a profiler window."""
         self._host_tid(0)
+        spans = self._window_spans(start_ns, end_ns)
         ev_idx = 0
-        for s in sorted((s for s in self.spans if s.cat in ("cpu_op", "user_annotation")),
+        for s in sorted((s for s in spans if s.cat in ("cpu_op", "user_annotation")),
                         key=lambda s: (s.ts_ns, -s.dur_ns)):
             s.args["Ev Idx"] = ev_idx
             ev_idx += 1
-        streams = {d: sorted(g.streams) for d, g in self.gpus.items()}
-        if not streams:
-            streams = {0: []}
-        return RankTrace(
+            if not record_shapes:
+                for key in ("Concrete Inputs", "Input type", "Input Strides", "Input Dims"):
+                    s.args.pop(key, None)
+        if start_ns is None:
+            flows = list(self.flows)
+        else:
+            end = end_ns if end_ns is not None else self.stats.host_end_ns
+            flows = [f for f in self.flows if start_ns <= f.start.ts_ns <= end
+                     and (f.cat == "ac2g" or f.end.ts_ns <= end)]
+        streams = {d: sorted(g.streams) for d, g in self.gpus.items()} or {0: []}
+        trace = RankTrace(
             rank=self.rank, host_pid=self.host_pid, base_time_ns=base_time_ns,
             device_properties=self.device_properties, host_threads=dict(self.threads),
-            gpu_streams=streams, spans=self.spans, flows=self.flows, trace_name=trace_name,
+            gpu_streams=streams, spans=spans, flows=flows, trace_name=trace_name,
+            record_shapes=record_shapes, profile_memory=profile_memory,
         )
+        if start_ns is not None:
+            trace.profiler_start_ns = start_ns
+            trace.profiler_end_ns = max(end_ns or start_ns, max((s.ts_ns + s.dur_ns for s in spans), default=0))
+        return trace
+
+    def finish(self, base_time_ns: int, trace_name: str = "") -> RankTrace:
+        return self.build(base_time_ns, trace_name)
+
+    def window_ops(self, start_ns: int, end_ns: int) -> list[tuple]:
+        """Host ops and annotations of a window with the GPU activities each launched
+        (name, device, duration, start, stream)."""
+        spans = self._window_spans(start_ns, end_ns)
+        gpu_by_ext: dict[int, list[tuple[str, int, int, int, int]]] = {}
+        for s in spans:
+            if s.on_gpu and s.cat != "gpu_user_annotation":
+                gpu_by_ext.setdefault(s.args["External id"], []).append((s.name, s.device, s.dur_ns, s.ts_ns, s.tid))
+        annotation_gpu = {s.args["External id"]: [(s.name, s.device, s.dur_ns, s.ts_ns, s.tid)]
+                          for s in spans if s.cat == "gpu_user_annotation"}
+        out = []
+        for s in spans:
+            if s.cat == "cpu_op":
+                kernels = gpu_by_ext.get(s.args.get("External id"), []) if "Input Dims" in s.args else []
+                out.append((s.name, s.tid, s.ts_ns, s.ts_ns + s.dur_ns, s.args.get("Input Dims", []), False, kernels))
+            elif s.cat == "user_annotation":
+                out.append((s.name, s.tid, s.ts_ns, s.ts_ns + s.dur_ns, [], True,
+                            annotation_gpu.get(s.args.get("External id"), [])))
+        out.sort(key=lambda t: (t[2], -(t[3] - t[2])))
+        return out
 
     def gpu_busy_ns(self) -> int:
         """Union of GPU activity intervals over all devices and streams."""

@@ -11,7 +11,7 @@ import torch
 from phantora_prof import cost
 from phantora_prof.protocol import Goodbye, Hello
 from phantora_prof.runtime import clock as _clock
-from phantora_prof.runtime import cuda_api, modules, sdpa
+from phantora_prof.runtime import cuda_api, modules, profiler, sdpa
 from phantora_prof.runtime import state as _state
 from phantora_prof.runtime.channel import connect_from_env
 from phantora_prof.runtime.state import RankConfig, RuntimeState
@@ -46,6 +46,7 @@ def install(config: RankConfig) -> InstalledRuntime:
     cuda_api.install()
     modules.install()
     sdpa.install()
+    profiler.install()
     torch._C._set_only_lift_cpu_tensors(True)
     from phantora_prof.runtime.capture import CaptureMode
 

@@ -1,0 +1,38 @@
+"""The CLI's helper subcommands: collective, validate, --help."""
+from __future__ import annotations
+
+import re
+
+from click.testing import CliRunner
+
+from conftest import reference_trace
+from phantora_prof.cli import cli
+
+
+def test_collective_prints_an_nccl_tests_table():
+    r = CliRunner().invoke(cli, ["collective", "all_reduce", "--nnodes", "1", "--nproc-per-node", "8",
+                                 "-b", "1M", "-e", "1G", "-f", "32"])
+    assert r.exit_code == 0, r.output
+    rows = [line.split() for line in r.output.splitlines() if re.match(r"\s+\d", line)]
+    assert [int(row[0]) for row in rows] == [1 << 20, 32 << 20, 1 << 30]
+    busbw = [float(row[7]) for row in rows]
+    assert busbw == sorted(busbw)  # bandwidth grows with size
+    assert 300 < busbw[-1] < 500  # one DGX H100 node: ~360-480 GB/s bus bandwidth at 1 GiB
+    assert "Avg bus bandwidth" in r.output
+
+
+def test_collective_bad_cluster_is_a_clear_error():
+    r = CliRunner().invoke(cli, ["collective", "all_reduce", "--cluster", "nope"])
+    assert r.exit_code == 2
+    assert "unknown cluster 'nope'" in r.output
+
+
+def test_validate_reference_and_help():
+    runner = CliRunner()
+    r = runner.invoke(cli, ["validate", str(reference_trace("streams"))])
+    assert r.exit_code == 0 and r.output.strip().endswith(": ok")
+    r = runner.invoke(cli, ["--help"])
+    assert r.exit_code == 0
+    assert "phantora-prof python examples/gpt/train.py" in r.output
+    for sub in ("diff", "validate", "collective"):
+        assert sub in r.output

@@ -1,0 +1,64 @@
+"""The user's own torch.profiler produces the simulated profile (windows, annotations, tables)."""
+from __future__ import annotations
+
+import re
+import sys
+
+from conftest import SCRIPTS, reference_trace
+from tracing.kineto import load_trace
+from tracing.validate import validate_trace
+
+PY = sys.executable
+
+
+def _annotations(doc: dict, cat: str = "user_annotation") -> list[str]:
+    return [e["name"] for e in doc["traceEvents"] if e.get("cat") == cat]
+
+
+def test_schedule_windows_record_functions_and_table(cli):
+    r = cli("--no-trace", PY, str(SCRIPTS / "profiled.py"), "prof")
+    assert r.returncode == 0, r.stderr[-3000:]
+    out_dir = cli.cwd / "prof"
+    windows = sorted(out_dir.glob("worker0.*.pt.trace.json"))
+    assert len(windows) == 2  # schedule(wait=1, warmup=1, active=2, repeat=2)
+    reference = load_trace(reference_trace("gpt_small"))
+    steps_seen = []
+    for path in windows:
+        doc = load_trace(path)
+        assert validate_trace(doc, reference) == []
+        names = _annotations(doc)
+        steps = sorted(n for n in names if n.startswith("ProfilerStep#"))
+        steps_seen.append(steps)
+        # nested record_function ranges, the decorator form, and torch's optimizer ranges
+        for expected in ("forward", "inner", "decorated_loss", "backward", "Optimizer.step#AdamW.step"):
+            assert names.count(expected) == 2, (expected, names)
+        gpu = _annotations(doc, "gpu_user_annotation")
+        assert "ProfilerStep#" + steps[0][len("ProfilerStep#"):] in gpu
+        spans = {e["name"]: e for e in doc["traceEvents"] if e.get("cat") == "user_annotation"}
+        inner, outer = spans["inner"], spans["forward"]
+        assert outer["ts"] <= inner["ts"] and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"]
+        assert doc["record_shapes"] == 1
+    assert steps_seen == [["ProfilerStep#2", "ProfilerStep#3"], ["ProfilerStep#6", "ProfilerStep#7"]]
+    # key_averages().table() prints simulated CPU and CUDA times
+    assert "Self CUDA time total" in r.stdout
+    cuda_total = re.search(r"Self CUDA time total: ([0-9.]+)(us|ms)", r.stdout)
+    assert cuda_total and float(cuda_total.group(1)) > 0
+    assert re.search(r"ProfilerStep#6\s", r.stdout)
+    # the context-manager form without a schedule, exported by hand
+    plain = load_trace(out_dir / "plain.json")
+    assert validate_trace(plain, reference) == []
+    assert "ProfilerStep#0" not in _annotations(plain)
+    assert any(e.get("cat") == "kernel" for e in plain["traceEvents"])
+
+
+def test_reference_gpt_with_profile_dir_covers_three_active_steps(cli):
+    workloads = reference_trace("gpt_small").parent.parent.parent / "workloads"
+    r = cli("--no-trace", PY, str(workloads / "gpt.py"), "--layers", "2", "--steps", "7", "--profile-dir", "pd")
+    assert r.returncode == 0, r.stderr[-3000:]
+    files = list((cli.cwd / "pd").glob("*.pt.trace.json"))
+    assert len(files) == 1
+    doc = load_trace(files[0])
+    assert validate_trace(doc, load_trace(reference_trace("gpt_small"))) == []
+    steps = sorted(n for n in _annotations(doc) if n.startswith("ProfilerStep#"))
+    assert steps == ["ProfilerStep#3", "ProfilerStep#4", "ProfilerStep#5"]  # as in the reference trace
+    assert sorted(n for n in _annotations(doc, "gpu_user_annotation") if n.startswith("ProfilerStep")) == steps
