@@ -91,8 +91,21 @@ def _run_command(obj: dict, command: tuple[str, ...]) -> None:
     opts = RunOptions(command=list(command), gpu=obj["gpu"], out_dir=obj["out_dir"],
                       nproc_per_node=obj["nproc_per_node"], trace=obj["trace"], log_level=obj["log_level"],
                       op_costs=dict(parse_op_cost(spec) for spec in obj["op_costs"]))
-    result = run(opts)
-    print_summary(result, opts, _console(stderr=True))
+    console = _console(stderr=True)
+    if console.is_terminal:
+        # Progress on long runs: simulated time reached so far, on a status line that goes away.
+        from phantora_prof.runtime.clock import ORIGIN_NS
+
+        with console.status("simulating...") as status:
+            def progress(host_ns: dict[int, int]) -> None:
+                if host_ns:
+                    sim_s = max(0, min(host_ns.values()) - ORIGIN_NS) / 1e9
+                    status.update(f"simulating... {sim_s:,.3f} s of simulated time on {len(host_ns)} rank(s)")
+
+            result = run(opts, on_progress=progress)
+    else:
+        result = run(opts)
+    print_summary(result, opts, console)
     if obj["summary_json"]:
         write_summary_json(result, opts, obj["summary_json"])
     sys.exit(result.exit_code)

@@ -11,12 +11,12 @@ from rich.table import Table
 
 def print_summary(result: Any, opts: Any, console: Any) -> None:
     table = Table(title=f"phantora-prof: simulated {opts.gpu.upper()} run", title_justify="left")
-    for col in ("rank", "exit", "simulated time", "GPU busy", "ops", "kernels", "memcpy", "memset", "trace"):
-        table.add_column(col, justify="right" if col not in ("trace",) else "left")
+    for col in ("rank", "exit", "simulated time", "GPU busy", "ops", "kernels", "memcpy", "memset"):
+        table.add_column(col, justify="right", no_wrap=True)
     for r in result.ranks:
         busy = f"{100.0 * r.gpu_busy_ns / r.sim_time_ns:.1f}%" if r.sim_time_ns else "-"
         table.add_row(str(r.rank), str(r.exit_code), f"{r.sim_time_ns / 1e6:,.3f} ms", busy, f"{r.ops:,}",
-                      f"{r.kernels:,}", f"{r.memcpys:,}", f"{r.memsets:,}", str(r.trace_path or "-"))
+                      f"{r.kernels:,}", f"{r.memcpys:,}", f"{r.memsets:,}")
     console.print(table)
     sources: dict[str, int] = {}
     for r in result.ranks:
@@ -25,10 +25,12 @@ def print_summary(result: Any, opts: Any, console: Any) -> None:
     if sources:
         total = sum(sources.values())
         parts = ", ".join(f"{k} {100.0 * v / total:.0f}%" for k, v in sorted(sources.items()))
-        console.print(f"kernel times: {parts}")
+        console.print(f"kernel times from: {parts}")
     console.print(f"wall time of the simulation: {result.wall_s:.1f} s")
-    if any(r.trace_path for r in result.ranks):
-        console.print("open the traces at https://ui.perfetto.dev (drag the .json.gz in) or with HTA / TensorBoard")
+    paths = [str(r.trace_path) for r in result.ranks if r.trace_path]
+    if paths:
+        console.print("traces: " + ", ".join(paths), soft_wrap=True)
+        console.print("open them at https://ui.perfetto.dev (drag the file in), or with HTA or TensorBoard")
 
 
 def write_summary_json(result: Any, opts: Any, path: Path) -> None:
