@@ -29,6 +29,8 @@ from phantora_prof.errors import UnsupportedOpError
 from phantora_prof.protocol import CPU_DEVICE, AutogradSpan, OpCall, OpKind, SyncKind, TensorArg
 from phantora_prof.runtime import memory, pinned
 from phantora_prof.runtime import state as _state
+from phantora_prof.runtime.distributed.pending import PENDING as _DIST_PENDING
+from phantora_prof.runtime.distributed.pending import consume as _dist_consume
 from phantora_prof.runtime.streams import host_sync
 
 log = logging.getLogger(__name__)
@@ -178,7 +180,8 @@ class CaptureMode(TorchDispatchMode):
         tkwargs = {k: _to_arg(v) for k, v in kwargs.items()}
         touts = _outputs(out)
         ext = st.next_external_id()
-        op = OpCall(st.config.rank, ext, name, targs, tkwargs, touts, tid, start, start, stream, device, kind)
+        op = OpCall(st.config.rank, ext, name, targs, tkwargs, touts, tid, start, start, stream, device, kind,
+                    seq_nr=_forward_sequence_nr(tid, args))
         user_ns = self.op_costs.get(name) if self.op_costs else None
         if user_ns is not None:
             kernels = (cost.Kernel("kernel", name, user_ns, grid=(self.gpu.num_sms, 1, 1), block=(256, 1, 1),
@@ -196,6 +199,8 @@ class CaptureMode(TorchDispatchMode):
         op.kernels = kernels
         st.clock.advance_to(op.end_ns)
         st.ops_captured += 1
+        if _DIST_PENDING and kernels:  # reads the output of a collective nobody waited for
+            _dist_consume(args, stream, device)
         st.channel.send(op)
         if kind == OpKind.MEMCPY and self._copy_blocks_host(func, args, kwargs, targs, touts):
             host_sync(SyncKind.STREAM, stream, device, ext)
@@ -355,6 +360,8 @@ class CaptureMode(TorchDispatchMode):
         op.launch_ns = start + hostcost.DISPATCH_NS_VIEW
         op.end_ns = op.launch_ns + sum(hostcost.api_ns(k.launch_api) for k in kernels)
         st.clock.advance_to(op.end_ns)
+        if _DIST_PENDING:
+            _dist_consume((t,), stream, device)
         st.channel.send(op)
         host_sync(SyncKind.STREAM, stream, device, ext)
         st.placeholders_used += 1
@@ -450,6 +457,20 @@ def _to_arg(a: Any):
     if isinstance(a, (torch.device, torch.layout, torch.memory_format)):
         return str(a)
     return str(a)
+
+
+def _forward_sequence_nr(tid: int, args: tuple) -> int:
+    """The autograd sequence number of the node this forward op created (-1 when none).
+
+    Autograd creates the op's backward node, taking the next sequence number, before it
+    redispatches to us; the profiler records that number on the op and links it to the
+    backward node's evaluation with a `fwdbwd` flow."""
+    if tid != 0 or not torch.is_grad_enabled():
+        return -1
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.requires_grad:
+            return torch._C._autograd._get_sequence_nr() - 1
+    return -1
 
 
 def _iter_tensors(x: Any):
