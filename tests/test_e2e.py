@@ -32,7 +32,7 @@ def test_tiny_gpt_runs_and_writes_a_valid_trace(cli):
     reference = load_trace(reference_trace("gpt_small"))
     assert validate_trace(doc, reference) == []
     cats = {e.get("cat") for e in doc["traceEvents"]}
-    assert {"cpu_op", "kernel", "cuda_runtime", "ac2g", "gpu_memset"} <= cats
+    assert {"cpu_op", "kernel", "cuda_runtime", "ac2g", "gpu_memset", "fwdbwd"} <= cats
     names = {e["name"] for e in doc["traceEvents"] if e.get("cat") == "cpu_op"}
     assert "aten::_scaled_dot_product_cudnn_attention" in names  # fused attention, not the math path
     assert "aten::_fused_adamw_" in names
