@@ -10,9 +10,11 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -37,6 +39,8 @@ class RunOptions:
     gpu: str = "h200"
     out_dir: Path = Path("phantora_traces")
     nproc_per_node: int = 1
+    nnodes: int = 1
+    collective_timeout_s: float = 300.0
     trace: bool = True
     log_level: str = "warning"
     op_costs: dict[str, int] = field(default_factory=dict)  # op name -> ns
@@ -46,9 +50,10 @@ class RunOptions:
             raise ConfigError("no command given: try `phantora-prof python train.py`")
         if self.nproc_per_node < 1:
             raise ConfigError("--nproc-per-node must be at least 1")
-        if self.nproc_per_node > 1:
-            raise ConfigError("simulating several ranks (--nproc-per-node > 1) is not available yet: "
-                              "this version simulates one GPU")
+        if self.nnodes < 1:
+            raise ConfigError("--nnodes must be at least 1")
+        if self.collective_timeout_s <= 0:
+            raise ConfigError("--collective-timeout must be positive")
         get_gpu(self.gpu)  # validates the name
 
 
@@ -64,6 +69,7 @@ class RankSummary:
     memsets: int
     trace_path: Path | None
     kernel_sources: dict[str, int] = field(default_factory=dict)
+    placeholders: int = 0  # data-dependent reads (.item() etc.) answered with placeholders
 
 
 @dataclass
@@ -71,6 +77,7 @@ class RunResult:
     exit_code: int
     ranks: list[RankSummary]
     wall_s: float
+    error: str | None = None  # why the simulation stopped early (mismatched collectives, a crashed rank)
 
 
 _UNITS_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -115,10 +122,53 @@ def python_argv(command: list[str]) -> list[str]:
     return rest
 
 
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sk:
+        sk.bind(("127.0.0.1", 0))
+        return sk.getsockname()[1]
+
+
+def _pump_output(stream, sink, prefix: str) -> None:
+    """Copy a rank's output line by line with a `[rankN]: ` prefix (torchrun --tee style)."""
+    try:
+        for line in iter(stream.readline, b""):
+            text = line.decode("utf-8", "replace")
+            with _OUTPUT_LOCK:
+                sink.write(prefix + text if text.endswith("\n") else prefix + text + "\n")
+                sink.flush()
+    except (OSError, ValueError):
+        pass
+    finally:
+        try:
+            stream.close()
+        except OSError:
+            pass
+
+
+_OUTPUT_LOCK = threading.Lock()
+
+
+def _stop(procs: list[subprocess.Popen], grace_s: float = 3.0) -> None:
+    """Terminate the rank processes still running (SIGTERM, then SIGKILL after a grace period)."""
+    for p in procs:
+        if p.poll() is None:
+            try:
+                p.terminate()
+            except OSError:
+                pass
+    deadline = time.monotonic() + grace_s
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 def run(opts: RunOptions, on_progress=None) -> RunResult:
     argv = python_argv(opts.command)
     gpu = get_gpu(opts.gpu)
-    world = opts.nproc_per_node
+    world = opts.nproc_per_node * opts.nnodes
+    per_node = opts.nproc_per_node
     epoch_ns = time.time_ns()
     t0 = time.monotonic()
     sock_dir = tempfile.mkdtemp(prefix="phantora-")
@@ -126,15 +176,27 @@ def run(opts: RunOptions, on_progress=None) -> RunResult:
     base_env.pop("PHANTORA_RANK_CONFIG", None)
 
     def timeline(rank: int) -> RankTimeline:
-        props = [gpu.device_properties(i) for i in range(opts.nproc_per_node)]
+        props = [gpu.device_properties(i) for i in range(per_node)]
         return RankTimeline(rank, host_pid=100 + rank, device_properties=props, num_sms=gpu.num_sms,
                             base_time_ns=epoch_ns - ORIGIN_NS)
 
-    coord = Coordinator(world, sock_dir, timeline)
+    def model():
+        from phantora_prof.engine.collectives import NetsimModel
+
+        return NetsimModel(gpu.key, opts.nnodes, per_node)
+
+    coord = Coordinator(world, sock_dir, timeline, collective_timeout_s=opts.collective_timeout_s,
+                        model_factory=model)
     procs: list[subprocess.Popen] = []
+    pumps: list[threading.Thread] = []
+    master_port = base_env.get("MASTER_PORT") if world == 1 else None
+    master_port = master_port or str(_free_port())
+    run_id = uuid.uuid4().hex[:8]
+    error: str | None = None
     try:
         for rank in range(world):
-            cfg = RankConfig(rank=rank, world_size=world, local_rank=rank, device_count=opts.nproc_per_node,
+            local = rank % per_node
+            cfg = RankConfig(rank=rank, world_size=world, local_rank=local, device_count=per_node,
                              gpu=gpu.key, op_costs=opts.op_costs)
             env = dict(base_env)
             env.update({
@@ -142,13 +204,24 @@ def run(opts: RunOptions, on_progress=None) -> RunResult:
                 "PHANTORA_RANK_CONFIG": cfg.to_env(),
                 "PHANTORA_EPOCH_NS": str(epoch_ns),
                 "PHANTORA_LOG_LEVEL": opts.log_level,
-                "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
-                "LOCAL_WORLD_SIZE": str(world), "GROUP_RANK": "0", "ROLE_RANK": str(rank),
-                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": env.get("MASTER_PORT", "29500"),
-                "TORCHELASTIC_RUN_ID": uuid.uuid4().hex[:8],
+                "RANK": str(rank), "LOCAL_RANK": str(local), "WORLD_SIZE": str(world),
+                "LOCAL_WORLD_SIZE": str(per_node), "GROUP_RANK": str(rank // per_node), "ROLE_RANK": str(rank),
+                "ROLE_WORLD_SIZE": str(world), "ROLE_NAME": "default", "NODE_RANK": str(rank // per_node),
+                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": master_port,
+                "TORCHELASTIC_RUN_ID": run_id, "TORCHELASTIC_RESTART_COUNT": "0",
+                "TORCHELASTIC_MAX_RESTARTS": "0", "GLOO_SOCKET_IFNAME": base_env.get("GLOO_SOCKET_IFNAME", "lo"),
             })
             cmd = [sys.executable, "-m", "phantora_prof.runtime.bootstrap", *argv]
-            procs.append(subprocess.Popen(cmd, env=env))
+            if world == 1:
+                procs.append(subprocess.Popen(cmd, env=env))
+            else:
+                env["PYTHONUNBUFFERED"] = "1"
+                p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                procs.append(p)
+                for stream, sink in ((p.stdout, sys.stdout), (p.stderr, sys.stderr)):
+                    t = threading.Thread(target=_pump_output, args=(stream, sink, f"[rank{rank}]: "), daemon=True)
+                    t.start()
+                    pumps.append(t)
         try:
             coord.serve(procs, on_progress=on_progress)
         except KeyboardInterrupt:
@@ -156,12 +229,23 @@ def run(opts: RunOptions, on_progress=None) -> RunResult:
                 if p.poll() is None:
                     p.send_signal(signal.SIGINT)
             raise
+        if coord.error is not None:
+            error = str(coord.error)
+            _stop(procs)
+        elif coord.failed_rank is not None:
+            _stop(procs)
+            error = (f"rank {coord.failed_rank} exited with code {procs[coord.failed_rank].returncode}; "
+                     "the other ranks were stopped")
         codes = [p.wait() for p in procs]
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
+        for t in pumps:
+            t.join(timeout=5)
         shutil.rmtree(sock_dir, ignore_errors=True)
+    if error is not None:
+        log.error("%s", error)
 
     summaries = []
     if opts.trace:
@@ -175,10 +259,23 @@ def run(opts: RunOptions, on_progress=None) -> RunResult:
         path = None
         if opts.trace:
             trace = tl.finish(base_time_ns=epoch_ns - ORIGIN_NS, trace_name=f"rank{rank}")
+            from phantora_prof.engine.collectives import distributed_info
+
+            info = distributed_info(tl, world)
+            if info is not None:
+                trace.distributed_info = info
             path = write_kineto(trace, opts.out_dir / f"rank{rank}.pt.trace.json.gz")
         end = tl.stats.host_end_ns
         summaries.append(RankSummary(
             rank, codes[rank], max(0, end - ORIGIN_NS), tl.gpu_busy_ns(), tl.stats.ops, tl.stats.kernels,
-            tl.stats.memcpys, tl.stats.memsets, path, dict(tl.stats.estimated_ops)))
-    exit_code = next((c for c in codes if c != 0), 0)
-    return RunResult(exit_code, summaries, time.monotonic() - t0)
+            tl.stats.memcpys, tl.stats.memsets, path, dict(tl.stats.estimated_ops),
+            placeholders=int((res.goodbye.summary if res.goodbye else {}).get("placeholders", 0))))
+    if coord.error is not None:
+        exit_code = 1
+    elif coord.failed_rank is not None:
+        exit_code = codes[coord.failed_rank] or 1
+        if exit_code < 0:
+            exit_code = 1
+    else:
+        exit_code = next((c for c in codes if c != 0), 0)
+    return RunResult(exit_code, summaries, time.monotonic() - t0, error)

@@ -26,6 +26,10 @@ def print_summary(result: Any, opts: Any, console: Any) -> None:
         total = sum(sources.values())
         parts = ", ".join(f"{k} {100.0 * v / total:.0f}%" for k, v in sorted(sources.items()))
         console.print(f"kernel times from: {parts}")
+    placeholders = sum(r.placeholders for r in result.ranks)
+    if placeholders:
+        console.print(f"{placeholders:,} read(s) of GPU values (.item(), .tolist(), bool()) returned placeholders "
+                      "(0.0 / 1 / True): simulated tensors hold no data")
     console.print(f"wall time of the simulation: {result.wall_s:.1f} s")
     paths = [str(r.trace_path) for r in result.ranks if r.trace_path]
     if paths:

@@ -43,9 +43,9 @@ _VIEW_OPS = {
     "aten::transpose", "aten::t", "aten::permute", "aten::expand", "aten::squeeze", "aten::unsqueeze",
     "aten::slice", "aten::select", "aten::split", "aten::split_with_sizes", "aten::chunk", "aten::narrow",
     "aten::detach", "aten::alias", "aten::unbind", "aten::empty", "aten::empty_strided", "aten::empty_like",
-    "aten::new_empty", "aten::new_empty_strided", "aten::lift_fresh", "aten::_to_copy_noop",
+    "aten::new_empty", "aten::new_empty_strided", "aten::lift_fresh",
     "aten::set_", "aten::resize_", "aten::unflatten", "aten::flatten", "aten::view_as", "aten::diagonal",
-    "aten::unfold", "aten::_unsafe_split", "aten::prim_device", "aten::expand_as", "aten::clone_meta",
+    "aten::unfold", "aten::_unsafe_split", "aten::expand_as",
 }
 _MEMSET_OPS = {"aten::zero_", "aten::zeros", "aten::zeros_like", "aten::new_zeros"}
 
