@@ -1,0 +1,108 @@
+"""Process groups in a rank process: `init_process_group('nccl')` and friends, simulated.
+
+The name 'nccl' cannot be re-registered on a CPU build of torch, so `init_process_group`
+(and `new_group`) are redirected to the backend "phantora" (`backend.PhantoraProcessGroup`):
+collectives on (fake) CUDA tensors are simulated by the coordinator, CPU tensors and Python
+objects really travel through a real gloo process group (real TCPStore rendezvous on
+MASTER_ADDR/MASTER_PORT). Scripts still see `get_backend() == "nccl"`.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+
+log = logging.getLogger(__name__)
+
+BACKEND = "phantora"
+_installed = False
+
+# backends we take over (CUDA collectives); plain "gloo" stays real gloo (CPU training)
+_NCCL_SPECS = {None, "", "nccl", "cuda:nccl", "cuda:nccl,cpu:gloo", "cpu:gloo,cuda:nccl", "undefined"}
+
+
+def _redirect(backend):
+    if backend is None:
+        return BACKEND
+    text = str(backend).lower().replace(" ", "")
+    if text in _NCCL_SPECS or "nccl" in text:
+        return BACKEND
+    return backend
+
+
+def install() -> None:
+    """Register the backend and redirect the entry points (idempotent; cheap until used)."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    try:
+        import torch.distributed as dist
+        from torch.distributed import distributed_c10d as c10d
+    except Exception:  # noqa: BLE001 - torch without distributed support
+        return
+    if not dist.is_available():
+        return
+    from phantora_prof.runtime.distributed import backend as _backend
+
+    dist.Backend.register_backend(BACKEND, _backend.create, extended_api=True, devices=["cpu", "cuda"])
+
+    orig_init = c10d.init_process_group
+
+    @functools.wraps(orig_init)
+    def init_process_group(backend=None, *args, **kwargs):
+        kwargs.pop("device_id", None)  # eager NCCL init: nothing to connect here
+        return orig_init(_redirect(backend), *args, **kwargs)
+
+    orig_new_group = c10d.new_group
+
+    @functools.wraps(orig_new_group)
+    def new_group(ranks=None, timeout=None, backend=None, *args, **kwargs):
+        if backend is not None:
+            backend = _redirect(backend)
+        kwargs.pop("device_id", None)
+        return orig_new_group(ranks, timeout, backend, *args, **kwargs)
+
+    orig_get_backend = c10d.get_backend
+
+    @functools.wraps(orig_get_backend)
+    def get_backend(group=None):
+        name = orig_get_backend(group)
+        return "nccl" if name == BACKEND else name
+
+    for mod in (dist, c10d):
+        mod.init_process_group = init_process_group
+        mod.new_group = new_group
+        mod.get_backend = get_backend
+    orig_verify = getattr(dist, "_verify_params_across_processes", None)
+
+    def _verify_params_across_processes(process_group, tensors, logger=None):
+        """DDP's check that every rank has the same parameters: in C++ it gathers the metadata
+        in CUDA tensors (fake here, no data), so compare it on the CPU instead."""
+        from phantora_prof.runtime.distributed.backend import PhantoraProcessGroup
+
+        if not isinstance(process_group, PhantoraProcessGroup):
+            return orig_verify(process_group, tensors, logger)
+        mine = [(tuple(t.shape), tuple(t.stride())) for t in tensors]
+        everyone = [None] * process_group.size()
+        c10d.all_gather_object(everyone, mine, group=process_group)
+        for r, theirs in enumerate(everyone):
+            if len(theirs) != len(mine):
+                raise RuntimeError(f"DDP expects same model across all ranks, but Rank {process_group.rank()} has "
+                                   f"{len(mine)} params, while rank {r} has inconsistent {len(theirs)} params.")
+            for i, (a, b) in enumerate(zip(mine, theirs)):
+                if a[0] != b[0]:
+                    raise RuntimeError(f"DDP expects same model across all ranks, but Rank {process_group.rank()} "
+                                       f"has parameter {i} of shape {list(a[0])}, while rank {r} has {list(b[0])}.")
+
+    if orig_verify is not None:
+        dist._verify_params_across_processes = _verify_params_across_processes
+    dist.is_nccl_available = lambda: True
+    try:
+        import torch
+        import torch.cuda.nccl as _nccl
+
+        if not hasattr(torch._C, "_nccl_version"):
+            _nccl.version = lambda: (2, 28, 9)  # what c10d's logger asks on errors
+    except Exception:  # noqa: BLE001
+        pass
+    c10d.is_nccl_available = dist.is_nccl_available
