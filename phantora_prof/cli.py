@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -51,8 +52,12 @@ def _console(stderr: bool = True):
 @click.option("--gpu", default="h200", show_default=True, help="Simulated GPU model (h200, h100, a100).")
 @click.option("--out", "out_dir", default="phantora_traces", show_default=True, type=click.Path(path_type=Path),
               help="Directory for the per-rank Kineto traces (rank{R}.pt.trace.json.gz).")
-@click.option("--nproc-per-node", default=1, show_default=True, type=int, hidden=True,
-              help="Simulated GPUs (ranks) on the node (one, for now).")
+@click.option("--nproc-per-node", default=1, show_default=True, type=int,
+              help="Simulated GPUs (one rank process each) per node, as torchrun's option.")
+@click.option("--nnodes", default=1, show_default=True, type=int,
+              help="Simulated nodes; the run has NNODES x NPROC_PER_NODE ranks.")
+@click.option("--collective-timeout", default=300.0, show_default=True, type=float, metavar="SECONDS",
+              help="Report a collective that some ranks never launch after this many (real) seconds.")
 @click.option("--no-trace", is_flag=True, help="Do not write trace files (faster).")
 @click.option("--summary-json", type=click.Path(path_type=Path), help="Also write the end-of-run summary as JSON.")
 @click.option("--op-cost", "op_costs", multiple=True, metavar="NAME=TIME",
@@ -61,7 +66,8 @@ def _console(stderr: bool = True):
               type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
 @click.version_option(package_name="phantora-prof")
 @click.pass_context
-def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, no_trace: bool, summary_json: Path | None,
+def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, nnodes: int, collective_timeout: float,
+        no_trace: bool, summary_json: Path | None,
         op_costs: tuple[str, ...], log_level: str) -> None:
     """Run an unmodified PyTorch training script on a simulated GPU and write
     torch.profiler-format traces of the simulated run.
@@ -71,7 +77,8 @@ def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, no_tra
     https://ui.perfetto.dev, chrome://tracing, TensorBoard or HTA.
     """
     _setup_logging(log_level)
-    ctx.obj = {"gpu": gpu, "out_dir": out_dir, "nproc_per_node": nproc_per_node, "trace": not no_trace,
+    ctx.obj = {"gpu": gpu, "out_dir": out_dir, "nproc_per_node": nproc_per_node, "nnodes": nnodes,
+               "collective_timeout": collective_timeout, "trace": not no_trace,
                "log_level": log_level, "op_costs": op_costs,
                "summary_json": summary_json}
     if ctx.invoked_subcommand is None:
@@ -88,8 +95,15 @@ def _run_command(obj: dict, command: tuple[str, ...]) -> None:
 
     from phantora_prof.launcher import parse_op_cost
 
-    opts = RunOptions(command=list(command), gpu=obj["gpu"], out_dir=obj["out_dir"],
-                      nproc_per_node=obj["nproc_per_node"], trace=obj["trace"], log_level=obj["log_level"],
+    command = list(command)
+    nproc, nnodes = obj["nproc_per_node"], obj["nnodes"]
+    if command and os.path.basename(command[0]) == "torchrun":  # `phantora-prof torchrun --nproc-per-node 8 x.py`
+        from phantora_prof.launcher import torchrun_command
+
+        nproc, nnodes, command = torchrun_command(command)
+    opts = RunOptions(command=command, gpu=obj["gpu"], out_dir=obj["out_dir"],
+                      nproc_per_node=nproc, nnodes=nnodes,
+                      collective_timeout_s=obj["collective_timeout"], trace=obj["trace"], log_level=obj["log_level"],
                       op_costs=dict(parse_op_cost(spec) for spec in obj["op_costs"]))
     console = _console(stderr=True)
     if console.is_terminal:
@@ -106,6 +120,8 @@ def _run_command(obj: dict, command: tuple[str, ...]) -> None:
     else:
         result = run(opts)
     print_summary(result, opts, console)
+    if result.error:
+        click.echo(f"phantora-prof: error: {result.error}", err=True)
     if obj["summary_json"]:
         write_summary_json(result, opts, obj["summary_json"])
     sys.exit(result.exit_code)

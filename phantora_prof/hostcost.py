@@ -5,37 +5,19 @@ not measured (that would make runs irreproducible); instead each captured operat
 charged a dispatch cost that stands for the framework and Python overhead around it, and
 each CUDA API call its own cost.
 
-Calibration (see README "Accuracy"): on the reference H200 machine, eager PyTorch spends
-about 17.5 us of host time per profiler-visible aten op; the reference GPT step (12 layers,
-batch 1, seq 64, nearly no GPU work) takes 26.4 ms unprofiled. The runtime captures ops at
-the __torch_dispatch__ level, where that step shows fewer (and coarser) ops than the
-profiler's nested op tree, so the per-captured-op cost is larger than 17.5 us; the numbers
-below are fitted so that the captured GPT step costs ~26 ms of host time.
+The costs come from cost/data/host_costs.json, built by tools/calibrate_host.py from the
+profiled gpt_small reference trace (H200 host, torch 2.11) and rescaled to unprofiled time
+(see that tool's docstring for the fit):
+- per op name, on the script's thread ("forward": includes the Python and composite-op
+  time that leads to the op) and on autograd's thread ("backward": the op alone);
+- defaults for ops the reference never ran: ops that launch GPU work, and metadata ops;
+- a per-autograd-node engine overhead, charged when a backward node starts;
+- per CUDA API call (launches, memsets, copies, events, syncs).
 """
 from __future__ import annotations
 
-# Host time charged per captured operator, by what the operator does.
-DISPATCH_NS_COMPUTE = 24_000  # an op that launches GPU work (incl. its Python/autograd share)
-DISPATCH_NS_VIEW = 6_000  # a metadata-only op on GPU tensors (view, transpose, as_strided...)
-DISPATCH_NS_CPU = 3_000  # an op on CPU tensors only (runs for real; we charge a token cost)
-
-# Host-side duration of each CUDA API call (unprofiled, typical for an H100/H200 host).
-API_NS = {
-    "cudaLaunchKernel": 2_500,
-    "cudaLaunchKernelExC": 2_500,
-    "cuLaunchKernelEx": 2_500,
-    "cuLaunchKernel": 2_500,
-    "cudaMemcpyAsync": 3_500,
-    "cudaMemsetAsync": 2_500,
-    "cudaEventRecord": 1_500,
-    "cudaEventRecordWithFlags": 1_500,
-    "cudaStreamWaitEvent": 1_500,
-    "cudaEventQuery": 1_000,
-    "cudaDeviceSynchronize": 3_000,
-    "cudaStreamSynchronize": 3_000,
-    "cudaEventSynchronize": 3_000,
-    "cudaEventElapsedTime": 1_000,
-}
+import json
+from importlib import resources
 
 # CUPTI callback ids the reference traces carry in args.cbid.
 CBID = {
@@ -58,5 +40,38 @@ CBID = {
 DRIVER_APIS = frozenset({"cuLaunchKernelEx", "cuLaunchKernel"})
 
 
+def _load() -> dict:
+    return json.loads(resources.files("phantora_prof").joinpath("cost/data/host_costs.json").read_text())
+
+
+TABLE = _load()
+
+_FWD: dict[str, int] = TABLE["ops"]["forward"]
+_BWD: dict[str, int] = TABLE["ops"]["backward"]
+_DEF_FWD = (TABLE["default"]["forward"]["view"], TABLE["default"]["forward"]["compute"])
+_DEF_BWD = (TABLE["default"]["backward"]["view"], TABLE["default"]["backward"]["compute"])
+
+# Host time charged per captured operator, by what the operator does (defaults, script thread).
+DISPATCH_NS_COMPUTE: int = _DEF_FWD[1]  # an op that launches GPU work (incl. its Python/autograd share)
+DISPATCH_NS_VIEW: int = _DEF_FWD[0]  # a metadata-only op on GPU tensors (view, transpose, as_strided...)
+DISPATCH_NS_CPU: int = TABLE["cpu_op_ns"]  # an op on CPU tensors only (runs for real; a token cost)
+AUTOGRAD_NODE_NS: int = TABLE["autograd_node_ns"]  # autograd engine overhead per backward node
+
+# Host-side duration of each CUDA API call (unprofiled).
+API_NS: dict[str, int] = TABLE["api_ns"]
+_API_DEFAULT: int = TABLE["api_default_ns"]
+
+
+def dispatch_ns(op_name: str, has_kernels: bool, backward: bool = False) -> int:
+    """Host time charged for one captured op, before its launches (ns).
+
+    `backward`: the op runs on autograd's thread (inside a backward node)."""
+    if backward:
+        c = _BWD.get(op_name)
+        return c if c is not None else _DEF_BWD[has_kernels]
+    c = _FWD.get(op_name)
+    return c if c is not None else _DEF_FWD[has_kernels]
+
+
 def api_ns(name: str) -> int:
-    return API_NS.get(name, 2_000)
+    return API_NS.get(name, _API_DEFAULT)

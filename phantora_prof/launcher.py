@@ -70,6 +70,8 @@ class RankSummary:
     trace_path: Path | None
     kernel_sources: dict[str, int] = field(default_factory=dict)
     placeholders: int = 0  # data-dependent reads (.item() etc.) answered with placeholders
+    peak_allocated: int = 0  # simulated GPU memory, bytes (torch.cuda.max_memory_allocated)
+    peak_reserved: int = 0
 
 
 @dataclass
@@ -100,6 +102,46 @@ def parse_op_cost(spec: str) -> tuple[str, int]:
     if ns <= 0:
         raise ConfigError(f"--op-cost {spec!r}: the time must be positive")
     return name, ns
+
+
+_TORCHRUN_FLAGS = {"--standalone", "--no-python", "--no_python", "--run-path", "--run_path", "--module", "-m"}
+_TORCHRUN_VALUED = {"--nproc-per-node", "--nproc_per_node", "--nnodes", "--node-rank", "--node_rank", "--master-addr",
+                    "--master_addr", "--master-port", "--master_port", "--rdzv-backend", "--rdzv_backend",
+                    "--rdzv-endpoint", "--rdzv_endpoint", "--rdzv-id", "--rdzv_id", "--rdzv-conf", "--rdzv_conf",
+                    "--max-restarts", "--max_restarts", "--monitor-interval", "--monitor_interval", "--tee",
+                    "--redirects", "--log-dir", "--log_dir", "--role", "--local-addr", "--local_addr",
+                    "--start-method", "--start_method", "--local-ranks-filter", "--local_ranks_filter"}
+
+
+def torchrun_command(command: list[str]) -> tuple[int, int, list[str]]:
+    """`torchrun [OPTIONS] SCRIPT ARGS` -> (nproc_per_node, nnodes, `python SCRIPT ARGS`)."""
+    rest = list(command[1:])
+    nproc, nnodes, module = 1, 1, False
+    while rest and rest[0].startswith("-"):
+        opt = rest.pop(0)
+        name, eq, value = opt.partition("=")
+        if name in ("-m", "--module"):
+            module = True
+            continue
+        if name in _TORCHRUN_FLAGS:
+            continue
+        if name not in _TORCHRUN_VALUED:
+            raise ConfigError(f"torchrun option {name!r} is not supported by phantora-prof")
+        if not eq:
+            if not rest:
+                raise ConfigError(f"torchrun option {name} needs a value")
+            value = rest.pop(0)
+        if name in ("--nproc-per-node", "--nproc_per_node"):
+            if not value.isdigit():
+                raise ConfigError(f"--nproc-per-node {value!r}: give a number of GPUs per node")
+            nproc = int(value)
+        elif name == "--nnodes":
+            lo, _, hi = value.partition(":")
+            nnodes = int(hi or lo)
+    if not rest:
+        raise ConfigError("torchrun needs a training script")
+    py = [sys.executable, "-m", *rest] if module else [sys.executable, *rest]
+    return nproc, nnodes, py
 
 
 def python_argv(command: list[str]) -> list[str]:
@@ -244,8 +286,6 @@ def run(opts: RunOptions, on_progress=None) -> RunResult:
         for t in pumps:
             t.join(timeout=5)
         shutil.rmtree(sock_dir, ignore_errors=True)
-    if error is not None:
-        log.error("%s", error)
 
     summaries = []
     if opts.trace:
@@ -266,10 +306,12 @@ def run(opts: RunOptions, on_progress=None) -> RunResult:
                 trace.distributed_info = info
             path = write_kineto(trace, opts.out_dir / f"rank{rank}.pt.trace.json.gz")
         end = tl.stats.host_end_ns
+        goodbye = res.goodbye.summary if res.goodbye else {}
         summaries.append(RankSummary(
             rank, codes[rank], max(0, end - ORIGIN_NS), tl.gpu_busy_ns(), tl.stats.ops, tl.stats.kernels,
             tl.stats.memcpys, tl.stats.memsets, path, dict(tl.stats.estimated_ops),
-            placeholders=int((res.goodbye.summary if res.goodbye else {}).get("placeholders", 0))))
+            placeholders=int(goodbye.get("placeholders", 0)), peak_allocated=int(goodbye.get("peak_allocated", 0)),
+            peak_reserved=int(goodbye.get("peak_reserved", 0))))
     if coord.error is not None:
         exit_code = 1
     elif coord.failed_rank is not None:

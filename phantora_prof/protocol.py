@@ -149,6 +149,67 @@ class StreamCreated:
     priority: int = 0
 
 
+@dataclass(slots=True)
+class CollectiveCall:
+    """A collective (or point-to-point op) on CUDA tensors, launched by one member of a group.
+
+    `group` names the process group (its c10d name), `ranks` its global ranks in group-rank
+    order, `seq` counts this rank's collectives in the group (the same on every member for
+    the same collective). It runs on `comm_stream` after the work already enqueued on
+    `stream` (NCCL's stream semantics) and starts on the GPU when every member launched it.
+    `nbytes` follows nccl-tests' size convention (all_gather: the gathered output,
+    reduce_scatter: the full input, all_to_all: one rank's send buffer, send/recv: bytes sent).
+    """
+
+    rank: int
+    group: str
+    group_desc: str
+    ranks: tuple  # global ranks, in group-rank order
+    seq: int
+    op: str  # netsim name: all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, send_recv
+    coll_name: str  # c10d's name for the trace: allreduce, _allgather_base, ...
+    nbytes: int
+    dtype: str
+    in_nelems: int
+    out_nelems: int
+    stream: int  # the stream the collective follows (current stream at launch)
+    comm_stream: int
+    device: int
+    host_ns: int  # launch time (inside [start_ns, end_ns])
+    start_ns: int  # host span of the c10d call
+    end_ns: int
+    external_id: int
+    tid: int = 0
+    reduce_op: str = "sum"
+    root: int = 0  # global rank (broadcast/reduce)
+    peer: int = -1  # global rank of the other side (send/recv)
+    input_dims: tuple = ()
+
+
+@dataclass(slots=True)
+class CollectiveWait:
+    """`stream` waits for the collective (group, seq) launched by this rank (Work.wait())."""
+
+    rank: int
+    group: str
+    seq: int
+    stream: int
+    device: int
+    host_ns: int
+
+
+@dataclass(slots=True)
+class GroupCreated:
+    """A process group this rank belongs to (for distributedInfo.pg_config)."""
+
+    rank: int
+    group: str
+    group_desc: str
+    ranks: tuple
+    backend: str = "nccl"
+    backend_config: str = "cuda:nccl"
+
+
 # ---- requests that need an answer (the rank blocks until the coordinator replies) ----
 
 
@@ -181,6 +242,21 @@ class EventElapsedRequest:
     rank: int
     start_event: int
     end_event: int
+
+
+@dataclass(slots=True)
+class MemoryEvent:
+    """One allocation (+bytes) or free (-bytes) of simulated GPU memory, for the profiler's
+    `[memory]` events (profile_memory=True)."""
+
+    rank: int
+    tid: int
+    host_ns: int
+    device: int
+    addr: int
+    nbytes: int
+    total_allocated: int
+    total_reserved: int
 
 
 @dataclass(slots=True)

@@ -11,12 +11,12 @@ from rich.table import Table
 
 def print_summary(result: Any, opts: Any, console: Any) -> None:
     table = Table(title=f"phantora-prof: simulated {opts.gpu.upper()} run", title_justify="left")
-    for col in ("rank", "exit", "simulated time", "GPU busy", "ops", "kernels", "memcpy", "memset"):
+    for col in ("rank", "exit", "sim. time", "GPU busy", "ops", "kernels", "peak mem", "reserved"):
         table.add_column(col, justify="right", no_wrap=True)
     for r in result.ranks:
         busy = f"{100.0 * r.gpu_busy_ns / r.sim_time_ns:.1f}%" if r.sim_time_ns else "-"
-        table.add_row(str(r.rank), str(r.exit_code), f"{r.sim_time_ns / 1e6:,.3f} ms", busy, f"{r.ops:,}",
-                      f"{r.kernels:,}", f"{r.memcpys:,}", f"{r.memsets:,}")
+        table.add_row(str(r.rank), str(r.exit_code), f"{r.sim_time_ns / 1e6:,.2f} ms", busy, f"{r.ops:,}",
+                      f"{r.kernels:,}", f"{r.peak_allocated / 2**30:.2f} GiB", f"{r.peak_reserved / 2**30:.2f} GiB")
     console.print(table)
     sources: dict[str, int] = {}
     for r in result.ranks:

@@ -76,7 +76,7 @@ def test_torch_cuda_answers_from_the_simulated_gpu(cli):
     assert "item 0.0 bool True" in out  # documented placeholders
     assert "cpu torch.Size([1024, 1024]) cpu" in out
     assert "pinned True" in out
-    assert "allocated 8388608" in out  # x and y, 4 MiB each
+    assert "allocated 41943040" in out  # x and y, 4 MiB each, + the 32 MiB cuBLAS workspace of the first GEMM
 
 
 def test_data_dependent_op_continues_with_estimate(cli):
@@ -161,3 +161,13 @@ def test_op_cost_option_times_a_custom_op(cli):
     assert r.returncode == 0, r.stderr[-2000:]
     ms = float(re.search(r"custom_ms ([0-9.]+)", r.stdout).group(1))
     assert 2.5 <= ms < 2.6
+
+
+def test_out_of_memory_ends_with_the_real_error_and_a_valid_trace(cli):
+    r = cli("--gpu", "a100", "--out", "traces", PY, str(SCRIPTS / "oom.py"))
+    assert r.returncode == 1
+    assert "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 64.00 GiB" in r.stderr
+    tb = r.stderr[r.stderr.index("Traceback"):r.stderr.index("torch.OutOfMemoryError")]
+    assert 'oom.py", line 3' in tb and "phantora_prof" not in tb  # points at the user's line
+    doc = load_trace(cli.cwd / "traces" / "rank0.pt.trace.json.gz")
+    assert validate_trace(doc) == []

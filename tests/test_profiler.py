@@ -62,3 +62,26 @@ def test_reference_gpt_with_profile_dir_covers_three_active_steps(cli):
     steps = sorted(n for n in _annotations(doc) if n.startswith("ProfilerStep#"))
     assert steps == ["ProfilerStep#3", "ProfilerStep#4", "ProfilerStep#5"]  # as in the reference trace
     assert sorted(n for n in _annotations(doc, "gpu_user_annotation") if n.startswith("ProfilerStep")) == steps
+
+
+def test_profile_memory_window_has_memory_events(cli):
+    """The reference memory probe (profile_memory=True, one active step) under simulation."""
+    workloads = reference_trace("gpt_small_memory").parent.parent.parent / "workloads"
+    r = cli("--no-trace", PY, str(workloads / "memory_probe.py"), "mt")
+    assert r.returncode == 0, r.stderr[-3000:]
+    files = list((cli.cwd / "mt").glob("*.pt.trace.json"))
+    assert len(files) == 1
+    doc = load_trace(files[0])
+    real = load_trace(reference_trace("gpt_small_memory"))
+    assert validate_trace(doc, real) == []
+    assert doc["profile_memory"] == 1
+    mem = [e for e in doc["traceEvents"] if e.get("name") == "[memory]"]
+    real_mem = [e for e in real["traceEvents"] if e.get("name") == "[memory]"]
+    assert set(mem[0]["args"]) == set(real_mem[0]["args"])
+    assert mem[0]["cat"] == "cpu_instant_event" and mem[0]["ph"] == "i"
+    # the same allocations and frees as the real active step (the allocator model is within
+    # 0.005% of the real peak here: 8,706,438,656 vs 8,706,176,512 bytes)
+    assert abs(len(mem) - len(real_mem)) <= 0.02 * len(real_mem)
+    peak = max(e["args"]["Total Allocated"] for e in mem)
+    real_peak = max(e["args"]["Total Allocated"] for e in real_mem)
+    assert abs(peak - real_peak) <= 0.001 * real_peak

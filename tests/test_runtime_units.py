@@ -63,8 +63,9 @@ def test_run_options_validate():
         RunOptions(command=["python", "x.py"], gpu="v100")
     with pytest.raises(ConfigError, match="at least 1"):
         RunOptions(command=["python", "x.py"], nproc_per_node=0)
-    with pytest.raises(ConfigError, match="not available yet"):
-        RunOptions(command=["python", "x.py"], nproc_per_node=2)
+    with pytest.raises(ConfigError, match="--nnodes"):
+        RunOptions(command=["python", "x.py"], nproc_per_node=2, nnodes=0)
+    assert RunOptions(command=["python", "x.py"], nproc_per_node=4, nnodes=2).nnodes == 2
 
 
 def test_parse_op_cost_units():

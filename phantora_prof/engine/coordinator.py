@@ -5,9 +5,18 @@ too) and send batches of messages in their own non-decreasing virtual host time.
 blocks only on requests (synchronize, `.item()`, event queries), which the coordinator
 answers from its timelines.
 
-With one rank the order of processing is the rank's own order, so the result cannot depend
-on OS scheduling. (Many ranks, with collectives that couple them, add the conservative
-synchronization of DESIGN.md on top of this loop.)
+Messages go into one queue per rank and are processed in each rank's own order. The ranks'
+timelines are independent except through collectives: a rank's queue stops ("parks") at a
+collective until every member of the group has launched it; then the collective is
+resolved from the members' readiness alone (`engine.collectives`) and their queues go on.
+So every rank's timeline is a function of the ranks' message sequences only, never of the
+order in which the operating system delivered them: the same inputs give the same traces.
+A request behind a parked collective is answered when its queue reaches it (the rank
+stays blocked meanwhile, as a real `synchronize()` waits for the all-reduce before it).
+
+Failures never hang: mismatched collectives, ranks that exit without joining a collective,
+wait cycles between groups, and (after `collective_timeout_s`) ranks that never arrive are
+reported with the group, the sequence numbers and the ranks involved.
 """
 from __future__ import annotations
 
@@ -17,13 +26,15 @@ import selectors
 import socket
 import subprocess
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from phantora_prof import protocol
+from phantora_prof.engine import collectives as _coll
 from phantora_prof.engine.rank_timeline import RankTimeline
 from phantora_prof.errors import ProtocolError
-from phantora_prof.protocol import Goodbye, Hello
+from phantora_prof.protocol import CollectiveCall, CollectiveWait, Goodbye, GroupCreated, Hello
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +54,9 @@ class Coordinator:
     socket_dir: str
     timeline_factory: Callable[[int], RankTimeline]
     ranks: dict[int, RankResult] = field(default_factory=dict)
+    collective_model: Any = None  # engine.collectives.CollectiveModel; built lazily when None
+    collective_timeout_s: float = 300.0
+    model_factory: Callable[[], Any] | None = None
 
     def __post_init__(self) -> None:
         self.address = os.path.join(self.socket_dir, "coordinator.sock")
@@ -52,11 +66,21 @@ class Coordinator:
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._server, selectors.EVENT_READ, None)
         self._conn_rank: dict[socket.socket, int | None] = {}
+        self._queues: dict[int, deque] = {}
+        self._parked: dict[int, tuple[str, int]] = {}  # rank -> collective key it waits for
+        self._pending: dict[tuple[str, int], _coll.PendingCollective] = {}
+        self._exited: set[int] = set()  # ranks whose process has exited
+        self.error: Exception | None = None
+        self.failed_rank: int | None = None
+        self.collectives_resolved = 0
+        self._close_order: dict[int, int] = {}
 
     def serve(self, procs: list[subprocess.Popen], on_progress: Callable[[dict[int, int]], None] | None = None,
-              poll_s: float = 0.2) -> None:
-        """Run until every rank process has exited and every connection is drained."""
+              poll_s: float = 0.2, rank_of_proc: list[int] | None = None) -> None:
+        """Run until every rank process has exited and every connection is drained; stops
+        early (setting `error` / `failed_rank`) when the simulation cannot go on."""
         last_progress = time.monotonic()
+        rank_of = rank_of_proc or list(range(len(procs)))
         while True:
             events = self._sel.select(timeout=poll_s)
             for key, _ in events:
@@ -66,6 +90,27 @@ class Coordinator:
                     self._conn_rank[conn] = None
                 else:
                     self._read(key.fileobj)
+                if self.error is not None:
+                    break
+            if self.error is not None:
+                break
+            failed = []
+            for i, p in enumerate(procs):
+                code = p.poll()
+                if code is not None:
+                    self._exited.add(rank_of[i])
+                    if code != 0 and len(procs) > 1:
+                        failed.append(rank_of[i])
+            if failed:
+                # blame the rank that went first (the others often fail because of it): the one
+                # whose connection closed first
+                self.failed_rank = min(failed, key=lambda r: (self._close_order.get(r, 1 << 30), r))
+                break
+            try:
+                self._check_stuck()
+            except _coll.CollectiveError as exc:
+                self.error = exc
+                break
             alive = [p for p in procs if p.poll() is None]
             if not alive and not self._conn_rank:
                 break
@@ -77,6 +122,11 @@ class Coordinator:
             if on_progress is not None and time.monotonic() - last_progress > 1.0:
                 last_progress = time.monotonic()
                 on_progress({r.rank: r.timeline.stats.host_end_ns for r in self.ranks.values()})
+        if self.error is None and self.failed_rank is None and self._pending:
+            try:
+                self._check_stuck(final=True)
+            except _coll.CollectiveError as exc:
+                self.error = exc
         self._sel.close()
         self._server.close()
         try:
@@ -93,29 +143,134 @@ class Coordinator:
         if batch is None:
             self._close(conn)
             return
-        reply: Any = None
-        for msg in batch:
-            reply = self._dispatch(conn, msg)
-        if isinstance(batch[-1], protocol.REQUESTS):
-            protocol.send_batch(conn, [reply])
+        needs_reply = isinstance(batch[-1], protocol.REQUESTS)
+        last = len(batch) - 1
+        touched = set()
+        for i, msg in enumerate(batch):
+            if isinstance(msg, Hello):
+                self._hello(conn, msg)
+                continue
+            rank = msg.rank
+            if rank not in self.ranks:
+                raise ProtocolError(f"message from rank {rank} before its Hello")
+            self._queues.setdefault(rank, deque()).append((msg, conn if needs_reply and i == last else None))
+            touched.add(rank)
+        try:
+            self._pump(sorted(touched))
+        except _coll.CollectiveError as exc:
+            self.error = exc
 
-    def _dispatch(self, conn: socket.socket, msg: Any) -> Any:
-        if isinstance(msg, Hello):
-            self._conn_rank[conn] = msg.rank
-            res = self.ranks.get(msg.rank)
-            if res is None:
-                res = RankResult(msg.rank, self.timeline_factory(msg.rank))
-                self.ranks[msg.rank] = res
-            res.pid = msg.pid
-            res.connected = True
-            return None
-        rank = msg.rank
-        res = self.ranks.get(rank)
+    def _hello(self, conn: socket.socket, msg: Hello) -> None:
+        self._conn_rank[conn] = msg.rank
+        res = self.ranks.get(msg.rank)
         if res is None:
-            raise ProtocolError(f"message from rank {rank} before its Hello")
+            res = RankResult(msg.rank, self.timeline_factory(msg.rank))
+            self.ranks[msg.rank] = res
+        res.pid = msg.pid
+        res.connected = True
+
+    def _pump(self, ranks: list[int]) -> None:
+        """Process queued messages of `ranks` (and of ranks a resolved collective unparks)."""
+        todo = deque(ranks)
+        while todo:
+            rank = todo.popleft()
+            q = self._queues.get(rank)
+            while q and rank not in self._parked:
+                msg, reply_conn = q.popleft()
+                if isinstance(msg, CollectiveCall):
+                    woken = self._collective(msg)
+                    todo.extend(r for r in woken if r != rank)
+                    continue
+                reply = self._dispatch(msg)
+                if reply_conn is not None:
+                    try:
+                        protocol.send_batch(reply_conn, [reply])
+                    except OSError as exc:
+                        log.warning("rank %d: could not send a reply: %s", rank, exc)
+
+    def _collective(self, call: CollectiveCall) -> list[int]:
+        """A member launched a collective: record its readiness; resolve when all are in."""
+        key = (call.group, call.seq)
+        tl = self.ranks[call.rank].timeline
+        pend = self._pending.get(key)
+        if pend is None:
+            pend = _coll.PendingCollective(key, tuple(call.ranks), first_arrival_s=time.monotonic())
+            self._pending[key] = pend
+        if call.rank in pend.calls:
+            raise _coll.CollectiveError(
+                f"rank {call.rank} launched collective #{call.seq} of process group {call.group!r} twice")
+        pend.check(call)
+        pend.calls[call.rank] = call
+        pend.ready[call.rank] = _coll.readiness(tl, call)
+        if pend.missing():
+            self._parked[call.rank] = key
+            return []
+        del self._pending[key]
+        start = max(pend.ready.values())
+        dur, algo, proto = self._model().duration(call.op, tuple(call.ranks), call.nbytes, call.root, call.peer)
+        for r in pend.ranks:
+            c = pend.calls[r]
+            _coll.complete(self.ranks[r].timeline, c, start, start + dur, algo, proto)
+            self._parked.pop(r, None)
+        self.collectives_resolved += 1
+        return list(pend.ranks)
+
+    def _model(self) -> Any:
+        if self.collective_model is None:
+            if self.model_factory is not None:
+                self.collective_model = self.model_factory()
+            else:
+                self.collective_model = _coll.NetsimModel("h200", 1, max(1, self.world_size))
+        return self.collective_model
+
+    def _check_stuck(self, final: bool = False) -> None:
+        """Raise for collectives that can never complete (or waited too long)."""
+        if not self._pending:
+            return
+        now = time.monotonic()
+        for key, pend in sorted(self._pending.items()):
+            missing = pend.missing()
+            gone = [r for r in missing if r in self._exited and not self._queues.get(r) and r not in self._parked
+                    and (r not in self.ranks or not self.ranks[r].connected)]
+            waiting = sorted(pend.calls)
+            what = (f"collective #{key[1]} of process group {key[0]!r} (ranks {list(pend.ranks)}): "
+                    f"{next(iter(pend.calls.values())).coll_name} launched by rank(s) {waiting}")
+            if gone or final:
+                raise _coll.CollectiveError(
+                    f"{what}, but rank(s) {gone or missing} finished without launching it: the ranks issue "
+                    "different collectives (a missing or extra collective on some ranks)")
+            # wait cycles: a missing member parked on another collective that waits for us
+            for r in missing:
+                other = self._parked.get(r)
+                if other is not None and other != key:
+                    opend = self._pending.get(other)
+                    if opend is not None and any(w in opend.missing() for w in waiting):
+                        oc = next(iter(opend.calls.values()))
+                        raise _coll.CollectiveError(
+                            f"deadlock: {what}, while rank {r} waits in collective #{other[1]} of process "
+                            f"group {other[0]!r} ({oc.coll_name}), which rank(s) "
+                            f"{[w for w in waiting if w in opend.missing()]} have not launched: the ranks issue "
+                            "collectives of different groups in different orders")
+            if now - pend.first_arrival_s > self.collective_timeout_s:
+                raise _coll.CollectiveError(
+                    f"{what}; rank(s) {missing} did not launch it within {self.collective_timeout_s:g} s "
+                    "(--collective-timeout)")
+
+    def _dispatch(self, msg: Any) -> Any:
+        rank = msg.rank
+        res = self.ranks[rank]
         if isinstance(msg, Goodbye):
             res.goodbye = msg
             res.timeline.stats.host_end_ns = max(res.timeline.stats.host_end_ns, msg.host_ns)
+            return None
+        if isinstance(msg, CollectiveWait):
+            _coll.wait(res.timeline, (msg.group, msg.seq), msg.stream, msg.device)
+            return None
+        if isinstance(msg, GroupCreated):
+            info = getattr(res.timeline, "pg_info", None)
+            if info is None:
+                info = res.timeline.pg_info = {}
+            info.setdefault(msg.group, (msg.group_desc, tuple(msg.ranks)))
             return None
         return res.timeline.handle(msg)
 
@@ -124,7 +279,10 @@ class Coordinator:
             self._sel.unregister(conn)
         except (KeyError, ValueError):
             pass
-        self._conn_rank.pop(conn, None)
+        rank = self._conn_rank.pop(conn, None)
+        if rank is not None and rank in self.ranks:
+            self.ranks[rank].connected = False
+            self._close_order.setdefault(rank, len(self._close_order))
         try:
             conn.close()
         except OSError:

@@ -20,6 +20,7 @@ from phantora_prof.protocol import (
     EventElapsedRequest,
     EventQueryRequest,
     EventRecord,
+    MemoryEvent,
     OpCall,
     ProfileExportRequest,
     ProfileStatsRequest,
@@ -28,7 +29,7 @@ from phantora_prof.protocol import (
     SyncKind,
     SyncRequest,
 )
-from tracing.model import Flow, FlowEnd, RankTrace, Span
+from tracing.model import Flow, FlowEnd, Instant, RankTrace, Span
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,7 @@ class RankTimeline:
         self.spans: list[Span] = []
         self.flows: list[Flow] = []
         self.annotations: list[Annotation] = []
+        self.memory_events: list[MemoryEvent] = []
         self.work: list[_GpuWork] = []  # in launch order (host time is non-decreasing)
         self.threads: dict[int, str] = {}
         self.stats = RankStats()
@@ -129,6 +131,8 @@ class RankTimeline:
             self.gpu(msg.device).stream(msg.stream)
         elif isinstance(msg, Annotation):
             self.annotations.append(msg)
+        elif isinstance(msg, MemoryEvent):
+            self.memory_events.append(msg)
         elif isinstance(msg, AutogradSpan):
             self._autograd(msg)
         elif isinstance(msg, SyncRequest):
@@ -240,6 +244,10 @@ class RankTimeline:
 
         trace = self.build(self.base_time_ns, trace_name=msg.path, start_ns=msg.start_ns, end_ns=msg.end_ns,
                            record_shapes=msg.record_shapes, profile_memory=msg.profile_memory)
+        if getattr(self, "pg_info", None):  # a distributed run: its process groups
+            from phantora_prof.engine.collectives import distributed_info
+
+            trace.distributed_info = distributed_info(self)
         return str(write_kineto(trace, msg.path))
 
     def _sync(self, msg: SyncRequest) -> int:
@@ -308,14 +316,15 @@ class RankTimeline:
         """The RankTrace of the whole run (no window) or of a profiler window."""
         self._host_tid(0)
         spans = self._window_spans(start_ns, end_ns)
-        ev_idx = 0
-        for s in sorted((s for s in spans if s.cat in ("cpu_op", "user_annotation")),
-                        key=lambda s: (s.ts_ns, -s.dur_ns)):
-            s.args["Ev Idx"] = ev_idx
-            ev_idx += 1
-            if not record_shapes:
+        instants = self._memory_instants(start_ns, end_ns) if profile_memory else []
+        # Kineto numbers host ops, annotations and memory events together, in time order.
+        host_events = [(s.ts_ns, -s.dur_ns, s) for s in spans if s.cat in ("cpu_op", "user_annotation")]
+        host_events += [(i.ts_ns, 0, i) for i in instants]
+        for ev_idx, (_, _, e) in enumerate(sorted(host_events, key=lambda t: (t[0], t[1]))):
+            e.args["Ev Idx"] = ev_idx
+            if not record_shapes and isinstance(e, Span):
                 for key in ("Concrete Inputs", "Input type", "Input Strides", "Input Dims"):
-                    s.args.pop(key, None)
+                    e.args.pop(key, None)
         if start_ns is None:
             flows = list(self.flows)
         else:
@@ -329,10 +338,23 @@ class RankTimeline:
             gpu_streams=streams, spans=spans, flows=flows, trace_name=trace_name,
             record_shapes=record_shapes, profile_memory=profile_memory,
         )
+        trace.instants = instants
         if start_ns is not None:
             trace.profiler_start_ns = start_ns
             trace.profiler_end_ns = max(end_ns or start_ns, max((s.ts_ns + s.dur_ns for s in spans), default=0))
         return trace
+
+    def _memory_instants(self, start_ns: int | None, end_ns: int | None) -> list[Instant]:
+        """`[memory]` instant events as torch.profiler(profile_memory=True) records them."""
+        lo = start_ns if start_ns is not None else -1
+        hi = end_ns if end_ns is not None else self.stats.host_end_ns
+        out = []
+        for m in self.memory_events:
+            if lo <= m.host_ns <= hi:
+                out.append(Instant("cpu_instant_event", "[memory]", self._host_tid(m.tid), m.host_ns, {
+                    "Total Reserved": m.total_reserved, "Total Allocated": m.total_allocated, "Bytes": m.nbytes,
+                    "Device Id": m.device, "Device Type": 1, "Addr": m.addr, "finished": False}))
+        return out
 
     def finish(self, base_time_ns: int, trace_name: str = "") -> RankTrace:
         return self.build(base_time_ns, trace_name)

@@ -107,17 +107,28 @@ def _setup_logging(rank: int) -> None:
 
 
 def _print_user_traceback() -> None:
-    """Print the traceback without our own frames, as `python script.py` would show it."""
+    """Print the traceback as `python script.py` would show it: without the frames of our
+    bootstrap before the script, nor those of the simulation runtime (an error raised inside
+    the simulated GPU, e.g. OutOfMemoryError, points at the user's line that caused it)."""
     etype, value, tb = sys.exc_info()
-    ours = os.path.dirname(os.path.abspath(__file__))
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../phantora_prof
     runpy_file = runpy.__file__.rstrip("c")
-    def ours_or_runpy(filename: str) -> bool:
-        return (os.path.dirname(os.path.abspath(filename)) == ours or filename.rstrip("c") == runpy_file
+
+    def ours(filename: str) -> bool:
+        return (os.path.abspath(filename).startswith(package + os.sep) or filename.rstrip("c") == runpy_file
                 or filename == "<frozen runpy>")
 
-    while tb is not None and ours_or_runpy(tb.tb_frame.f_code.co_filename):
-        tb = tb.tb_next
-    traceback.print_exception(etype, value, tb)
+    def torch_wrapper(filename: str) -> bool:
+        # the dispatch-mode wrappers torch puts around our handler (not there in a real run)
+        return filename.endswith(os.path.join("torch", "_compile.py")) or \
+            filename.endswith(os.path.join("torch", "_dynamo", "eval_frame.py"))
+
+    exc = traceback.TracebackException(etype, value, tb)
+    frames = [f for f in exc.stack if not ours(f.filename)]
+    while frames and torch_wrapper(frames[-1].filename):
+        frames.pop()
+    exc.stack = traceback.StackSummary.from_list(frames)
+    sys.stderr.write("".join(exc.format()))
 
 
 if __name__ == "__main__":

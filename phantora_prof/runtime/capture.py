@@ -150,6 +150,10 @@ class CaptureMode(TorchDispatchMode):
         name = func._schema.name
         if func is aten._local_scalar_dense.default:
             return self._scalar_read(args[0])
+        if func.namespace == "_c10d_functional":  # DTensor / tensor-parallel collectives
+            from phantora_prof.runtime.distributed.backend import functional
+
+            return functional(self, func, args, kwargs)
         if func is aten.record_stream.default:
             return None
         if func is aten.is_pinned.default:
@@ -169,7 +173,7 @@ class CaptureMode(TorchDispatchMode):
             raise self._unsupported(name, args, kwargs, exc) from None
         out = self._realize_cpu_outputs(out, real_self)
 
-        self._track_memory(out)
+        self._track_memory(out, name, args, kwargs)
         tid = st.tid()
         self._track_autograd(tid)
         start = st.clock.now_ns
@@ -186,13 +190,13 @@ class CaptureMode(TorchDispatchMode):
         if user_ns is not None:
             kernels = (cost.Kernel("kernel", name, user_ns, grid=(self.gpu.num_sms, 1, 1), block=(256, 1, 1),
                                    source="user"),)
-            dispatch = hostcost.DISPATCH_NS_COMPUTE
+            dispatch = hostcost.dispatch_ns(name, True, self._autograd_open is not None)
         elif name in _VIEW_OPS:
             kernels = ()
-            dispatch = hostcost.DISPATCH_NS_VIEW
+            dispatch = hostcost.dispatch_ns(name, False, self._autograd_open is not None)
         else:
             kernels = tuple(cost.estimate(op, self.gpu, allow_tf32=_matmul_tf32()))
-            dispatch = hostcost.DISPATCH_NS_COMPUTE if kernels else hostcost.DISPATCH_NS_VIEW
+            dispatch = hostcost.dispatch_ns(name, bool(kernels), self._autograd_open is not None)
         launch_total = sum(hostcost.api_ns(k.launch_api) for k in kernels)
         op.launch_ns = start + dispatch
         op.end_ns = op.launch_ns + launch_total
@@ -286,15 +290,27 @@ class CaptureMode(TorchDispatchMode):
         return out
 
     @staticmethod
-    def _track_memory(out: Any) -> None:
-        for t in _iter_tensors(out):
-            if t.device.type != "cuda":
-                continue
+    def _track_memory(out: Any, name: str = "", args: tuple = (), kwargs: dict | None = None) -> None:
+        """Allocate the block of every new CUDA storage the op returned (freed when the storage
+        dies), then what the op allocates besides its outputs (GEMM/cuDNN workspaces)."""
+        kwargs = kwargs or {}
+        cuda_outs = [t for t in _iter_tensors(out) if t.device.type == "cuda"]
+        if not cuda_outs:
+            return
+        device = cuda_outs[0].device.index or 0
+        model = memory.model(device)
+        memory.before_outputs(name, args, kwargs, device)
+        shared = memory.inplace_source(name, args, kwargs, out)
+        for t in memory.allocation_order(name, out, cuda_outs):
             s = t.untyped_storage()
             if getattr(s, "_phantora_tracked", False):
                 continue
             s._phantora_tracked = True
+            if shared is not None and model.share_storage(s, shared):
+                continue
             memory.model(t.device.index or 0).track_storage(s, s.nbytes())
+        memory.after_outputs(name, args, kwargs, device)
+        memory.note_op(name, args, kwargs, out, device)
 
     def _device_of(self, args: tuple, kwargs: dict, out: Any) -> int:
         for t in _iter_tensors(out):
@@ -382,7 +398,7 @@ class CaptureMode(TorchDispatchMode):
             st = self.st
             self._autograd_open = (node, node.name(), node._sequence_nr(), st.clock.now_ns,
                                    st.next_external_id(), tid)
-            st.clock.advance(1_000)
+            st.clock.advance(hostcost.AUTOGRAD_NODE_NS)
 
     def _close_autograd(self) -> None:
         cur = self._autograd_open

@@ -83,6 +83,13 @@ def install() -> None:
         idx = _index(device)
         if idx >= 0:
             st.current_device = idx
+            # the native guard's current device too: C++ resolves `.cuda()` / `.to("cuda")` with it
+            native_set = getattr(torch._C, "_accelerator_setDeviceIndex", None)
+            if native_set is not None and idx < st.config.device_count:
+                try:
+                    native_set(idx)
+                except Exception:  # noqa: BLE001 - a CUDA build without the fake guard
+                    pass
 
     rng_state = torch.zeros(16, dtype=torch.uint8)
 

@@ -30,7 +30,12 @@ class InstalledRuntime:
             self.mode.flush()
         except Exception:  # noqa: BLE001 - never lose the trace because of the flush
             log.exception("flushing the capture mode failed")
-        summary = {"ops": st.ops_captured, "syncs": st.syncs, "placeholders": st.placeholders_used}
+        from phantora_prof.runtime import memory
+
+        models = [memory.model(d) for d in range(st.config.device_count)]
+        summary = {"ops": st.ops_captured, "syncs": st.syncs, "placeholders": st.placeholders_used,
+                   "peak_allocated": max(m.peak_allocated for m in models),
+                   "peak_reserved": max(m.peak_reserved for m in models)}
         st.channel.close(Goodbye(st.config.rank, st.clock.now_ns, exit_code, summary))
 
 
@@ -50,6 +55,9 @@ def install(config: RankConfig) -> InstalledRuntime:
     torch._C._set_only_lift_cpu_tensors(True)
     from phantora_prof.runtime.capture import CaptureMode
 
+    from phantora_prof.runtime import distributed
+
+    distributed.install()
     mode = CaptureMode()
     mode.__enter__()  # stays on the mode stack for the whole program
     return InstalledRuntime(st, mode)

@@ -25,8 +25,8 @@ import torch.profiler as torch_profiler
 from torch.autograd import DeviceType
 from torch.autograd.profiler_util import EventList, FunctionEvent
 
-from phantora_prof.protocol import ProfileExportRequest, ProfileStatsRequest
-from phantora_prof.runtime import annotations
+from phantora_prof.protocol import MemoryEvent, ProfileExportRequest, ProfileStatsRequest
+from phantora_prof.runtime import annotations, memory
 from phantora_prof.runtime import state as _state
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,8 @@ class SimProfile(torch_profiler.profile):
     def prepare_trace(self) -> None:
         if self.profiler is None or self.profiler.end_ns is not None:
             self.profiler = _SimSession(self)
+        if self.profile_memory:
+            _memory_events(True)
 
     def start_trace(self) -> None:
         if self.profiler is None:
@@ -81,6 +83,8 @@ class SimProfile(torch_profiler.profile):
         if self.profiler is not None and self.profiler.start_ns is not None:
             annotations.flush_open()
             self.profiler.end_ns = _state.get().clock.now_ns
+        if self.profile_memory:
+            _memory_events(False)
 
     def export_chrome_trace(self, path: str, use_python_export: bool = False) -> str:
         if self.profiler is None:
@@ -114,6 +118,23 @@ class SimProfile(torch_profiler.profile):
 
     def _get_distributed_info(self):
         return None
+
+
+def _memory_events(enabled: bool) -> None:
+    """Send every simulated allocation and free to the coordinator while a profile_memory
+    window may be recording (the `[memory]` instant events of the trace)."""
+    st = _state.get()
+    for device in range(st.config.device_count):
+        m = memory.model(device)
+        if not enabled:
+            m.on_event = None
+            continue
+
+        def on_event(addr: int, delta: int, allocated: int, reserved: int, _device: int = device) -> None:
+            st.channel.send(MemoryEvent(st.config.rank, st.tid(), st.clock.now_ns, _device, addr, delta,
+                                        allocated, reserved))
+
+        m.on_event = on_event
 
 
 def _event_list(start_ns: int, end_ns: int, profile_memory: bool, with_flops: bool) -> EventList:

@@ -44,6 +44,9 @@ def host_sync(kind: SyncKind, target: int, device: int, external_id: int = -1) -
     reply = st.channel.request(SyncRequest(st.config.rank, kind, target, device, st.clock.now_ns,
                                            st.tid(), external_id))
     st.clock.advance_to(reply)
+    from phantora_prof.runtime import memory
+
+    memory.note_host_sync(device)
 
 
 class SimStream:

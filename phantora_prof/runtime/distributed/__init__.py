@@ -69,10 +69,17 @@ def install() -> None:
         name = orig_get_backend(group)
         return "nccl" if name == BACKEND else name
 
-    for mod in (dist, c10d):
-        mod.init_process_group = init_process_group
-        mod.new_group = new_group
-        mod.get_backend = get_backend
+    import sys
+
+    replacements = {orig_init: init_process_group, orig_new_group: new_group, orig_get_backend: get_backend}
+    for mod_name, mod in list(sys.modules.items()):
+        # modules that imported these names (device_mesh: `from ...distributed_c10d import ...`)
+        if mod is None or not mod_name.startswith("torch.distributed"):
+            continue
+        for attr in ("init_process_group", "new_group", "get_backend"):
+            fn = getattr(mod, attr, None)
+            if fn in replacements:
+                setattr(mod, attr, replacements[fn])
     orig_verify = getattr(dist, "_verify_params_across_processes", None)
 
     def _verify_params_across_processes(process_group, tensors, logger=None):

@@ -1,0 +1,449 @@
+"""The "phantora" process group: simulated NCCL for CUDA tensors, real gloo for CPU tensors.
+
+A collective on CUDA tensors sends one `CollectiveCall` to the coordinator (which starts it
+when every member launched it and their streams reached it) and returns at once, as NCCL
+does: the CPU does not block. Its outputs keep their shapes (fake tensors have no data).
+`Work.wait()` makes the current stream wait for it; so does the first op that reads an
+output of an un-waited collective (what a DDP reducer's future or a functional collective's
+`wait_tensor` amount to).
+
+CPU collectives go to a real gloo group over the same store, after the members agree on
+the virtual host time (the latest clock wins, as a real blocking collective would make it).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import random
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from phantora_prof.protocol import CollectiveCall, CollectiveWait, GroupCreated, StreamCreated, SyncKind
+from phantora_prof.runtime import state as _state
+
+log = logging.getLogger(__name__)
+
+# Test-only: sleep a random real time (up to this many ms) before each collective, so ranks
+# reach the coordinator in random orders; the simulated result must not change.
+_JITTER_S = float(os.environ.get("PHANTORA_TEST_JITTER_MS", "0") or 0) / 1e3
+_jitter_rng = random.Random()
+
+HOST_NS = 25_000  # host time of one c10d collective call (launch included)
+LAUNCH_AT_NS = 12_000
+
+from phantora_prof.runtime.distributed.pending import PENDING, consume as consume_pending
+from phantora_prof.runtime.distributed.pending import storage_key as _storage_key
+
+
+def _dtype(t: torch.Tensor) -> str:
+    return str(t.dtype).replace("torch.", "")
+
+
+def _redop(opts: Any) -> str:
+    op = getattr(opts, "reduceOp", None)
+    if op is None:
+        return "sum"
+    if isinstance(op, str):
+        return op.lower()
+    name = str(getattr(op, "op", op)).split(".")[-1].lower()
+    return {"sum": "sum", "avg": "avg", "product": "product", "min": "min", "max": "max",
+            "premul_sum": "premul_sum", "band": "sum", "bor": "sum", "bxor": "sum"}.get(name, "sum")
+
+
+def _flat(tensors) -> list[torch.Tensor]:
+    out = []
+    for t in tensors:
+        if isinstance(t, (list, tuple)):
+            out.extend(_flat(t))
+        elif isinstance(t, torch.Tensor):
+            out.append(t)
+    return out
+
+
+def _on_cuda(tensors) -> bool:
+    return any(t.device.type == "cuda" for t in _flat(tensors))
+
+
+class SimWork(dist.Work):
+    """An NCCL-like work handle: wait() makes the current stream wait; the CPU never blocks."""
+
+    def __init__(self, pg: "PhantoraProcessGroup | None", key: tuple[str, int] | None, outputs: list,
+                 device: int = 0):
+        super().__init__()
+        self._pg = pg
+        self._key = key
+        self._outputs = outputs
+        self._device = device
+
+    def wait(self, timeout: timedelta | None = None) -> bool:
+        if self._key is not None:
+            st = _state.get()
+            stream = st.stream_of(self._device)
+            st.channel.send(CollectiveWait(st.config.rank, self._key[0], self._key[1], stream, self._device,
+                                           st.clock.now_ns))
+            for t in _flat(self._outputs):
+                k = _storage_key(t)
+                if k is not None and PENDING.get(k) == self._key:
+                    PENDING.pop(k, None)
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+    def is_success(self) -> bool:
+        return True
+
+    def exception(self):
+        return None
+
+    def result(self):
+        return self._outputs
+
+    def get_future(self):
+        fut = torch.futures.Future()
+        fut.set_result(self._outputs)
+        return fut
+
+    def synchronize(self) -> None:
+        self.wait()
+
+
+class PhantoraProcessGroup(dist.ProcessGroup):
+    def __init__(self, store, rank: int, size: int, timeout: timedelta, name: str, global_ranks: list[int]):
+        super().__init__(rank, size)
+        self._name = name
+        self._group_desc = "default_pg" if name == "0" else "undefined"
+        self._global_ranks = tuple(global_ranks) if global_ranks else tuple(range(size))
+        self._seq = 0
+        self._p2p_seq: dict[tuple[int, int], int] = {}
+        self._comm_streams: dict[int, int] = {}
+        self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("phantora-gloo/", store), rank, size, timeout)
+        st = _state.get()
+        st.channel.send(GroupCreated(st.config.rank, name, self._desc(), self._global_ranks))
+
+    # ---- identity ----
+    def getBackendName(self) -> str:  # noqa: N802 - c10d's name
+        return "nccl"
+
+    def getGroupName(self) -> str:  # noqa: N802
+        return self._name
+
+    def setGroupName(self, name: str) -> None:  # noqa: N802
+        self._name = name
+
+    def getGroupDesc(self) -> str:  # noqa: N802
+        return self._group_desc
+
+    def setGroupDesc(self, desc: str) -> None:  # noqa: N802
+        self._group_desc = desc
+
+    def _desc(self) -> str:
+        d = self._group_desc
+        if not d or d == "undefined":
+            return "default_pg" if self._name == "0" else "undefined"
+        return d
+
+    def _comm_stream(self, device: int) -> int:
+        s = self._comm_streams.get(device)
+        if s is None:
+            st = _state.get()
+            s = next(st.stream_ids)
+            st.channel.send(StreamCreated(st.config.rank, s, device, -1))
+            self._comm_streams[device] = s
+        return s
+
+    # ---- simulated collectives ----
+    def _launch(self, op: str, coll_name: str, inputs: list, outputs: list, nbytes: int, in_nelems: int,
+                out_nelems: int, opts: Any = None, root: int = 0, peer: int = -1) -> SimWork:
+        st = _state.get()
+        if _JITTER_S:
+            from phantora_prof.runtime.clock import real_time
+
+            st.channel.flush()
+            real_time("sleep")(_jitter_rng.uniform(0, _JITTER_S))
+        ref = (inputs or outputs)[0]
+        device = ref.device.index or 0
+        stream = st.stream_of(device)
+        if peer >= 0:
+            pair = (min(st.config.rank, peer), max(st.config.rank, peer))
+            seq = self._p2p_seq.get(pair, 0)
+            self._p2p_seq[pair] = seq + 1
+            group = f"{self._name}:p2p:{pair[0]}-{pair[1]}"
+            ranks = pair
+            comm = self._comm_stream(device)
+        else:
+            seq = self._seq
+            self._seq += 1
+            group = self._name
+            ranks = self._global_ranks
+            comm = self._comm_stream(device)
+        if PENDING:
+            consume_pending(inputs, comm, device)
+        ext = st.next_external_id()
+        st.next_external_id()
+        st.next_external_id()
+        start = st.clock.now_ns
+        call = CollectiveCall(
+            rank=st.config.rank, group=group, group_desc=self._desc(), ranks=tuple(ranks), seq=seq, op=op,
+            coll_name=coll_name, nbytes=int(nbytes), dtype=_dtype(ref), in_nelems=int(in_nelems),
+            out_nelems=int(out_nelems), stream=stream, comm_stream=comm, device=device,
+            host_ns=start + LAUNCH_AT_NS, start_ns=start, end_ns=start + HOST_NS, external_id=ext, tid=st.tid(),
+            reduce_op=_redop(opts) if opts is not None else "sum", root=root, peer=peer,
+            input_dims=tuple(tuple(t.shape) for t in inputs[:8]))
+        st.clock.advance_to(start + HOST_NS)
+        st.channel.send(call)
+        st.channel.flush()  # other ranks may be waiting for this collective at the coordinator
+        key = (group, seq)
+        for t in outputs:
+            k = _storage_key(t)
+            if k is not None:
+                PENDING[k] = (group, seq)
+        return SimWork(self, key, outputs, device)
+
+    def _cpu_sync_clock(self) -> None:
+        """Before a real (gloo) collective: flush our messages and agree on the host time."""
+        st = _state.get()
+        st.channel.flush()
+        t = torch.tensor([st.clock.now_ns], dtype=torch.int64)
+        self._gloo.allreduce([t], _max_opts()).wait()
+        st.clock.advance_to(int(t.item()) + 20_000)
+
+    def allreduce(self, tensors, opts=None):
+        if not _on_cuda(tensors):
+            self._cpu_sync_clock()
+            return self._gloo.allreduce(tensors, opts) if opts is not None else self._gloo.allreduce(tensors)
+        n = sum(t.numel() for t in tensors)
+        nb = sum(t.numel() * t.element_size() for t in tensors)
+        return self._launch("all_reduce", "allreduce", list(tensors), list(tensors), nb, n, n, opts)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        if not _on_cuda(tensors):
+            self._cpu_sync_clock()
+            return self._gloo.allreduce_coalesced(tensors, opts)
+        n = sum(t.numel() for t in tensors)
+        nb = sum(t.numel() * t.element_size() for t in tensors)
+        return self._launch("all_reduce", "allreduce_coalesced", list(tensors), list(tensors), nb, n, n, opts)
+
+    def broadcast(self, tensors, opts=None):
+        if not _on_cuda(tensors):
+            self._cpu_sync_clock()
+            return self._gloo.broadcast(tensors, opts) if opts is not None else self._gloo.broadcast(tensors)
+        n = sum(t.numel() for t in tensors)
+        nb = sum(t.numel() * t.element_size() for t in tensors)
+        root = self._global_ranks[getattr(opts, "rootRank", 0)] if opts is not None else self._global_ranks[0]
+        return self._launch("broadcast", "broadcast", list(tensors), list(tensors), nb, n, n, opts, root=root)
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        if not _on_cuda(input_tensors):
+            self._cpu_sync_clock()
+            return self._gloo.allgather(output_tensors, input_tensors, opts or dist.AllgatherOptions())
+        outs = _flat(output_tensors)
+        n_in = sum(t.numel() for t in input_tensors)
+        nb = sum(t.numel() * t.element_size() for t in outs)
+        return self._launch("all_gather", "allgather", list(input_tensors), outs, nb, n_in,
+                            sum(t.numel() for t in outs), opts)
+
+    def _allgather_base(self, output, input, opts=None):
+        if not _on_cuda([input]):
+            self._cpu_sync_clock()
+            return self._gloo._allgather_base(output, input, opts or dist.AllgatherOptions())
+        return self._launch("all_gather", "_allgather_base", [input], [output], output.numel() * output.element_size(),
+                            input.numel(), output.numel(), opts)
+
+    all_gather_single = _allgather_base
+
+    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
+        if not _on_cuda(inputs):
+            self._cpu_sync_clock()
+            return self._gloo.allgather_into_tensor_coalesced(outputs, inputs, opts or dist.AllgatherOptions())
+        nb = sum(t.numel() * t.element_size() for t in outputs)
+        return self._launch("all_gather", "allgather_into_tensor_coalesced", list(inputs), list(outputs), nb,
+                            sum(t.numel() for t in inputs), sum(t.numel() for t in outputs), opts)
+
+    all_gather_single_coalesced = allgather_into_tensor_coalesced
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        if not _on_cuda(output_tensors):
+            self._cpu_sync_clock()
+            return self._gloo.reduce_scatter(output_tensors, input_tensors, opts or dist.ReduceScatterOptions())
+        ins = _flat(input_tensors)
+        nb = sum(t.numel() * t.element_size() for t in ins)
+        return self._launch("reduce_scatter", "reduce_scatter", ins, list(output_tensors), nb,
+                            sum(t.numel() for t in ins), sum(t.numel() for t in output_tensors), opts)
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        if not _on_cuda([input]):
+            self._cpu_sync_clock()
+            return self._gloo._reduce_scatter_base(output, input, opts or dist.ReduceScatterOptions())
+        return self._launch("reduce_scatter", "_reduce_scatter_base", [input], [output],
+                            input.numel() * input.element_size(), input.numel(), output.numel(), opts)
+
+    reduce_scatter_single = _reduce_scatter_base
+
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
+        if not _on_cuda(inputs):
+            self._cpu_sync_clock()
+            return self._gloo.reduce_scatter_tensor_coalesced(outputs, inputs, opts or dist.ReduceScatterOptions())
+        nb = sum(t.numel() * t.element_size() for t in inputs)
+        return self._launch("reduce_scatter", "reduce_scatter_tensor_coalesced", list(inputs), list(outputs), nb,
+                            sum(t.numel() for t in inputs), sum(t.numel() for t in outputs), opts)
+
+    reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        if not _on_cuda([input]):
+            self._cpu_sync_clock()
+            return self._gloo.alltoall_base(output, input, output_split_sizes, input_split_sizes,
+                                            opts or dist.AllToAllOptions())
+        return self._launch("all_to_all", "all_to_all", [input], [output], input.numel() * input.element_size(),
+                            input.numel(), output.numel(), opts)
+
+    all_to_all_single = alltoall_base
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        if not _on_cuda(input_tensors):
+            self._cpu_sync_clock()
+            return self._gloo.alltoall(output_tensors, input_tensors, opts or dist.AllToAllOptions())
+        nb = sum(t.numel() * t.element_size() for t in input_tensors)
+        return self._launch("all_to_all", "all_to_all", list(input_tensors), list(output_tensors), nb,
+                            sum(t.numel() for t in input_tensors), sum(t.numel() for t in output_tensors), opts)
+
+    def reduce(self, tensors, opts=None):
+        if not _on_cuda(tensors):
+            self._cpu_sync_clock()
+            return self._gloo.reduce(tensors, opts or dist.ReduceOptions())
+        n = sum(t.numel() for t in tensors)
+        nb = sum(t.numel() * t.element_size() for t in tensors)
+        root = self._global_ranks[getattr(opts, "rootRank", 0)] if opts is not None else self._global_ranks[0]
+        return self._launch("reduce", "reduce", list(tensors), list(tensors), nb, n, n, opts, root=root)
+
+    def gather(self, output_tensors, input_tensors, opts=None):
+        """NCCL gathers with grouped send/recv; timed as an all-gather of the same total size."""
+        if not _on_cuda(input_tensors):
+            self._cpu_sync_clock()
+            return self._gloo.gather(output_tensors, input_tensors, opts or dist.GatherOptions())
+        n = sum(t.numel() for t in input_tensors)
+        nb = sum(t.numel() * t.element_size() for t in input_tensors) * self.size()
+        return self._launch("all_gather", "gather", list(input_tensors), _flat(output_tensors), nb, n,
+                            n * self.size(), opts)
+
+    def scatter(self, output_tensors, input_tensors, opts=None):
+        """NCCL scatters with grouped send/recv; timed as an all-gather of the same total size."""
+        if not _on_cuda(output_tensors):
+            self._cpu_sync_clock()
+            return self._gloo.scatter(output_tensors, input_tensors, opts or dist.ScatterOptions())
+        n = sum(t.numel() for t in output_tensors)
+        nb = sum(t.numel() * t.element_size() for t in output_tensors) * self.size()
+        return self._launch("all_gather", "scatter", _flat(input_tensors), list(output_tensors), nb,
+                            n * self.size(), n, opts)
+
+    def send(self, tensors, dst_rank, tag=0):
+        if not _on_cuda(tensors):
+            _state.get().channel.flush()
+            return self._gloo.send(tensors, dst_rank, tag)
+        n = sum(t.numel() for t in tensors)
+        nb = sum(t.numel() * t.element_size() for t in tensors)
+        return self._launch("send_recv", "send", list(tensors), [], nb, n, n, None, peer=self._global_ranks[dst_rank])
+
+    def recv(self, tensors, src_rank, tag=0):
+        if not _on_cuda(tensors):
+            _state.get().channel.flush()
+            return self._gloo.recv(tensors, src_rank, tag)
+        n = sum(t.numel() for t in tensors)
+        nb = sum(t.numel() * t.element_size() for t in tensors)
+        return self._launch("send_recv", "recv", [], list(tensors), nb, n, n, None, peer=self._global_ranks[src_rank])
+
+    def barrier(self, opts=None):
+        """NCCL's barrier: a one-element all-reduce on the device, and the host waits for it."""
+        st = _state.get()
+        from phantora_prof.runtime.streams import host_sync
+
+        device = st.current_device
+        with torch.no_grad():
+            t = torch.empty(1, dtype=torch.float32, device=f"cuda:{device}")
+        work = self._launch("all_reduce", "barrier", [t], [t], 4, 1, 1, None)
+        PENDING.pop(_storage_key(t), None)
+        host_sync(SyncKind.STREAM, self._comm_stream(device), device)
+        return SimWork(self, None, [t], device)
+
+    def start_coalescing(self, device=None):
+        pass
+
+    def end_coalescing(self, device=None):
+        return SimWork(self, None, [], 0)
+
+
+def _max_opts():
+    o = dist.AllreduceOptions()
+    o.reduceOp = dist.ReduceOp.MAX
+    return o
+
+
+def create(backend_opts, pg_options=None):
+    """The creator registered with `dist.Backend.register_backend(..., extended_api=True)`."""
+    return PhantoraProcessGroup(backend_opts.store, backend_opts.group_rank, backend_opts.group_size,
+                                backend_opts.timeout, str(backend_opts.group_id),
+                                list(backend_opts.global_ranks_in_group or []))
+
+
+# ---- functional collectives (DTensor, tensor parallel): captured in the dispatch mode ----
+
+_FUNCTIONAL = {
+    "all_reduce": ("all_reduce", "allreduce"), "all_reduce_": ("all_reduce", "allreduce"),
+    "all_reduce_coalesced": ("all_reduce", "allreduce_coalesced"),
+    "all_reduce_coalesced_": ("all_reduce", "allreduce_coalesced"),
+    "all_gather_into_tensor": ("all_gather", "_allgather_base"),
+    "all_gather_into_tensor_out": ("all_gather", "_allgather_base"),
+    "all_gather_into_tensor_coalesced": ("all_gather", "allgather_into_tensor_coalesced"),
+    "reduce_scatter_tensor": ("reduce_scatter", "_reduce_scatter_base"),
+    "reduce_scatter_tensor_out": ("reduce_scatter", "_reduce_scatter_base"),
+    "reduce_scatter_tensor_coalesced": ("reduce_scatter", "reduce_scatter_tensor_coalesced"),
+    "all_to_all_single": ("all_to_all", "all_to_all"),
+    "broadcast": ("broadcast", "broadcast"), "broadcast_": ("broadcast", "broadcast"),
+}
+
+
+def functional(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """`_c10d_functional.*` on CUDA tensors: the output comes from the op's fake kernel, the
+    collective goes to the coordinator; `wait_tensor` makes the current stream wait."""
+    from torch.distributed import distributed_c10d as c10d
+
+    name = func._schema.name.split("::", 1)[1]
+    st = _state.get()
+    if name == "wait_tensor":
+        t = args[0]
+        dev = t.device.index or 0
+        if PENDING:
+            consume_pending((t,), st.stream_of(dev), dev)
+        return t
+    spec = _FUNCTIONAL.get(name)
+    with mode.fake_mode:
+        out = func(*args, **kwargs)
+    mode._track_memory(out)
+    if spec is None:  # helpers such as _wrap_tensor_autograd: no communication
+        return out
+    group_name = args[-1] if args and isinstance(args[-1], str) else kwargs.get("group_name")
+    pg = c10d._resolve_process_group(group_name) if group_name is not None else None
+    if not isinstance(pg, PhantoraProcessGroup):
+        raise RuntimeError(f"phantora-prof cannot simulate {func._schema.name} on process group {group_name!r} "
+                           f"({type(pg).__name__}): CUDA collectives need an NCCL group")
+    op, coll = spec
+    inputs = _flat(args[0] if isinstance(args[0], (list, tuple)) else [args[0]])
+    outputs = _flat(out if isinstance(out, (list, tuple)) else [out])
+    n_in = sum(t.numel() for t in inputs)
+    n_out = sum(t.numel() for t in outputs)
+    size_of = outputs if op == "all_gather" else inputs
+    nbytes = sum(t.numel() * t.element_size() for t in size_of)
+    reduce_op = next((a for a in args[1:] if isinstance(a, str) and a != group_name), "sum")
+    root = pg._global_ranks[args[1]] if op == "broadcast" and isinstance(args[1], int) else 0
+
+    class _Opts:
+        pass
+
+    opts = _Opts()
+    opts.reduceOp = reduce_op
+    pg._launch(op, coll, inputs, outputs, nbytes, n_in, n_out, opts, root=root)
+    return out

@@ -1,0 +1,142 @@
+"""Many ranks: launcher, process groups, collectives across ranks, determinism, failures.
+
+Each test runs the CLI with 2 rank processes on tiny scripts (a few seconds each)."""
+from __future__ import annotations
+
+import re
+import sys
+
+import pytest
+
+from conftest import REPO, SCRIPTS, reference_trace
+from tracing.kineto import load_trace
+from tracing.validate import validate_trace
+
+PY = sys.executable
+
+
+def _rank_steps(stdout: str) -> dict[int, list[float]]:
+    steps: dict[int, list[float]] = {}
+    for rank, t in re.findall(r"^\[rank(\d+)\]: step \d+ time_ms ([0-9.]+)", stdout, re.M):
+        steps.setdefault(int(rank), []).append(float(t))
+    return steps
+
+
+def _strip_run_ids(doc: dict) -> dict:
+    for key in ("trace_id", "baseTimeNanoseconds", "traceName"):
+        doc.pop(key, None)
+    return doc
+
+
+def test_ddp_two_ranks_equal_steps_valid_traces_and_deterministic(cli):
+    r = cli("--nproc-per-node", "2", "--out", "a", PY, str(SCRIPTS / "dist_ddp.py"), "3")
+    assert r.returncode == 0, r.stderr[-3000:]
+    steps = _rank_steps(r.stdout)
+    assert sorted(steps) == [0, 1] and len(steps[0]) == 3
+    assert steps[0] == steps[1]  # DDP synchronizes the ranks every step
+    assert all(t > 0 for t in steps[0])
+    reference = load_trace(reference_trace("gpt_ddp1"))
+    for rank in (0, 1):
+        doc = load_trace(cli.cwd / "a" / f"rank{rank}.pt.trace.json.gz")
+        assert validate_trace(doc, reference) == []
+        info = doc["distributedInfo"]
+        assert info["rank"] == rank and info["world_size"] == 2 and info["backend"] == "nccl"
+        assert info["pg_config"][0]["ranks"] == [0, 1]
+        events = doc["traceEvents"]
+        names = {e["name"] for e in events}
+        assert {"record_param_comms", "nccl:all_reduce", "nccl:broadcast", "c10d::allreduce_"} <= names
+        kernels = [e for e in events if e.get("cat") == "kernel" and e["name"].startswith("ncclDevKernel_AllReduce")]
+        assert kernels
+        args = kernels[0]["args"]
+        assert args["Group size"] == 2 and args["Process Group Ranks"] == "[0, 1]" and args["dtype"] == "Float"
+        assert args["stream"] != 7  # the communicator's own stream
+    # the same run with ranks slowed at random reaching the coordinator in other orders
+    r2 = cli("--nproc-per-node", "2", "--out", "b", PY, str(SCRIPTS / "dist_ddp.py"), "3",
+             env={"PHANTORA_TEST_JITTER_MS": "40"})
+    assert r2.returncode == 0, r2.stderr[-3000:]
+    assert _rank_steps(r2.stdout) == steps
+    for rank in (0, 1):
+        a = _strip_run_ids(load_trace(cli.cwd / "a" / f"rank{rank}.pt.trace.json.gz"))
+        b = _strip_run_ids(load_trace(cli.cwd / "b" / f"rank{rank}.pt.trace.json.gz"))
+        assert a == b
+
+
+def test_collective_semantics_and_torchrun_environment(cli):
+    r = cli("--nproc-per-node", "2", "--out", "t", PY, str(SCRIPTS / "dist_collectives.py"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = r.stdout
+    for rank in (0, 1):
+        assert f"[rank{rank}]: backend nccl rank {rank} world 2 device cuda:{rank}" in out
+        assert f"[rank{rank}]: all_gather_object [{{'rank': 0, 'name': 'r0'}}, {{'rank': 1, 'name': 'r1'}}]" in out
+        assert f"[rank{rank}]: broadcast_object_list ['from0', 0]" in out
+        assert f"[rank{rank}]: cpu_all_reduce 3.0" in out
+        assert f"[rank{rank}]: shapes (2048,) (512,) 2 (1024,) True" in out
+        assert f"[rank{rank}]: subgroup [0, 1] {rank}" in out
+    timed = re.findall(r"^\[rank\d\]: timed_ms ([0-9.]+)", out, re.M)
+    assert len(timed) == 2 and timed[0] == timed[1] and float(timed[0]) > 0
+    doc = load_trace(cli.cwd / "t" / "rank0.pt.trace.json.gz")
+    assert validate_trace(doc) == []
+    colls = {e["args"]["Collective name"] for e in doc["traceEvents"]
+             if e.get("cat") == "kernel" and e["name"].startswith("ncclDevKernel")}
+    assert {"allreduce", "_allgather_base", "_reduce_scatter_base", "allgather", "all_to_all", "broadcast",
+            "send", "barrier"} <= colls
+    assert doc["distributedInfo"]["pg_count"] == 2
+
+
+def test_environment_of_each_rank_with_nnodes(cli, tmp_path):
+    script = tmp_path / "env.py"
+    script.write_text("import os\nprint('env', *(os.environ[k] for k in ('RANK', 'LOCAL_RANK', 'WORLD_SIZE', "
+                      "'GROUP_RANK', 'LOCAL_WORLD_SIZE', 'ROLE_RANK')), os.environ['MASTER_PORT'].isdigit())\n"
+                      "import torch\nprint('devices', torch.cuda.device_count())\n")
+    r = cli("--nnodes", "2", "--nproc-per-node", "1", "--no-trace", PY, str(script))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "[rank0]: env 0 0 2 0 1 0 True" in r.stdout
+    assert "[rank1]: env 1 0 2 1 1 1 True" in r.stdout
+    assert "[rank1]: devices 1" in r.stdout
+
+
+@pytest.mark.parametrize("case,needle", [
+    ("mismatch", r"mismatched collective in process group '0' .*collective #0.*rank [01] called allreduce.*"
+                 r"size (8192 vs 4096|4096 vs 8192) bytes"),
+    ("missing", r"collective #1 of process group '0' .*launched by rank\(s\) \[0\], but rank\(s\) \[1\] "
+                r"finished without launching it"),
+    ("crash", r"rank 1 exited with code 1; the other ranks were stopped"),
+])
+def test_failures_are_reported_never_hang(cli, case, needle):
+    r = cli("--nproc-per-node", "2", "--out", "f", PY, str(SCRIPTS / "dist_fail.py"), case, timeout=120)
+    assert r.returncode != 0
+    assert re.search(needle, r.stderr.replace("\n", " ")), r.stderr[-3000:]
+    if case == "crash":
+        assert "rank 1 fails on purpose" in r.stderr
+    for rank in (0, 1):  # what was simulated so far is a valid trace
+        doc = load_trace(cli.cwd / "f" / f"rank{rank}.pt.trace.json.gz")
+        assert validate_trace(doc) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("nproc", [4, 8])
+def test_ddp_example_many_ranks(cli, nproc):
+    r = cli("--nproc-per-node", str(nproc), "--no-trace", PY, str(REPO / "examples" / "ddp" / "train.py"),
+            "--layers", "2", "--dim", "128", "--heads", "4", "--seq", "128", "--batch", "2", "--steps", "2",
+            timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    times = re.findall(r"^\[rank(\d+)\]: rank \d+ step 1 loss \S+ time_ms ([0-9.]+)", r.stdout, re.M)
+    assert len(times) == nproc and len({t for _, t in times}) == 1
+
+
+@pytest.mark.parametrize("example", ["fsdp", "tp"])
+def test_fsdp2_and_tensor_parallel_examples_run(cli, example):
+    r = cli("--nproc-per-node", "2", "--out", "x", PY, str(REPO / "examples" / example / "train.py"),
+            "--layers", "1", "--dim", "128", "--heads", "4", "--seq", "64", "--batch", "2", "--vocab", "512",
+            "--steps", "2")
+    assert r.returncode == 0, r.stderr[-3000:]
+    times = re.findall(r"^\[rank(\d)\]: rank \d step 1 .*time_ms ([0-9.]+)", r.stdout, re.M)
+    assert len(times) == 2 and times[0][1] == times[1][1]
+    doc = load_trace(cli.cwd / "x" / "rank0.pt.trace.json.gz")
+    colls = {e["args"]["Collective name"] for e in doc["traceEvents"]
+             if e.get("cat") == "kernel" and e["name"].startswith("ncclDevKernel")}
+    if example == "fsdp":  # FSDP2: parameters all-gathered, gradients reduce-scattered
+        assert {"_allgather_base", "_reduce_scatter_base"} <= colls
+    else:  # tensor parallel: functional all-reduces of the row-parallel outputs
+        assert "allreduce" in colls
+        assert validate_trace(doc) == []

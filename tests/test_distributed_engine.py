@@ -1,0 +1,113 @@
+"""The coordinator's collective logic without rank processes: resolution independent of
+arrival order, mismatches, wait cycles, timeouts (fast: no torch, no subprocesses)."""
+from __future__ import annotations
+
+import itertools
+import time
+from collections import deque
+
+import pytest
+
+from phantora_prof.engine import collectives as coll
+from phantora_prof.engine.coordinator import Coordinator
+from phantora_prof.engine.rank_timeline import RankTimeline
+from phantora_prof.protocol import CollectiveCall, CollectiveWait, Hello, SyncKind, SyncRequest
+
+
+class FixedModel:
+    def duration(self, op, ranks, nbytes, root=0, peer=-1):
+        return 10_000 + nbytes // 100, "RING", "Simple"
+
+
+def _coord(tmp_path, world, timeout=300.0):
+    c = Coordinator(world, str(tmp_path), lambda r: RankTimeline(r, 100 + r, [{}], 132), collective_model=FixedModel(),
+                    collective_timeout_s=timeout)
+    for r in range(world):
+        c._hello(None, Hello(r, world, 0))
+    return c
+
+
+def _call(rank, seq, host_ns, ranks=(0, 1), group="0", op="all_reduce", nbytes=1 << 20, dtype="float32"):
+    return CollectiveCall(rank=rank, group=group, group_desc="default_pg", ranks=tuple(ranks), seq=seq, op=op,
+                          coll_name="allreduce", nbytes=nbytes, dtype=dtype, in_nelems=nbytes // 4,
+                          out_nelems=nbytes // 4, stream=7, comm_stream=13, device=0, host_ns=host_ns,
+                          start_ns=host_ns - 5_000, end_ns=host_ns + 10_000, external_id=10 * seq + 1)
+
+
+def _feed(c, items):
+    for msg in items:
+        c._queues.setdefault(msg.rank, deque()).append((msg, None))
+        c._pump([msg.rank])
+
+
+def test_resolution_does_not_depend_on_arrival_order(tmp_path):
+    msgs = [_call(0, 0, 1_000_000), _call(1, 0, 3_000_000), CollectiveWait(0, "0", 0, 7, 0, 1_020_000),
+            _call(0, 1, 2_000_000, nbytes=4096), _call(1, 1, 3_100_000, nbytes=4096)]
+    results = set()
+    for order in itertools.permutations(range(len(msgs))):
+        # keep each rank's own order (a rank's messages arrive in its order)
+        ranks_seq = [msgs[i].rank for i in order]
+        per_rank = {r: [m for m in msgs if m.rank == r] for r in (0, 1)}
+        seq = [per_rank[r].pop(0) for r in ranks_seq]
+        d = tmp_path / "o{}".format("".join(map(str, order)))
+        d.mkdir()
+        c = _coord(d, 2)
+        _feed(c, seq)
+        assert not c._pending and not c._parked
+        spans = tuple((r, s.name, s.ts_ns, s.dur_ns) for r in (0, 1) for s in c.ranks[r].timeline.spans
+                      if s.on_gpu)
+        results.add(spans)
+    assert len(results) == 1
+    (spans,) = results
+    kernels = [s for s in spans if s[0] == 0]
+    # starts when the later member launched it (rank 1 at 3 ms + launch latency)
+    assert kernels[0][2] >= 3_000_000
+
+
+def test_parked_request_is_answered_after_the_collective(tmp_path):
+    c = _coord(tmp_path, 2)
+    _feed(c, [_call(0, 0, 1_000_000), SyncRequest(0, SyncKind.DEVICE, 0, 0, 1_100_000)])
+    assert c._parked == {0: ("0", 0)} and len(c._queues[0]) == 1  # the sync waits in the queue
+    _feed(c, [_call(1, 0, 5_000_000)])
+    assert not c._parked and not c._queues[0]
+
+
+def test_mismatch_names_ranks_group_and_sequence(tmp_path):
+    c = _coord(tmp_path, 2)
+    _feed(c, [_call(0, 3, 1_000, nbytes=4096)])
+    with pytest.raises(coll.CollectiveError, match=r"process group '0'.*collective #3.*size 4096 vs 8192"):
+        _feed(c, [_call(1, 3, 1_000, nbytes=8192)])
+    (tmp_path / "b").mkdir()
+    c = _coord(tmp_path / "b", 2)
+    _feed(c, [_call(0, 0, 1_000, dtype="bfloat16")])
+    with pytest.raises(coll.CollectiveError, match="dtype bfloat16 vs float32"):
+        _feed(c, [_call(1, 0, 1_000)])
+
+
+def test_wait_cycle_between_groups_is_a_deadlock_error(tmp_path):
+    c = _coord(tmp_path, 2)
+    _feed(c, [_call(0, 0, 1_000, group="A"), _call(1, 0, 1_000, group="B")])
+    with pytest.raises(coll.CollectiveError, match="deadlock"):
+        c._check_stuck()
+
+
+def test_missing_rank_times_out(tmp_path):
+    c = _coord(tmp_path, 2, timeout=0.01)
+    _feed(c, [_call(0, 0, 1_000)])
+    time.sleep(0.05)
+    with pytest.raises(coll.CollectiveError, match=r"rank\(s\) \[1\] did not launch it within"):
+        c._check_stuck()
+
+
+def test_torchrun_command_line_is_understood():
+    import sys
+
+    from phantora_prof.errors import ConfigError
+    from phantora_prof.launcher import torchrun_command
+
+    assert torchrun_command(["torchrun", "--standalone", "--nproc-per-node=8", "train.py", "--lr", "1"]) == \
+        (8, 1, [sys.executable, "train.py", "--lr", "1"])
+    assert torchrun_command(["torchrun", "--nnodes", "1:2", "--nproc_per_node", "4", "-m", "pkg.train"]) == \
+        (4, 2, [sys.executable, "-m", "pkg.train"])
+    with pytest.raises(ConfigError, match="--bogus"):
+        torchrun_command(["torchrun", "--bogus", "x.py"])
