@@ -184,6 +184,7 @@ class CollectiveCall:
     root: int = 0  # global rank (broadcast/reduce)
     peer: int = -1  # global rank of the other side (send/recv)
     input_dims: tuple = ()
+    coalesced: bool = False  # more calls of this rank's coalesced group follow (ncclGroupStart/End)
 
 
 @dataclass(slots=True)

@@ -124,10 +124,11 @@ def test_ddp_example_many_ranks(cli, nproc):
     assert len(times) == nproc and len({t for _, t in times}) == 1
 
 
-@pytest.mark.parametrize("example", ["fsdp", "tp"])
-def test_fsdp2_and_tensor_parallel_examples_run(cli, example):
+@pytest.mark.parametrize("example", ["fsdp", "tp", "pp"])
+def test_fsdp2_tensor_and_pipeline_parallel_examples_run(cli, example):
+    layers = "2" if example == "pp" else "1"
     r = cli("--nproc-per-node", "2", "--out", "x", PY, str(REPO / "examples" / example / "train.py"),
-            "--layers", "1", "--dim", "128", "--heads", "4", "--seq", "64", "--batch", "2", "--vocab", "512",
+            "--layers", layers, "--dim", "128", "--heads", "4", "--seq", "64", "--batch", "4", "--vocab", "512",
             "--steps", "2")
     assert r.returncode == 0, r.stderr[-3000:]
     times = re.findall(r"^\[rank(\d)\]: rank \d step 1 .*time_ms ([0-9.]+)", r.stdout, re.M)
@@ -137,6 +138,39 @@ def test_fsdp2_and_tensor_parallel_examples_run(cli, example):
              if e.get("cat") == "kernel" and e["name"].startswith("ncclDevKernel")}
     if example == "fsdp":  # FSDP2: parameters all-gathered, gradients reduce-scattered
         assert {"_allgather_base", "_reduce_scatter_base"} <= colls
-    else:  # tensor parallel: functional all-reduces of the row-parallel outputs
+    elif example == "tp":  # tensor parallel: functional all-reduces of the row-parallel outputs
         assert "allreduce" in colls
         assert validate_trace(doc) == []
+    else:  # pipeline: activations and gradients sent between the stages, batched as NCCL groups
+        assert {"send", "recv"} <= colls
+        assert validate_trace(doc) == []
+
+
+@pytest.mark.slow
+def test_four_ranks_on_two_nodes_deterministic_under_jitter(cli):
+    args = ("--nnodes", "2", "--nproc-per-node", "2")
+    r1 = cli(*args, "--out", "a", PY, str(SCRIPTS / "dist_ddp.py"), "2", timeout=600)
+    r2 = cli(*args, "--out", "b", PY, str(SCRIPTS / "dist_ddp.py"), "2", timeout=600,
+             env={"PHANTORA_TEST_JITTER_MS": "50"})
+    assert r1.returncode == 0 and r2.returncode == 0, (r1.stderr + r2.stderr)[-3000:]
+    steps = _rank_steps(r1.stdout)
+    assert len(steps) == 4 and len({tuple(v) for v in steps.values()}) == 1
+    assert _rank_steps(r2.stdout) == steps
+    for rank in range(4):
+        a = _strip_run_ids(load_trace(cli.cwd / "a" / f"rank{rank}.pt.trace.json.gz"))
+        b = _strip_run_ids(load_trace(cli.cwd / "b" / f"rank{rank}.pt.trace.json.gz"))
+        assert a == b
+
+
+@pytest.mark.slow
+def test_pipeline_four_stages_deterministic_under_jitter(cli):
+    args = ("--nproc-per-node", "4")
+    script = (PY, str(REPO / "examples" / "pp" / "train.py"), "--layers", "4", "--dim", "128", "--heads", "4",
+              "--seq", "64", "--batch", "8", "--steps", "2", "--vocab", "512")
+    r1 = cli(*args, "--out", "a", *script, timeout=600)
+    r2 = cli(*args, "--out", "b", *script, timeout=600, env={"PHANTORA_TEST_JITTER_MS": "40"})
+    assert r1.returncode == 0 and r2.returncode == 0, (r1.stderr + r2.stderr)[-3000:]
+    for rank in range(4):
+        a = _strip_run_ids(load_trace(cli.cwd / "a" / f"rank{rank}.pt.trace.json.gz"))
+        b = _strip_run_ids(load_trace(cli.cwd / "b" / f"rank{rank}.pt.trace.json.gz"))
+        assert a == b

@@ -67,7 +67,7 @@ def test_resolution_does_not_depend_on_arrival_order(tmp_path):
 def test_parked_request_is_answered_after_the_collective(tmp_path):
     c = _coord(tmp_path, 2)
     _feed(c, [_call(0, 0, 1_000_000), SyncRequest(0, SyncKind.DEVICE, 0, 0, 1_100_000)])
-    assert c._parked == {0: ("0", 0)} and len(c._queues[0]) == 1  # the sync waits in the queue
+    assert c._parked == {0: {("0", 0)}} and len(c._queues[0]) == 1  # the sync waits in the queue
     _feed(c, [_call(1, 0, 5_000_000)])
     assert not c._parked and not c._queues[0]
 
@@ -111,3 +111,22 @@ def test_torchrun_command_line_is_understood():
         (4, 2, [sys.executable, "-m", "pkg.train"])
     with pytest.raises(ConfigError, match="--bogus"):
         torchrun_command(["torchrun", "--bogus", "x.py"])
+
+
+def test_coalesced_calls_run_concurrently_not_in_order(tmp_path):
+    """batch_isend_irecv on two ranks: each sends first, then receives; as one NCCL group
+    this completes (in stream order it would deadlock)."""
+    def p2p(rank, src, dst, coalesced):
+        c = _call(rank, 0, 1_000_000, ranks=(src, dst), group=f"0:p2p:{src}->{dst}", op="send_recv")
+        c.coalesced = coalesced
+        return c
+
+    c = _coord(tmp_path, 2)
+    _feed(c, [p2p(0, 0, 1, True), p2p(0, 1, 0, False), p2p(1, 1, 0, True), p2p(1, 0, 1, False)])
+    assert not c._pending and not c._parked and not c._groups
+    c._check_stuck()
+    first = [(s.name, s.ts_ns, s.dur_ns) for s in c.ranks[0].timeline.spans]
+    (tmp_path / "b").mkdir()
+    c = _coord(tmp_path / "b", 2)  # the other rank's messages first: the same timelines
+    _feed(c, [p2p(1, 1, 0, True), p2p(0, 0, 1, True), p2p(1, 0, 1, False), p2p(0, 1, 0, False)])
+    assert [(s.name, s.ts_ns, s.dur_ns) for s in c.ranks[0].timeline.spans] == first

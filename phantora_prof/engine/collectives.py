@@ -53,31 +53,31 @@ class NetsimModel:
 
     def duration(self, op: str, ranks: tuple[int, ...], nbytes: int, root: int = 0,
                  peer: int = -1) -> tuple[int, str, str]:
-        key = (op, ranks, nbytes, root, peer)
+        key = (op, ranks, nbytes, root)
         hit = self._cache.get(key)
         if hit is not None:
             return hit
         from netsim import CollectiveRequest
 
-        if op == "send_recv":
-            src = ranks[0] if peer != ranks[0] else ranks[-1]
-            req = CollectiveRequest("send_recv", (src,), nbytes, peer=peer)
+        if op == "send_recv":  # ranks = (sender, receiver)
+            req = CollectiveRequest("send_recv", (ranks[0],), nbytes, peer=ranks[-1])
         elif len(ranks) == 1:
             # NCCL with one rank: an in-place no-op or a device copy
-            res = (2_000 + nbytes // 1_000, "RING", "LL")
+            res = (2_000 + nbytes // 1_000, "RING", "LL")  # (no kernel is traced for one rank)
             self._cache[key] = res
             return res
         else:
             idx = ranks.index(root) if op in ("broadcast", "reduce") and root in ranks else 0
             req = CollectiveRequest(op, ranks, nbytes, root=idx)
         r = self.net.collective_time(req)
-        res = (max(1_000, int(round(r.end_ns - r.start_ns))), _algo_name(r.algorithm), r.protocol)
+        res = (max(1_000, int(round(r.end_ns - r.start_ns))), _algo_name(r.algorithm), str(r.protocol).upper())
         self._cache[key] = res
         return res
 
 
 def _algo_name(a: str) -> str:
-    return {"ring": "RING", "tree": "TREE", "nvls": "NVLS", "nvls_tree": "NVLSTree", "p2p": "P2P",
+    # NCCL's kernel names (src/device/generate.py): ALGO in TREE, RING, NVLS, NVLS_TREE, COLLNET_*, PAT
+    return {"ring": "RING", "tree": "TREE", "nvls": "NVLS", "nvls_tree": "NVLS_TREE", "p2p": "P2P",
             "collnet_direct": "COLLNET_DIRECT", "collnet_chain": "COLLNET_CHAIN"}.get(a, a.upper())
 
 
@@ -135,7 +135,8 @@ class PendingCollective:
         """Raise if `call` disagrees with the calls already here."""
         if not self.calls:
             return
-        other_rank, other = next(iter(self.calls.items()))
+        other_rank = min(self.calls)
+        other = self.calls[other_rank]
         diffs = []
         if tuple(call.ranks) != tuple(other.ranks):
             diffs.append(f"group ranks {list(other.ranks)} vs {list(call.ranks)}")
@@ -262,11 +263,11 @@ def wait(tl: Any, rank_group_seq: tuple[str, int], stream: int, device: int) -> 
 
 
 def distributed_info(tl: Any, world_size: int | None = None) -> dict[str, Any] | None:
-    groups: dict = getattr(tl, "pg_info", None) or {}
+    groups: dict = dict(getattr(tl, "pg_info", None) or {})
     seen: dict = getattr(tl, "pg_seen", None) or {}
     for name, (desc, ranks) in seen.items():
         if ":p2p:" not in name:
-            groups.setdefault(name, (desc, ranks))
+            groups[name] = (desc, ranks)  # the description set after creation (e.g. mesh_dp)
     if not groups:
         return None
     if world_size is None:

@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 from phantora_prof import protocol
 from phantora_prof.engine import collectives as _coll
+from phantora_prof.engine.gpu import LAUNCH_LATENCY_NS
 from phantora_prof.engine.rank_timeline import RankTimeline
 from phantora_prof.errors import ProtocolError
 from phantora_prof.protocol import CollectiveCall, CollectiveWait, Goodbye, GroupCreated, Hello
@@ -67,7 +68,8 @@ class Coordinator:
         self._sel.register(self._server, selectors.EVENT_READ, None)
         self._conn_rank: dict[socket.socket, int | None] = {}
         self._queues: dict[int, deque] = {}
-        self._parked: dict[int, tuple[str, int]] = {}  # rank -> collective key it waits for
+        self._parked: dict[int, set[tuple[str, int]]] = {}  # rank -> unresolved collectives it waits for
+        self._groups: dict[int, dict] = {}  # rank -> its coalesced group in progress
         self._pending: dict[tuple[str, int], _coll.PendingCollective] = {}
         self._exited: set[int] = set()  # ranks whose process has exited
         self.error: Exception | None = None
@@ -189,31 +191,82 @@ class Coordinator:
                         log.warning("rank %d: could not send a reply: %s", rank, exc)
 
     def _collective(self, call: CollectiveCall) -> list[int]:
-        """A member launched a collective: record its readiness; resolve when all are in."""
+        """A member launched a collective: record its readiness; resolve when all are in.
+
+        A coalesced group (NCCL group: batch_isend_irecv) is one unit on its rank: every call
+        of it is ready when the first was, the rank's queue stops at its last call until all
+        are resolved, and their results go on the rank's timeline together, in call order,
+        so that the outcome does not depend on which rank's messages came first."""
         key = (call.group, call.seq)
-        tl = self.ranks[call.rank].timeline
+        rank = call.rank
+        tl = self.ranks[rank].timeline
         pend = self._pending.get(key)
         if pend is None:
             pend = _coll.PendingCollective(key, tuple(call.ranks), first_arrival_s=time.monotonic())
             self._pending[key] = pend
-        if call.rank in pend.calls:
+        if rank in pend.calls:
             raise _coll.CollectiveError(
-                f"rank {call.rank} launched collective #{call.seq} of process group {call.group!r} twice")
+                f"rank {rank} launched collective #{call.seq} of process group {call.group!r} twice")
         pend.check(call)
-        pend.calls[call.rank] = call
-        pend.ready[call.rank] = _coll.readiness(tl, call)
-        if pend.missing():
-            self._parked[call.rank] = key
-            return []
+        grp = self._groups.get(rank)
+        if grp is None and getattr(call, "coalesced", False):
+            grp = self._groups[rank] = {"keys": [], "ready": _coll.readiness(tl, call), "done": {},
+                                        "closed": False}
+        if grp is not None:
+            grp["keys"].append(key)
+            ready = max(grp["ready"], call.host_ns + LAUNCH_LATENCY_NS)
+        else:
+            ready = _coll.readiness(tl, call)
+        pend.calls[rank] = call
+        pend.ready[rank] = ready
+        woken = self._resolve(key, pend) if not pend.missing() else []
+        if not getattr(call, "coalesced", False):
+            if grp is not None:
+                grp["closed"] = True
+                unresolved = {k for k in grp["keys"] if k not in grp["done"]}
+                if unresolved:
+                    self._parked[rank] = unresolved
+                else:
+                    self._flush_group(rank)
+            elif key in self._pending:
+                self._parked[rank] = {key}
+        return woken
+
+    def _resolve(self, key: tuple[str, int], pend: _coll.PendingCollective) -> list[int]:
         del self._pending[key]
         start = max(pend.ready.values())
+        call = pend.calls[pend.ranks[0]]
         dur, algo, proto = self._model().duration(call.op, tuple(call.ranks), call.nbytes, call.root, call.peer)
+        woken = []
         for r in pend.ranks:
             c = pend.calls[r]
-            _coll.complete(self.ranks[r].timeline, c, start, start + dur, algo, proto)
-            self._parked.pop(r, None)
+            grp = self._groups.get(r)
+            if grp is not None and key in grp["keys"]:
+                grp["done"][key] = (c, start, start + dur, algo, proto)
+                waits = self._parked.get(r)
+                if waits is not None:
+                    waits.discard(key)
+                if grp["closed"] and len(grp["done"]) == len(grp["keys"]):
+                    self._flush_group(r)
+                    if self._parked.pop(r, None) is not None:
+                        woken.append(r)
+            else:
+                _coll.complete(self.ranks[r].timeline, c, start, start + dur, algo, proto)
+                waits = self._parked.get(r)
+                if waits is not None:
+                    waits.discard(key)
+                    if not waits:
+                        del self._parked[r]
+                        woken.append(r)
         self.collectives_resolved += 1
-        return list(pend.ranks)
+        return woken
+
+    def _flush_group(self, rank: int) -> None:
+        grp = self._groups.pop(rank)
+        tl = self.ranks[rank].timeline
+        for k in grp["keys"]:
+            c, start, end, algo, proto = grp["done"][k]
+            _coll.complete(tl, c, start, end, algo, proto)
 
     def _model(self) -> Any:
         if self.collective_model is None:
@@ -241,10 +294,11 @@ class Coordinator:
                     "different collectives (a missing or extra collective on some ranks)")
             # wait cycles: a missing member parked on another collective that waits for us
             for r in missing:
-                other = self._parked.get(r)
-                if other is not None and other != key:
+                for other in sorted(self._parked.get(r, ())):
+                    if other == key:
+                        continue
                     opend = self._pending.get(other)
-                    if opend is not None and any(w in opend.missing() for w in waiting):
+                    if opend is not None and any(w in opend.missing() and w in self._parked for w in waiting):
                         oc = next(iter(opend.calls.values()))
                         raise _coll.CollectiveError(
                             f"deadlock: {what}, while rank {r} waits in collective #{other[1]} of process "

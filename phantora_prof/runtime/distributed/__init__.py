@@ -69,14 +69,34 @@ def install() -> None:
         name = orig_get_backend(group)
         return "nccl" if name == BACKEND else name
 
+    orig_batch = c10d.batch_isend_irecv
+
+    @functools.wraps(orig_batch)
+    def batch_isend_irecv(p2p_op_list):
+        """As with NCCL: the operations of a batch form one group and run concurrently (torch
+        coalesces only for the built-in ProcessGroup type, not for a Python subclass)."""
+        from phantora_prof.runtime.distributed.backend import PhantoraProcessGroup
+
+        group = (p2p_op_list[0].group if p2p_op_list else None) or c10d._get_default_group()
+        if not isinstance(group, PhantoraProcessGroup) or not p2p_op_list[0].tensor.is_cuda:
+            return orig_batch(p2p_op_list)
+        group.start_coalescing()
+        try:
+            works = [op.op(op.tensor, op.peer, op.group, op.tag) if op.peer is not None
+                     else op.op(op.tensor, None, op.group, op.tag, op.group_peer) for op in p2p_op_list]
+        finally:
+            group.end_coalescing()
+        return [w for w in works if w is not None]
+
     import sys
 
-    replacements = {orig_init: init_process_group, orig_new_group: new_group, orig_get_backend: get_backend}
+    replacements = {orig_init: init_process_group, orig_new_group: new_group, orig_get_backend: get_backend,
+                    orig_batch: batch_isend_irecv}
     for mod_name, mod in list(sys.modules.items()):
         # modules that imported these names (device_mesh: `from ...distributed_c10d import ...`)
         if mod is None or not mod_name.startswith("torch.distributed"):
             continue
-        for attr in ("init_process_group", "new_group", "get_backend"):
+        for attr in ("init_process_group", "new_group", "get_backend", "batch_isend_irecv"):
             fn = getattr(mod, attr, None)
             if fn in replacements:
                 setattr(mod, attr, replacements[fn])

@@ -82,11 +82,13 @@ class SimWork(dist.Work):
         if self._key is not None:
             st = _state.get()
             stream = st.stream_of(self._device)
-            st.channel.send(CollectiveWait(st.config.rank, self._key[0], self._key[1], stream, self._device,
-                                           st.clock.now_ns))
+            keys = self._key if isinstance(self._key, list) else [self._key]
+            for key in keys:
+                st.channel.send(CollectiveWait(st.config.rank, key[0], key[1], stream, self._device,
+                                               st.clock.now_ns))
             for t in _flat(self._outputs):
                 k = _storage_key(t)
-                if k is not None and PENDING.get(k) == self._key:
+                if k is not None and PENDING.get(k) in keys:
                     PENDING.pop(k, None)
         return True
 
@@ -120,6 +122,7 @@ class PhantoraProcessGroup(dist.ProcessGroup):
         self._seq = 0
         self._p2p_seq: dict[tuple[int, int], int] = {}
         self._comm_streams: dict[int, int] = {}
+        self._coalescing: list | None = None
         self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("phantora-gloo/", store), rank, size, timeout)
         st = _state.get()
         st.channel.send(GroupCreated(st.config.rank, name, self._desc(), self._global_ranks))
@@ -168,10 +171,12 @@ class PhantoraProcessGroup(dist.ProcessGroup):
         device = ref.device.index or 0
         stream = st.stream_of(device)
         if peer >= 0:
-            pair = (min(st.config.rank, peer), max(st.config.rank, peer))
+            # one channel per direction: the k-th send from A to B meets the k-th recv on B from A
+            me = st.config.rank
+            pair = (me, peer) if coll_name == "send" else (peer, me)
             seq = self._p2p_seq.get(pair, 0)
             self._p2p_seq[pair] = seq + 1
-            group = f"{self._name}:p2p:{pair[0]}-{pair[1]}"
+            group = f"{self._name}:p2p:{pair[0]}->{pair[1]}"
             ranks = pair
             comm = self._comm_stream(device)
         else:
@@ -194,9 +199,15 @@ class PhantoraProcessGroup(dist.ProcessGroup):
             reduce_op=_redop(opts) if opts is not None else "sum", root=root, peer=peer,
             input_dims=tuple(tuple(t.shape) for t in inputs[:8]))
         st.clock.advance_to(start + HOST_NS)
-        st.channel.send(call)
-        st.channel.flush()  # other ranks may be waiting for this collective at the coordinator
         key = (group, seq)
+        if self._coalescing is not None:
+            # inside a coalesced group (batch_isend_irecv, coalescing manager): sent together at
+            # its end, all but the last marked `coalesced` so that they run concurrently
+            call.coalesced = True
+            self._coalescing.append(call)
+        else:
+            st.channel.send(call)
+            st.channel.flush()  # other ranks may be waiting for this collective at the coordinator
         for t in outputs:
             k = _storage_key(t)
             if k is not None:
@@ -370,10 +381,18 @@ class PhantoraProcessGroup(dist.ProcessGroup):
         return SimWork(self, None, [t], device)
 
     def start_coalescing(self, device=None):
-        pass
+        self._coalescing = []
 
     def end_coalescing(self, device=None):
-        return SimWork(self, None, [], 0)
+        calls, self._coalescing = self._coalescing or [], None
+        if not calls:
+            return SimWork(self, None, [], 0)
+        calls[-1].coalesced = False
+        st = _state.get()
+        for call in calls:
+            st.channel.send(call)
+        st.channel.flush()
+        return SimWork(self, [(c.group, c.seq) for c in calls], [], calls[-1].device)
 
 
 def _max_opts():

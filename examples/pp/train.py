@@ -1,0 +1,100 @@
+"""GPT (GPT-2 small by default) with pipeline parallelism (`torch.distributed.pipelining`):
+the blocks are split evenly over the ranks (stage 0 also holds the embeddings, the last stage
+the head and the loss) and run with a GPipe or 1F1B schedule over micro-batches.
+
+Nothing here knows about phantora-prof: run it with
+`torchrun --nproc-per-node 4 examples/pp/train.py` on a machine with GPUs, or with
+`phantora-prof --nproc-per-node 4 python examples/pp/train.py` anywhere.
+"""
+import argparse
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gpt"))
+from train import Block  # noqa: E402
+
+
+class Stage(nn.Module):
+    def __init__(self, args, first: bool, last: bool, layers: int):
+        super().__init__()
+        self.first, self.last = first, last
+        if first:
+            self.wte = nn.Embedding(args.vocab, args.dim)
+            self.wpe = nn.Embedding(args.seq, args.dim)
+        self.blocks = nn.ModuleList(Block(args.dim, args.heads) for _ in range(layers))
+        if last:
+            self.lnf = nn.LayerNorm(args.dim)
+            self.head = nn.Linear(args.dim, args.vocab, bias=False)
+
+    def forward(self, x):
+        if self.first:
+            x = self.wte(x) + self.wpe(torch.arange(x.shape[1], device=x.device))
+        for block in self.blocks:
+            x = block(x)
+        if self.last:
+            x = self.head(self.lnf(x))
+        return x
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--layers", type=int, default=12)
+    p.add_argument("--dim", type=int, default=768)
+    p.add_argument("--heads", type=int, default=12)
+    p.add_argument("--seq", type=int, default=1024)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--vocab", type=int, default=50304)
+    p.add_argument("--microbatches", type=int, default=4)
+    p.add_argument("--schedule", choices=["gpipe", "1f1b"], default="1f1b")
+    args = p.parse_args()
+
+    dist.init_process_group("nccl")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    torch.cuda.set_device(local_rank)
+    device = torch.device("cuda", local_rank)
+    torch.manual_seed(0)
+    per_stage = args.layers // world
+    model = Stage(args, rank == 0, rank == world - 1, per_stage).to(device)
+    # Static shapes of one micro-batch at this stage's boundaries (no shape-inference round).
+    mb = args.batch // args.microbatches
+    first, last = rank == 0, rank == world - 1
+    inp = (torch.empty(mb, args.seq, dtype=torch.long, device=device) if first
+           else torch.empty(mb, args.seq, args.dim, device=device, requires_grad=True))
+    out = torch.empty(mb, args.seq, args.vocab if last else args.dim, device=device, requires_grad=True)
+    stage = PipelineStage(model, rank, world, device, input_args=(inp,), output_args=(out,))
+
+    def loss_fn(logits, targets):
+        return F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.view(-1))
+
+    cls = ScheduleGPipe if args.schedule == "gpipe" else Schedule1F1B
+    schedule = cls(stage, n_microbatches=args.microbatches, loss_fn=loss_fn)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
+    x = torch.randint(0, args.vocab, (args.batch, args.seq), device=device)
+    for step in range(args.steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        if rank == 0:
+            schedule.step(x)
+        elif rank == world - 1:
+            schedule.step(target=x)
+        else:
+            schedule.step()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        dist.barrier()
+        print(f"rank {rank} step {step} time_ms {(time.perf_counter() - t0) * 1e3:.3f}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
