@@ -171,3 +171,10 @@ def test_out_of_memory_ends_with_the_real_error_and_a_valid_trace(cli):
     assert 'oom.py", line 3' in tb and "phantora_prof" not in tb  # points at the user's line
     doc = load_trace(cli.cwd / "traces" / "rank0.pt.trace.json.gz")
     assert validate_trace(doc) == []
+
+
+def test_tensors_on_two_devices_fail_as_on_cuda(cli):
+    r = cli("--no-trace", "--nproc-per-node", "2", PY, str(SCRIPTS / "mixed_devices.py"))
+    assert r.returncode == 1
+    assert "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, " \
+           "cuda:0 and cuda:1!" in r.stderr

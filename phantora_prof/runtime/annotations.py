@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 import threading
+from typing import Callable
 
 from phantora_prof.protocol import Annotation
 from phantora_prof.runtime import state as _state
 
 _stacks = threading.local()
+
+# Called when a range opens or closes off the main thread: the capture mode closes the
+# autograd node span it has open there, so node spans and ranges nest instead of overlapping.
+_boundary_hook: Callable[[], None] | None = None
+
+
+def set_boundary_hook(hook: Callable[[], None] | None) -> None:
+    global _boundary_hook
+    _boundary_hook = hook
+
+
+def _boundary(st) -> None:
+    if _boundary_hook is not None and st.tid() != 0:
+        _boundary_hook()
 
 
 def _stack() -> list:
@@ -23,6 +38,7 @@ RANGE_NS = 1_000
 
 def range_push(name: str) -> int:
     st = _state.get()
+    _boundary(st)
     s = _stack()
     s.append((name, st.clock.now_ns, st.next_external_id()))
     st.clock.advance(RANGE_NS)
@@ -34,6 +50,7 @@ def range_pop() -> int:
     s = _stack()
     if not s:
         return -1
+    _boundary(st)
     name, start, ext = s.pop()
     st.clock.advance(RANGE_NS)
     st.channel.send(Annotation(st.config.rank, name, st.tid(), start, st.clock.now_ns, ext))

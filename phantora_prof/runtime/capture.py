@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from phantora_prof import cost, hostcost
 from phantora_prof.errors import UnsupportedOpError
 from phantora_prof.protocol import CPU_DEVICE, AutogradSpan, OpCall, OpKind, SyncKind, TensorArg
-from phantora_prof.runtime import memory, pinned
+from phantora_prof.runtime import annotations, memory, pinned
 from phantora_prof.runtime import state as _state
 from phantora_prof.runtime.distributed.pending import PENDING as _DIST_PENDING
 from phantora_prof.runtime.distributed.pending import consume as _dist_consume
@@ -104,6 +104,7 @@ class CaptureMode(TorchDispatchMode):
         self._autograd_open: tuple | None = None  # (node, name, seq, start_ns, ext_id)
         self.unsupported: dict[str, str] = {}
         self.op_costs: dict[str, int] = dict(self.st.config.op_costs)
+        annotations.set_boundary_hook(self._close_autograd)
 
     # ---- classification ----
     @staticmethod
@@ -170,6 +171,9 @@ class CaptureMode(TorchDispatchMode):
         except DynamicOutputShapeException:
             out = self._data_dependent_estimate(func, name, fargs, fkwargs)
         except Exception as exc:  # noqa: BLE001 - turned into a clear error below
+            mixed = _mixed_devices(exc)
+            if mixed is not None:  # the script's own bug, reported as CUDA torch reports it
+                raise RuntimeError(mixed) from None
             raise self._unsupported(name, args, kwargs, exc) from None
         out = self._realize_cpu_outputs(out, real_self)
 
@@ -473,6 +477,20 @@ def _to_arg(a: Any):
     if isinstance(a, (torch.device, torch.layout, torch.memory_format)):
         return str(a)
     return str(a)
+
+
+def _mixed_devices(exc: Exception) -> str | None:
+    """FakeTensorMode's complaint about tensors on two devices, in the words CUDA torch uses."""
+    import re
+
+    text = str(exc)
+    m = re.search(r"(?:found two different devices|found at least two devices,?) (\S+?),? (?:and )?(\S+?)[!,\s]", text + " ")
+    if type(exc).__name__ != "FakeTensorDeviceMismatchError" and m is None:
+        return None
+    if m is None:
+        return text.strip().splitlines()[0]
+    return (f"Expected all tensors to be on the same device, but found at least two devices, "
+            f"{m.group(1)} and {m.group(2).rstrip('!')}!")
 
 
 def _forward_sequence_nr(tid: int, args: tuple) -> int:
