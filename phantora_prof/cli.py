@@ -59,6 +59,11 @@ def _console(stderr: bool = True):
 @click.option("--collective-timeout", default=300.0, show_default=True, type=float, metavar="SECONDS",
               help="Report a collective that some ranks never launch after this many (real) seconds.")
 @click.option("--no-trace", is_flag=True, help="Do not write trace files (faster).")
+@click.option("--format", "trace_format", type=click.Choice(["kineto", "perfetto", "both"], case_sensitive=False),
+              default="both", show_default=True,
+              help="Per-rank Kineto JSON traces, one Perfetto trace of all ranks (run.pftrace), or both.")
+@click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Write summary.json and PNG plots (step breakdown, memory) to DIR (needs matplotlib).")
 @click.option("--summary-json", type=click.Path(path_type=Path), help="Also write the end-of-run summary as JSON.")
 @click.option("--op-cost", "op_costs", multiple=True, metavar="NAME=TIME",
               help="GPU time of an op the cost model does not know, e.g. mylib::rope=35us (repeatable).")
@@ -67,7 +72,7 @@ def _console(stderr: bool = True):
 @click.version_option(package_name="phantora-prof")
 @click.pass_context
 def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, nnodes: int, collective_timeout: float,
-        no_trace: bool, summary_json: Path | None,
+        no_trace: bool, trace_format: str, report_dir: Path | None, summary_json: Path | None,
         op_costs: tuple[str, ...], log_level: str) -> None:
     """Run an unmodified PyTorch training script on a simulated GPU and write
     torch.profiler-format traces of the simulated run.
@@ -80,7 +85,7 @@ def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, nnodes
     ctx.obj = {"gpu": gpu, "out_dir": out_dir, "nproc_per_node": nproc_per_node, "nnodes": nnodes,
                "collective_timeout": collective_timeout, "trace": not no_trace,
                "log_level": log_level, "op_costs": op_costs,
-               "summary_json": summary_json}
+               "summary_json": summary_json, "trace_format": trace_format.lower(), "report_dir": report_dir}
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
         ctx.exit(2)
@@ -90,10 +95,8 @@ def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, nnodes
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @click.pass_obj
 def _run_command(obj: dict, command: tuple[str, ...]) -> None:
-    from phantora_prof.launcher import RunOptions, run
+    from phantora_prof.launcher import RunOptions, parse_op_cost, run
     from phantora_prof.summary import print_summary, write_summary_json
-
-    from phantora_prof.launcher import parse_op_cost
 
     command = list(command)
     nproc, nnodes = obj["nproc_per_node"], obj["nnodes"]
@@ -104,7 +107,8 @@ def _run_command(obj: dict, command: tuple[str, ...]) -> None:
     opts = RunOptions(command=command, gpu=obj["gpu"], out_dir=obj["out_dir"],
                       nproc_per_node=nproc, nnodes=nnodes,
                       collective_timeout_s=obj["collective_timeout"], trace=obj["trace"], log_level=obj["log_level"],
-                      op_costs=dict(parse_op_cost(spec) for spec in obj["op_costs"]))
+                      op_costs=dict(parse_op_cost(spec) for spec in obj["op_costs"]),
+                      trace_format=obj["trace_format"], report_dir=obj["report_dir"])
     console = _console(stderr=True)
     if console.is_terminal:
         # Progress on long runs: simulated time reached so far, on a status line that goes away.
@@ -120,6 +124,13 @@ def _run_command(obj: dict, command: tuple[str, ...]) -> None:
     else:
         result = run(opts)
     print_summary(result, opts, console)
+    if result.report is not None:
+        from phantora_prof.report import print_report_table
+
+        print_report_table(result.report, console)
+        console.print(f"report: {opts.report_dir}")
+    if result.report_error:
+        click.echo(f"phantora-prof: error: the report could not be written: {result.report_error}", err=True)
     if result.error:
         click.echo(f"phantora-prof: error: {result.error}", err=True)
     if obj["summary_json"]:
@@ -153,8 +164,10 @@ def validate_cmd(traces: tuple[str, ...], reference: str | None) -> None:
 def _register_subcommands() -> None:
     from phantora_prof.collective_cli import collective_cmd
     from phantora_prof.diff_cli import diff_cmd
+    from phantora_prof.merge_cli import merge_cmd
 
     cli.add_command(diff_cmd)
+    cli.add_command(merge_cmd)
     cli.add_command(collective_cmd)
 
 

@@ -26,7 +26,6 @@ from phantora_prof.engine.rank_timeline import RankTimeline
 from phantora_prof.errors import ConfigError
 from phantora_prof.runtime.clock import ORIGIN_NS
 from phantora_prof.runtime.state import RankConfig
-from tracing.kineto import write_kineto
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +43,14 @@ class RunOptions:
     trace: bool = True
     log_level: str = "warning"
     op_costs: dict[str, int] = field(default_factory=dict)  # op name -> ns
+    trace_format: str = "both"  # kineto | perfetto | both
+    report_dir: Path | None = None
 
     def __post_init__(self) -> None:
+        from phantora_prof.outputs import TRACE_FORMATS
+
+        if self.trace_format not in TRACE_FORMATS:
+            raise ConfigError(f"--format must be one of {', '.join(TRACE_FORMATS)}, not {self.trace_format!r}")
         if not self.command:
             raise ConfigError("no command given: try `phantora-prof python train.py`")
         if self.nproc_per_node < 1:
@@ -80,6 +85,9 @@ class RunResult:
     ranks: list[RankSummary]
     wall_s: float
     error: str | None = None  # why the simulation stopped early (mismatched collectives, a crashed rank)
+    perfetto_path: Path | None = None
+    report: dict | None = None
+    report_error: str | None = None
 
 
 _UNITS_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -287,24 +295,24 @@ def run(opts: RunOptions, on_progress=None) -> RunResult:
             t.join(timeout=5)
         shutil.rmtree(sock_dir, ignore_errors=True)
 
-    summaries = []
+    from phantora_prof.outputs import kept_traces, write_traces
+
+    paths: dict[int, Path] = {}
+    perfetto_path = None
+    kept: dict = {}
     if opts.trace:
-        opts.out_dir.mkdir(parents=True, exist_ok=True)
+        paths, perfetto_path, kept = write_traces(coord, world, epoch_ns, opts.out_dir, opts.trace_format,
+                                                  keep=opts.report_dir is not None and opts.trace_format == "perfetto")
+    elif opts.report_dir is not None:
+        kept = kept_traces(coord, world, epoch_ns)
+    summaries = []
     for rank in range(world):
         res = coord.ranks.get(rank)
         if res is None:
             summaries.append(RankSummary(rank, codes[rank], 0, 0, 0, 0, 0, 0, None))
             continue
         tl = res.timeline
-        path = None
-        if opts.trace:
-            trace = tl.finish(base_time_ns=epoch_ns - ORIGIN_NS, trace_name=f"rank{rank}")
-            from phantora_prof.engine.collectives import distributed_info
-
-            info = distributed_info(tl, world)
-            if info is not None:
-                trace.distributed_info = info
-            path = write_kineto(trace, opts.out_dir / f"rank{rank}.pt.trace.json.gz")
+        path = paths.get(rank)
         end = tl.stats.host_end_ns
         goodbye = res.goodbye.summary if res.goodbye else {}
         summaries.append(RankSummary(
@@ -320,4 +328,12 @@ def run(opts: RunOptions, on_progress=None) -> RunResult:
             exit_code = 1
     else:
         exit_code = next((c for c in codes if c != 0), 0)
-    return RunResult(exit_code, summaries, time.monotonic() - t0, error)
+    result = RunResult(exit_code, summaries, time.monotonic() - t0, error, perfetto_path=perfetto_path)
+    if opts.report_dir is not None:
+        from phantora_prof.report import ReportError, write_report
+
+        try:
+            result.report = write_report(result, kept or None, opts.report_dir, gpu=opts.gpu)
+        except (ReportError, ValueError) as exc:
+            result.report_error = str(exc)
+    return result

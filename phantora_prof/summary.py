@@ -32,8 +32,11 @@ def print_summary(result: Any, opts: Any, console: Any) -> None:
                       "(0.0 / 1 / True): simulated tensors hold no data")
     console.print(f"wall time of the simulation: {result.wall_s:.1f} s")
     paths = [str(r.trace_path) for r in result.ranks if r.trace_path]
+    if getattr(result, "perfetto_path", None):
+        paths.append(str(result.perfetto_path))
     if paths:
-        console.print("traces: " + ", ".join(paths), soft_wrap=True)
+        shown = paths if len(paths) <= 4 else paths[:2] + [f"... ({len(paths) - 3} more)"] + paths[-1:]
+        console.print("traces: " + ", ".join(shown), soft_wrap=True)
         console.print("open them at https://ui.perfetto.dev (drag the file in), or with HTA or TensorBoard")
 
 

@@ -178,3 +178,14 @@ def test_tensors_on_two_devices_fail_as_on_cuda(cli):
     assert r.returncode == 1
     assert "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, " \
            "cuda:0 and cuda:1!" in r.stderr
+
+
+def test_trace_formats_and_report(cli):
+    r = cli("--out", "p", "--format", "perfetto", "--report", "rep", PY, str(SCRIPTS / "tiny_gpt.py"), "2")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert sorted(p.name for p in (cli.cwd / "p").iterdir()) == ["run.pftrace"]
+    assert (cli.cwd / "p" / "run.pftrace").stat().st_size > 1000
+    assert (cli.cwd / "rep" / "summary.json").exists() and (cli.cwd / "rep" / "step_breakdown.png").exists()
+    r = cli("--out", "k", "--format", "kineto", PY, str(SCRIPTS / "tiny_gpt.py"), "1")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert sorted(p.name for p in (cli.cwd / "k").iterdir()) == ["rank0.pt.trace.json.gz"]
