@@ -1,0 +1,80 @@
+"""Draw a simulated multi-rank timeline (the README's picture) from per-rank Kineto traces.
+
+    python tools/plot_timeline.py TRACE_DIR OUT.png [--window-ms START END]
+
+One row per rank and track: host ops, the compute stream, the NCCL stream. It shows what
+ui.perfetto.dev shows when the traces are opened there, in a picture that can be made offline.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tracing.kineto import load_trace  # noqa: E402
+
+COLORS = {"cpu_op": "#8fb4d9", "kernel": "#4c9a5b", "nccl": "#d9822b", "gpu_memcpy": "#a05195",
+          "gpu_memset": "#999999"}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("trace_dir", type=Path)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--window-ms", nargs=2, type=float, metavar=("START", "END"),
+                    help="time window in ms from the first event (default: the last 40%% of the run)")
+    args = ap.parse_args()
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = sorted(args.trace_dir.glob("rank*.pt.trace.json*"))
+    docs = [load_trace(f) for f in files]
+    t0 = min(e["ts"] for d in docs for e in d["traceEvents"] if e.get("ph") == "X" and isinstance(e.get("pid"), int))
+    t1 = max(e["ts"] + e["dur"] for d in docs for e in d["traceEvents"] if e.get("ph") == "X"
+             and isinstance(e.get("pid"), int))
+    lo, hi = (args.window_ms[0] * 1e3, args.window_ms[1] * 1e3) if args.window_ms else (0.6 * (t1 - t0), t1 - t0)
+    rows: list[tuple[str, list[tuple[float, float, str]]]] = []
+    for d in docs:
+        rank = d.get("distributedInfo", {}).get("rank", len(rows) // 3)
+        host, compute, nccl = [], [], []
+        main_tid = None
+        for e in d["traceEvents"]:
+            if e.get("ph") != "X" or not isinstance(e.get("pid"), int):
+                continue
+            s, w = e["ts"] - t0, e["dur"]
+            if s + w < lo or s > hi:
+                continue
+            cat = e.get("cat")
+            if cat == "cpu_op":
+                main_tid = main_tid or e["pid"]
+                if e["tid"] == e["pid"]:
+                    host.append((s, w, COLORS["cpu_op"]))
+            elif cat in ("kernel", "gpu_memcpy", "gpu_memset"):
+                if e["name"].startswith("nccl"):
+                    nccl.append((s, w, COLORS["nccl"]))
+                else:
+                    compute.append((s, w, COLORS.get(cat, COLORS["kernel"])))
+        rows += [(f"rank {rank} host", host), (f"rank {rank} GPU compute", compute), (f"rank {rank} GPU NCCL", nccl)]
+    fig, ax = plt.subplots(figsize=(12, 0.42 * len(rows) + 1.2))
+    for i, (_, bars) in enumerate(rows):
+        y = len(rows) - 1 - i
+        ax.broken_barh([((s - lo) / 1e3, max(w / 1e3, 0.002)) for s, w, _ in bars], (y - 0.35, 0.7),
+                       facecolors=[c for _, _, c in bars], linewidth=0)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([name for name, _ in reversed(rows)], fontsize=8)
+    ax.set_xlabel("simulated time (ms)")
+    ax.set_xlim(0, (hi - lo) / 1e3)
+    ax.set_title(f"phantora-prof: {len(docs)}-rank simulated timeline ({args.trace_dir.name})", fontsize=10)
+    fig.tight_layout()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(args.out, dpi=110)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
