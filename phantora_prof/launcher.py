@@ -77,6 +77,7 @@ class RankSummary:
     placeholders: int = 0  # data-dependent reads (.item() etc.) answered with placeholders
     peak_allocated: int = 0  # simulated GPU memory, bytes (torch.cuda.max_memory_allocated)
     peak_reserved: int = 0
+    max_rss_bytes: int = 0  # resident memory of the rank process (the simulation's own cost)
 
 
 @dataclass
@@ -319,7 +320,7 @@ def run(opts: RunOptions, on_progress=None) -> RunResult:
             rank, codes[rank], max(0, end - ORIGIN_NS), tl.gpu_busy_ns(), tl.stats.ops, tl.stats.kernels,
             tl.stats.memcpys, tl.stats.memsets, path, dict(tl.stats.estimated_ops),
             placeholders=int(goodbye.get("placeholders", 0)), peak_allocated=int(goodbye.get("peak_allocated", 0)),
-            peak_reserved=int(goodbye.get("peak_reserved", 0))))
+            peak_reserved=int(goodbye.get("peak_reserved", 0)), max_rss_bytes=int(goodbye.get("max_rss_bytes", 0))))
     if coord.error is not None:
         exit_code = 1
     elif coord.failed_rank is not None:

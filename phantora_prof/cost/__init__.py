@@ -20,7 +20,18 @@ Where the time comes from, in order:
    duration is scaled by roofline(this GPU) / roofline(H200) for the op; on another
    architecture (A100) the table is used only for ops whose kernels are not
    architecture-specific library kernels (nvjet, cudnn, xmma, ...).
-3. The roofline (source "roofline", see roofline.py and ops.py): FLOPs and bytes of the
+3. Curves measured on an H200 over a sweep of shapes (source "interpolated", see
+   measured.py and tools/measure_kernels.py): GEMMs (the roofline times a correction
+   interpolated over log M, N, K per dtype and alignment), fused attention (efficiency
+   over sequence length and batch*heads per backend, direction, causal flag, head dim),
+   memory-bound ops (time over log elements per op and dtype, launch floor below, last
+   bandwidth above). Kernel names and launch configs come from the generators below;
+   other GPUs scale the H200 time by roofline(gpu) / roofline(H200), as the table does;
+   like the table, GEMMs and attention are not carried to another architecture (A100),
+   whose library kernels differ. Same-device contiguous copies (Memcpy DtoD) use the
+   measured DtoD curve. estimate(use_table=False) alone turns this off too (roofline
+   only); use_measured=True with it keeps the curves.
+4. The roofline (source "roofline", see roofline.py and ops.py): FLOPs and bytes of the
    op, per-class efficiencies, kernel names and launch configs from generators (and the
    table's per-dtype kernel sequences for ops with no generator).
 
@@ -38,6 +49,7 @@ estimate() is deterministic and cached by (op name, kind, GPU, flags, arguments,
 from __future__ import annotations
 
 from phantora_prof.cost import kernels as _K
+from phantora_prof.cost import measured as _M
 from phantora_prof.cost import ops as _ops
 from phantora_prof.cost import roofline as _R
 from phantora_prof.cost.gpus import GPUS, DEFAULT_GPU, GpuSpec, get_gpu
@@ -75,8 +87,16 @@ def _hashable(v):
 
 
 def estimate(op: OpCall, gpu: GpuSpec | str | None = None, *, allow_tf32: bool = False,
-             use_table: bool = True) -> list[Kernel]:
-    """The GPU activities `op` launches on `gpu`, in launch order ([] when none)."""
+             use_table: bool = True, use_measured: bool | None = None) -> list[Kernel]:
+    """The GPU activities `op` launches on `gpu`, in launch order ([] when none).
+
+    use_table=False skips the exact-shape reference table; use_measured the interpolated
+    sweep curves, and it follows use_table unless given: use_table=False alone is the
+    roofline only (as before the sweep existed), use_table=False, use_measured=True the
+    interpolation before the roofline.
+    """
+    if use_measured is None:
+        use_measured = use_table
     if op.kind == OpKind.HOST:
         return []
     nb = _NAMES.get(op.name)
@@ -88,16 +108,16 @@ def estimate(op: OpCall, gpu: GpuSpec | str | None = None, *, allow_tf32: bool =
     spec = gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
     gkey = spec.key if GPUS.get(spec.key) is spec else spec
     try:
-        key = (op.name, op.kind, gkey, allow_tf32, use_table, op.args,
+        key = (op.name, op.kind, gkey, allow_tf32, use_table, use_measured, op.args,
                tuple(op.kwargs.items()) if op.kwargs else (), op.outputs)
         hit = _CACHE.get(key)
     except TypeError:  # an unhashable scalar (a list in kwargs): normalise
-        key = (op.name, op.kind, gkey, allow_tf32, use_table, _hashable(op.args),
+        key = (op.name, op.kind, gkey, allow_tf32, use_table, use_measured, _hashable(op.args),
                _hashable(op.kwargs or {}), op.outputs)
         hit = _CACHE.get(key)
     if hit is not None:
         return list(hit)
-    res = tuple(_estimate(op, spec, allow_tf32, use_table))
+    res = tuple(_estimate(op, spec, allow_tf32, use_table, use_measured))
     if len(_CACHE) >= _CACHE_MAX:
         _CACHE.clear()
     _CACHE[key] = res
@@ -155,7 +175,8 @@ def _cross_device(op, base) -> bool:
     return src.device != dst.device
 
 
-def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool) -> list[Kernel]:
+def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
+              use_measured: bool = True) -> list[Kernel]:
     ns, base = _split_name(op.name)
     if op.kind == OpKind.HOST or ns in _NO_GPU_NAMESPACES or base in _ops.NO_GPU_WORK:
         return []
@@ -186,7 +207,47 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool) -> li
     if handler is _ops.elementwise and tbl is not None and specs and specs[0].generic:
         specs = _table_names(op, base, tbl, specs, gpu)
     total = _R.op_time_ns(cost, gpu)
+    if use_measured and specs:
+        res = _interpolated(op, base, gpu, allow_tf32, handler, cost, specs, total)
+        if res is not None:
+            return res
     return _materialize(cost, specs, total, gpu)
+
+
+def _interpolated(op, base, gpu, allow_tf32, handler, cost, specs, total) -> list[Kernel] | None:
+    """Kernels timed from the measured H200 sweep (measured.py), or None when not covered."""
+    q = _M.query_for(op, base, allow_tf32)
+    if q is None:
+        return None
+    ref = get_gpu(_M.GPU_KEY)
+    if gpu.arch != ref.arch and q[0] in ("gemm", "attention"):
+        return None  # other library kernels (cuBLAS/cuDNN pick per architecture): the roofline's own efficiencies
+    same = gpu.key == ref.key or gpu is ref
+    if same:
+        ref_total = total
+    elif handler is _ops.embedding_dense_backward:
+        ref_total = _R.op_time_ns(handler(op, base, ref, allow_tf32, table("h200"))[0], ref)
+    else:
+        ref_total = _R.op_time_ns(handler(op, base, ref, allow_tf32)[0], ref)
+    if q[0] == "gemm":
+        q = q + (ref_total,)
+    t = _M.model().predict(q)
+    if t is None or not t > 0:
+        return None
+    if not same:
+        t *= total / max(ref_total, 1.0)
+    if q[0] == "memcpy":  # a same-device copy: the measured DtoD curve
+        if len(specs) != 1 or specs[0].kind != _K.KIND_MEMCPY:
+            return None
+        s = specs[0]
+        return [Kernel(_K.KIND_MEMCPY, s.name, max(KERNEL_FLOOR_NS, int(round(t))), bytes=int(s.nbytes),
+                       launch_api=_K.API_MEMCPY, source="interpolated")]
+    if any(s.kind == _K.KIND_MEMCPY for s in specs):
+        return None
+    fixed = sum(_R.memset_ns(s.nbytes, gpu) if s.kind == _K.KIND_MEMSET else float(s.dur_ns)
+                for s in specs if s.kind == _K.KIND_MEMSET or s.dur_ns > 0)
+    weighted = max(t - fixed, float(KERNEL_FLOOR_NS))
+    return _materialize(cost, specs, weighted, gpu, "interpolated")
 
 
 def _table_names(op, base, tbl, specs, gpu):
@@ -249,7 +310,7 @@ def _from_table(op, base, gpu, allow_tf32, tbl, cost) -> list[Kernel] | None:
     return out
 
 
-def _materialize(cost, specs, total_ns: float, gpu) -> list[Kernel]:
+def _materialize(cost, specs, total_ns: float, gpu, source: str = "roofline") -> list[Kernel]:
     wsum = sum(s.weight for s in specs if s.kind == _K.KIND_KERNEL and s.dur_ns <= 0)
     out = []
     for s in specs:
@@ -268,7 +329,7 @@ def _materialize(cost, specs, total_ns: float, gpu) -> list[Kernel]:
             fl = cost.flops * share
         api = s.api if s.kind == _K.KIND_KERNEL else (_K.API_MEMSET if s.kind == _K.KIND_MEMSET else _K.API_MEMCPY)
         out.append(Kernel(s.kind, s.name, max(KERNEL_FLOOR_NS, int(round(dur))), tuple(s.grid), tuple(s.block),
-                          s.regs, s.smem, s.nbytes, api, fl, "roofline"))
+                          s.regs, s.smem, s.nbytes, api, fl, source))
     return out
 
 

@@ -55,7 +55,7 @@ class Kernel:
     bytes: int = 0  # memcpy / memset size
     launch_api: str = API_KERNEL
     flops: float = 0.0
-    source: str = "roofline"  # "roofline" | "table" | "bandwidth"
+    source: str = "roofline"  # "roofline" | "table" | "interpolated" | "bandwidth"
 
 
 @dataclass(slots=True)

@@ -262,10 +262,18 @@ class Coordinator:
         return woken
 
     def _flush_group(self, rank: int) -> None:
+        """Put a coalesced group on the rank's timeline. NCCL runs a group (e.g. the sends and
+        receives of batch_isend_irecv) as one kernel on the communicator's stream: the first
+        call's kernel spans the whole group, from the earliest start to the latest end; the
+        others are zero-length markers at its end, so kernels on the stream never overlap."""
         grp = self._groups.pop(rank)
         tl = self.ranks[rank].timeline
-        for k in grp["keys"]:
-            c, start, end, algo, proto = grp["done"][k]
+        done = [grp["done"][k] for k in grp["keys"]]
+        first_start = min(d[1] for d in done)
+        last_end = max(d[2] for d in done)
+        for i, (c, start, end, algo, proto) in enumerate(done):
+            if len(done) > 1:
+                start, end = (first_start, last_end) if i == 0 else (last_end, last_end)
             _coll.complete(tl, c, start, end, algo, proto)
 
     def _model(self) -> Any:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +36,8 @@ class InstalledRuntime:
         models = [memory.model(d) for d in range(st.config.device_count)]
         summary = {"ops": st.ops_captured, "syncs": st.syncs, "placeholders": st.placeholders_used,
                    "peak_allocated": max(m.peak_allocated for m in models),
-                   "peak_reserved": max(m.peak_reserved for m in models)}
+                   "peak_reserved": max(m.peak_reserved for m in models),
+                   "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
         st.channel.close(Goodbye(st.config.rank, st.clock.now_ns, exit_code, summary))
 
 

@@ -1,0 +1,45 @@
+"""Benchmarks of many-rank simulation (not in the default run):
+`python -m pytest -m benchmark tests/bench_distributed.py -s`.
+
+Wall time per simulated step and resident memory per rank process for the DDP and FSDP2
+examples at 8, 16 and 32 ranks (a small GPT so that 32 rank processes fit in 24 GB).
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import pytest
+
+from conftest import REPO, run_cli
+
+pytestmark = pytest.mark.benchmark
+
+MODEL = ["--layers", "2", "--dim", "256", "--heads", "4", "--seq", "256", "--batch", "4", "--vocab", "4096"]
+
+
+def _run(tmp_path, example: str, ranks: int, steps: int) -> tuple[float, dict]:
+    summary = tmp_path / f"{example}{ranks}_{steps}.json"
+    t0 = time.perf_counter()
+    r = run_cli(["--no-trace", "--summary-json", str(summary), "--nproc-per-node", str(ranks), sys.executable,
+                 str(REPO / "examples" / example / "train.py"), "--steps", str(steps), *MODEL], tmp_path, timeout=1800)
+    wall = time.perf_counter() - t0
+    assert r.returncode == 0, r.stderr[-3000:]
+    return wall, json.loads(summary.read_text())
+
+
+@pytest.mark.parametrize("example", ["ddp", "fsdp"])
+@pytest.mark.parametrize("ranks", [8, 16, 32])
+def test_bench_ranks(benchmark, tmp_path, example, ranks):
+    wall2, _ = _run(tmp_path, example, ranks, 2)
+    wall4, s4 = benchmark.pedantic(lambda: _run(tmp_path, example, ranks, 4), rounds=1, iterations=1)
+    rss = [r["max_rss_bytes"] for r in s4["ranks"]]
+    benchmark.extra_info.update({
+        "example": example, "ranks": ranks,
+        "wall_s_per_simulated_step": round((wall4 - wall2) / 2, 2),
+        "startup_s": round(wall2 - (wall4 - wall2), 1),
+        "max_rss_per_rank_MiB": round(max(rss) / 2**20),
+        "simulated_time_ms": s4["ranks"][0]["sim_time_ns"] / 1e6,
+    })
+    print(benchmark.extra_info)

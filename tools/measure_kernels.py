@@ -1,0 +1,655 @@
+#!/usr/bin/env python
+"""Measure GPU kernel times over a sweep of op shapes (plain torch; no phantora-prof needed).
+
+Runs on a machine with one CUDA GPU. Every case (one op call with fixed shapes) is run a
+few times for warm-up, then `--repeats` times under torch.profiler (CUPTI), each call
+after a 256 MiB write that evicts L2 (as triton's do_bench; --warm-l2 keeps it); the kernels
+of each call are matched by position and the median duration of each is kept, with its
+name, grid and block; `total_ns` is the median over calls of the summed GPU time of the
+call's kernels/memcpys/memsets (GPU busy time, not wall time).
+
+Sweep (ordered by priority; `--budget-s` stops early and keeps what was measured):
+GEMMs (bf16, fp16, fp32 with TF32 on and off; mm NN/NT/TN, addmm with bias, bmm) over
+M, N, K log-spaced; scaled_dot_product_attention (cudnn / flash / efficient, fwd and
+bwd, causal or not, head dim 64/128, seq 512-8192); layer_norm / rms_norm, softmax /
+log_softmax fwd+bwd, cross_entropy, embedding fwd/bwd; elementwise (add, mul, gelu, silu,
+casts) and sums by size 2^10..2^28 elements; fused and foreach AdamW; zero_; memcpy
+H2D pinned/pageable, D2H pinned/pageable, D2D by size.
+
+Output: one JSON (schema "phantora-measured/1"), compact: kernel names are interned in
+a list and referenced by index. Records:
+  {"cls": "gemm"|"attention"|"mem"|"memcpy", "op": label, "p": {params}, "bytes": io bytes,
+   "flops": FLOPs (gemm/attention), "t": total_ns, "k": [[name_idx, dur_ns, grid, block], ...]}
+
+Regenerate phantora_prof/cost/data/h200_measured.json (about 2 x 100 s on an H200; the
+model fits the geometric mean of the cold- and warm-L2 times, see cost/measured.py):
+
+    python tools/measure_kernels.py --out cold.json
+    python tools/measure_kernels.py --warm-l2 --out warm.json
+    python tools/measure_kernels.py --merge cold.json warm.json --out phantora_prof/cost/data/h200_measured.json
+
+(--only gemm,attention,mem,memcpy limits the sweep, --quick shrinks it, --budget-s stops
+early; an output path ending in .gz is written gzipped.)
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+import torch.nn.functional as F
+
+SCHEMA = "phantora-measured/1"
+DEV = "cuda"
+
+
+def nbytes(*ts) -> int:
+    n = 0
+    for t in ts:
+        if isinstance(t, (list, tuple)):
+            n += nbytes(*t)
+        elif isinstance(t, torch.Tensor):
+            n += t.numel() * t.element_size()
+    return n
+
+
+DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+# ------------------------------------------------------------------ cases
+# a case: (cls, op label, params, setup) where setup() -> (fn, io_bytes, flops)
+
+def gemm_cases(quick: bool):
+    rnd = random.Random(1)
+    sizes = [128, 256, 512, 1024, 2048, 4096, 8192, 16384]
+    if quick:
+        sizes = [128, 1024, 4096]
+    cases = []
+
+    def add(op, dt, tf32, layout, m, n, k, b=1):
+        fl = 2.0 * b * m * n * k
+        cases.append(("gemm", op, dict(dtype=dt, tf32=tf32, layout=layout, m=m, n=n, k=k, b=b), fl))
+
+    # bf16 mm NN: full power-of-two grid up to 2^40 M*N*K
+    for m in sizes:
+        for n in sizes:
+            for k in sizes:
+                if m * n * k <= 2 ** 40:
+                    add("mm", "bf16", False, "NN", m, n, k)
+    # random log-uniform shapes (multiples of 64 and a few odd), all dtypes / layouts / ops
+    def r():
+        e = rnd.uniform(7, 14)
+        v = int(2 ** e)
+        return max(64, v // 64 * 64) if rnd.random() < 0.8 else max(100, v | 1)
+    specs = [("bf16", False, 420), ("fp16", False, 100), ("fp32", True, 110), ("fp32", False, 70)]
+    if quick:
+        specs = [(d, t, 4) for d, t, _ in specs]
+    for dt, tf32, cnt in specs:
+        made = 0
+        while made < cnt:
+            m, n, k = r(), r(), r()
+            lim = 2 ** 40 if dt != "fp32" or tf32 else 2 ** 37
+            if m * n * k > lim:
+                continue
+            u = rnd.random()
+            if u < 0.45:
+                op, layout = "mm", rnd.choice(["NN", "NT", "TN"])
+            elif u < 0.8:
+                op, layout = "addmm", rnd.choice(["NN", "NT"])
+            else:
+                op, layout = "bmm", rnd.choice(["NN", "NT", "TN"])
+            b = 1
+            if op == "bmm":
+                b = rnd.choice([2, 4, 8, 16, 32, 64])
+                while b * m * n * k > lim and b > 1:
+                    b //= 2
+            add(op, dt, tf32, layout, m, n, k, b)
+            made += 1
+    # GPT-like transformer shapes (tokens x hidden): bf16 mm in the 3 layouts
+    for tok in ([512, 2048, 8192, 32768] if not quick else [2048]):
+        for d in ([768, 1024, 2048, 4096] if not quick else [768]):
+            for n in (d, 3 * d, 4 * d):
+                if tok * d * n > 2 ** 40:
+                    continue
+                add("addmm", "bf16", False, "NT", tok, n, d)          # linear fwd
+                add("mm", "bf16", False, "NN", tok, d, n)            # grad input (dY W)
+                add("mm", "bf16", False, "TN", n, d, tok)            # grad weight (dY^T X)
+    return cases
+
+
+def setup_gemm(p):
+    dt = DT[p["dtype"]]
+    m, n, k, b = p["m"], p["n"], p["k"], p["b"]
+    lay = p["layout"]
+    op = p["_op"]
+
+    def operand(r, c, t):
+        if t:
+            shape = (b, c, r) if op == "bmm" else (c, r)
+            return torch.randn(shape, device=DEV, dtype=dt).transpose(-1, -2)
+        shape = (b, r, c) if op == "bmm" else (r, c)
+        return torch.randn(shape, device=DEV, dtype=dt)
+
+    a = operand(m, k, lay == "TN")
+    w = operand(k, n, lay == "NT")
+    io = nbytes(a, w) + b * m * n * a.element_size()
+    tf32 = bool(p["tf32"])
+
+    def flags():  # at call time: cases are set up in a batch, then timed
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+
+    if op == "mm":
+        return (lambda: (flags(), torch.mm(a, w))), io
+    if op == "bmm":
+        return (lambda: (flags(), torch.bmm(a, w))), io
+    bias = torch.randn(n, device=DEV, dtype=dt)
+    return (lambda: (flags(), torch.addmm(bias, a, w))), io + nbytes(bias)
+
+
+ATTN_BACKENDS = ("cudnn", "flash", "efficient")
+
+
+def attn_cases(quick: bool):
+    rnd = random.Random(2)
+    cases = []
+    seqs = [512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192] if not quick else [1024]
+    for be in ATTN_BACKENDS:
+        for d in (64, 128):
+            for causal in (False, True):
+                for s in seqs:
+                    combos = set()
+                    tries = 0
+                    while len(combos) < (3 if not quick else 1) and tries < 80:
+                        tries += 1
+                        b = rnd.choice([1, 2, 4, 8])
+                        h = rnd.choice([8, 12, 16, 32])
+                        if b * s > 32768 or b * h * s * s * d > 2 ** 37:
+                            continue
+                        combos.add((b, h))
+                    for b, h in sorted(combos):
+                        for bwd in (False, True):
+                            f = 4.0 * b * h * s * s * d * (2.5 if bwd else 1.0)
+                            if causal:
+                                f *= (s + 1) / (2.0 * s)
+                            cases.append(("attention", "sdpa_bwd" if bwd else "sdpa_fwd",
+                                          dict(backend=be, d=d, causal=causal, s=s, b=b, h=h, dtype="bf16"), f))
+    return cases
+
+
+def setup_attn(p):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    be = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
+          "efficient": SDPBackend.EFFICIENT_ATTENTION}[p["backend"]]
+    b, h, s, d = p["b"], p["h"], p["s"], p["d"]
+    bwd = p["_op"] == "sdpa_bwd"
+    q, k, v = (torch.randn(b, h, s, d, device=DEV, dtype=torch.bfloat16, requires_grad=bwd) for _ in range(3))
+    io = nbytes(q, k, v) * 4 // 3
+    if not bwd:
+        def fn():
+            with sdpa_kernel([be]):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=p["causal"])
+        return fn, io
+    with sdpa_kernel([be]):
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=p["causal"])
+    g = torch.randn_like(out)
+
+    def fnb():
+        return torch.autograd.grad(out, (q, k, v), g, retain_graph=True)
+    return fnb, io * 2
+
+
+SIZES = sorted([2 ** e for e in range(10, 29)] + [3 * 2 ** e for e in range(9, 27, 2)])
+
+
+def mem_cases(quick: bool):
+    sizes = SIZES if not quick else [2 ** 12, 2 ** 20]
+    c = []
+    for n in sizes:
+        for dt in ("bf16", "fp32"):
+            for op in ("add", "mul", "add_", "gelu", "gelu_tanh", "silu", "zero_", "copy_", "gelu_bwd",
+                       "silu_bwd", "mul_scalar", "div", "tanh", "exp"):
+                c.append(("mem", op, dict(dtype=dt, n=n)))
+            for h in (256, 1024, 4096, 32768):
+                if n >= 2 * h:
+                    c.append(("mem", "sum_last", dict(dtype=dt, n=n, h=h)))
+            for h in (768, 3072, 8192):
+                if n >= 2 * h:
+                    c.append(("mem", "sum_dim0", dict(dtype=dt, n=n, h=h)))
+        c.append(("mem", "cast", dict(src="fp32", dst="bf16", n=n)))
+        c.append(("mem", "cast", dict(src="bf16", dst="fp32", n=n)))
+        c.append(("mem", "add_mixed", dict(dtype="fp32", n=n)))
+        for h in (768, 1024, 4096, 8192):
+            if n >= 4 * h:
+                for op in ("layer_norm_fwd", "layer_norm_bwd", "rms_norm_fwd", "rms_norm_bwd"):
+                    for dt in ("bf16", "fp32"):
+                        c.append(("mem", op, dict(dtype=dt, n=n, h=h)))
+        for h in (1024, 4096, 32768, 50304):
+            if n >= 2 * h and n <= 2 ** 28:
+                rows = max(1, n // h)
+                for op in ("softmax_fwd", "softmax_bwd", "log_softmax_fwd", "log_softmax_bwd",
+                           "cross_entropy_fwd", "cross_entropy_bwd"):
+                    dts = ("fp32",) if op.startswith("cross") else ("bf16", "fp32")
+                    for dt in dts:
+                        c.append(("mem", op, dict(dtype=dt, n=rows * h, h=h)))
+        for dim in (768, 2048, 4096):
+            tok = n // dim
+            if 256 <= tok <= 65536:
+                c.append(("mem", "embedding_fwd", dict(dtype="bf16", n=tok * dim, h=dim, vocab=50304)))
+                c.append(("mem", "embedding_bwd", dict(dtype="fp32", n=tok * dim, h=dim, vocab=50304)))
+    # optimizers: parameter sets of T tensors, total elements P
+    for P in ([2 ** e for e in range(16, 31, 2)] if not quick else [2 ** 20]):
+        for T in (16, 148, 512):
+            if P // T < 64:
+                continue
+            for op in ("fused_adamw", "foreach_adamw"):
+                c.append(("mem", op, dict(dtype="fp32", n=P, T=T)))
+    return c
+
+
+def memcpy_cases(quick: bool):
+    sizes = [2 ** e for e in range(2, 31, 2)] if not quick else [2 ** 10, 2 ** 20]
+    c = []
+    for nb in sizes:
+        for kind in ("h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable", "d2d"):
+            if "pageable" in kind and nb > 2 ** 28:
+                continue
+            c.append(("memcpy", kind, dict(bytes=nb)))
+    return c
+
+
+def setup_mem(op, p):
+    dt = DT[p.get("dtype", "fp32")]
+    n = p["n"] if "n" in p else 0
+
+    def r(*shape, dtype=dt, grad=False):
+        return torch.randn(*shape, device=DEV, dtype=dtype, requires_grad=grad)
+
+    if op in ("add", "mul", "div"):
+        x, y = r(n), r(n)
+        f = {"add": torch.add, "mul": torch.mul, "div": torch.div}[op]
+        return (lambda: f(x, y)), 3 * nbytes(x)
+    if op == "add_mixed":  # fp32 + bf16 -> fp32 (autocast residual streams)
+        x, y = r(n), r(n, dtype=torch.bfloat16)
+        return (lambda: torch.add(x, y)), 2 * nbytes(x) + nbytes(y)
+    if op == "add_":
+        x, y = r(n), r(n)
+        return (lambda: x.add_(y)), 3 * nbytes(x)
+    if op == "mul_scalar":
+        x = r(n)
+        return (lambda: x * 0.5), 2 * nbytes(x)
+    if op in ("tanh", "exp"):
+        x = r(n)
+        f = torch.tanh if op == "tanh" else torch.exp
+        return (lambda: f(x)), 2 * nbytes(x)
+    if op in ("gelu", "gelu_tanh", "silu"):
+        x = r(n)
+        if op == "silu":
+            return (lambda: F.silu(x)), 2 * nbytes(x)
+        ap = "tanh" if op == "gelu_tanh" else "none"
+        return (lambda: F.gelu(x, approximate=ap)), 2 * nbytes(x)
+    if op == "gelu_bwd":
+        x, g = r(n), r(n)
+        return (lambda: torch.ops.aten.gelu_backward(g, x, approximate="tanh")), 3 * nbytes(x)
+    if op == "silu_bwd":
+        x, g = r(n), r(n)
+        return (lambda: torch.ops.aten.silu_backward(g, x)), 3 * nbytes(x)
+    if op == "sum_last":
+        x = r(max(1, n // p["h"]), p["h"])
+        return (lambda: x.sum(-1)), nbytes(x) + x.shape[0] * x.element_size()
+    if op == "sum_dim0":
+        x = r(max(1, n // p["h"]), p["h"])
+        return (lambda: x.sum(0)), nbytes(x) + x.shape[1] * x.element_size()
+    if op == "zero_":
+        x = r(n)
+        return (lambda: x.zero_()), nbytes(x)
+    if op == "copy_":
+        x, y = r(n), r(n)
+        return (lambda: y.copy_(x)), 2 * nbytes(x)
+    if op == "cast":
+        x = torch.randn(n, device=DEV, dtype=DT[p["src"]])
+        dd = DT[p["dst"]]
+        return (lambda: x.to(dd)), nbytes(x) + n * torch.empty((), dtype=dd).element_size()
+    h = p.get("h", 1)
+    rows = max(1, n // h)
+    if op.startswith("layer_norm") or op.startswith("rms_norm"):
+        bwd = op.endswith("bwd")
+        x = r(rows, h, grad=bwd)
+        w = r(h, grad=bwd)
+        b = r(h, grad=bwd)
+        ln = op.startswith("layer")
+        if not bwd:
+            if ln:
+                return (lambda: F.layer_norm(x, (h,), w, b)), 2 * nbytes(x) + 2 * nbytes(w) + rows * 8
+            return (lambda: F.rms_norm(x, (h,), w)), 2 * nbytes(x) + nbytes(w) + rows * 4
+        out = F.layer_norm(x, (h,), w, b) if ln else F.rms_norm(x, (h,), w)
+        g = torch.randn_like(out)
+        ins = (x, w, b) if ln else (x, w)
+        return (lambda: torch.autograd.grad(out, ins, g, retain_graph=True)), \
+            3 * nbytes(x) + 3 * nbytes(w) + rows * 8
+    if op.startswith("softmax") or op.startswith("log_softmax"):
+        bwd = op.endswith("bwd")
+        x = r(rows, h, grad=bwd)
+        f = F.softmax if op.startswith("softmax") else F.log_softmax
+        if not bwd:
+            return (lambda: f(x, -1)), 2 * nbytes(x)
+        out = f(x, -1)
+        g = torch.randn_like(out)
+        return (lambda: torch.autograd.grad(out, (x,), g, retain_graph=True)), 3 * nbytes(x)
+    if op.startswith("cross_entropy"):
+        bwd = op.endswith("bwd")
+        x = r(rows, h, grad=bwd)
+        t = torch.randint(0, h, (rows,), device=DEV)
+        if not bwd:
+            return (lambda: F.cross_entropy(x, t)), 2 * nbytes(x) + nbytes(t)
+        out = F.cross_entropy(x, t)
+        return (lambda: torch.autograd.grad(out, (x,), retain_graph=True)), 3 * nbytes(x) + nbytes(t)
+    if op.startswith("embedding"):
+        V = p["vocab"]
+        tok = rows
+        idx = torch.randint(0, V, (tok,), device=DEV)
+        if op == "embedding_fwd":
+            w = r(V, h)
+            return (lambda: F.embedding(idx, w)), 2 * tok * h * w.element_size() + nbytes(idx)
+        g = r(tok, h)
+        return (lambda: torch.ops.aten.embedding_dense_backward(g, idx, V, -1, False)), \
+            nbytes(g) + nbytes(idx) + V * h * g.element_size()
+    if op in ("fused_adamw", "foreach_adamw"):
+        T = p["T"]
+        sizes = _param_split(n, T)
+        ps = [torch.randn(s, device=DEV) for s in sizes]
+        gs = [torch.randn(s, device=DEV) for s in sizes]
+        m1 = [torch.zeros(s, device=DEV) for s in sizes]
+        m2 = [torch.zeros(s, device=DEV) for s in sizes]
+        steps = [torch.zeros((), device=DEV) for _ in sizes]
+        io = nbytes(ps) * 7  # read p, g, m, v; write p, m, v
+        if op == "fused_adamw":
+            def fa():
+                torch._fused_adamw_(ps, gs, m1, m2, [], steps, lr=1e-4, beta1=0.9, beta2=0.95,
+                                    weight_decay=0.1, eps=1e-8, amsgrad=False, maximize=False)
+            return fa, io
+        params = [torch.nn.Parameter(x) for x in ps]
+        for q, g in zip(params, gs):
+            q.grad = g
+        opt = torch.optim.AdamW(params, lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1, foreach=True)
+        return opt.step, io
+    raise ValueError(op)
+
+
+def _param_split(P, T):
+    """T tensor sizes summing to ~P, spread like a transformer's (a few large, many small)."""
+    rnd = random.Random(P * 31 + T)
+    w = [math.exp(rnd.uniform(0, 5)) for _ in range(T)]
+    s = sum(w)
+    return [max(16, int(P * x / s)) for x in w]
+
+
+def setup_memcpy(op, p):
+    nb = p["bytes"]
+    n = max(1, nb // 4)
+    if op.startswith("h2d"):
+        src = torch.randn(n).pin_memory() if "pinned" in op else torch.randn(n)
+        dst = torch.empty(n, device=DEV)
+        return (lambda: dst.copy_(src, non_blocking=True)), nb
+    if op.startswith("d2h"):
+        src = torch.randn(n, device=DEV)
+        dst = torch.empty(n).pin_memory() if "pinned" in op else torch.empty(n)
+        return (lambda: dst.copy_(src, non_blocking=True)), nb
+    src = torch.randn(n, device=DEV)
+    dst = torch.empty(n, device=DEV)
+    return (lambda: dst.copy_(src)), nb
+
+
+def setup(case):
+    cls, op, p = case[0], case[1], case[2]
+    if cls == "gemm":
+        return setup_gemm(dict(p, _op=op))
+    if cls == "attention":
+        return setup_attn(dict(p, _op=op))
+    if cls == "mem":
+        return setup_mem(op, p)
+    return setup_memcpy(op, p)
+
+
+# ------------------------------------------------------------------ timing
+
+class Names:
+    def __init__(self):
+        self.names: list[str] = []
+        self.idx: dict[str, int] = {}
+
+    def __call__(self, s: str) -> int:
+        i = self.idx.get(s)
+        if i is None:
+            i = self.idx[s] = len(self.names)
+            self.names.append(s)
+        return i
+
+
+COLD = True
+_FLUSH = []
+
+
+def _flush_buffer():
+    """256 MiB, written before every timed call so it starts with a cold L2 (60 MB on H200)."""
+    if not _FLUSH:
+        _FLUSH.append(torch.empty(256 << 20, dtype=torch.uint8, device=DEV))
+    return _FLUSH[0]
+
+
+def run_chunk(chunk, repeats, names, out):
+    """Profile a list of (case, fn, io, flops) in one profiler session."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+    prepared = []
+    for case in chunk:
+        try:
+            fn, io = setup(case)
+            for _ in range(2):
+                fn()
+            torch.cuda.synchronize()
+            prepared.append((case, fn, io))
+        except Exception as e:  # noqa: BLE001 - an unsupported config: skip it
+            print(f"skip {case[:3]}: {type(e).__name__}: {str(e)[:120]}", file=sys.stderr)
+            torch.cuda.synchronize()
+    if not prepared:
+        return
+    flush = _flush_buffer() if COLD else None
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for i, (case, fn, io) in enumerate(prepared):
+            torch.cuda.synchronize()
+            with record_function(f"case:{i}"):
+                for _ in range(repeats):
+                    if flush is not None:  # evict L2 (outside the "rep" range: not counted)
+                        flush.zero_()
+                    with record_function("rep"):
+                        fn()
+                torch.cuda.synchronize()
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    prof.export_chrome_trace(path)
+    with open(path) as f:
+        tr = json.load(f)
+    os.unlink(path)
+    evs = tr["traceEvents"] if isinstance(tr, dict) else tr
+    cases = []
+    reps = []
+    gpu = []
+    for e in evs:
+        if e.get("ph") != "X":
+            continue
+        cat = e.get("cat", "")
+        nm = e.get("name", "")
+        if cat == "user_annotation" and nm.startswith("case:"):
+            cases.append((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), int(nm[5:])))
+        elif cat == "user_annotation" and nm == "rep":
+            reps.append((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))))
+        elif cat in ("kernel", "gpu_memcpy", "gpu_memset"):
+            gpu.append(e)
+    # kernels belong to the call whose launch lies in a "rep" range: match by correlation
+    launch_ts = {}
+    for e in evs:
+        if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver"):
+            c = (e.get("args") or {}).get("correlation")
+            if c is not None:
+                launch_ts[c] = float(e["ts"])
+    cases.sort()
+    reps.sort()
+    import bisect
+    rep_starts = [r[0] for r in reps]
+    case_starts = [c[0] for c in cases]
+    by_case: dict[int, dict[int, list]] = {}
+    for e in gpu:
+        c = (e.get("args") or {}).get("correlation")
+        ts = launch_ts.get(c, float(e["ts"]))
+        j = bisect.bisect_right(case_starts, ts) - 1
+        if j < 0 or ts > cases[j][1]:
+            continue
+        r = bisect.bisect_right(rep_starts, ts) - 1
+        if r < 0 or ts > reps[r][1]:
+            continue
+        by_case.setdefault(cases[j][2], {}).setdefault(r, []).append(e)
+    for i, (case, fn, io) in enumerate(prepared):
+        calls = [sorted(v, key=lambda e: float(e["ts"])) for _, v in sorted(by_case.get(i, {}).items())]
+        if not calls:
+            continue
+        tot = [sum(float(e.get("dur", 0)) for e in c) * 1000.0 for c in calls]
+        nk = statistics.mode(len(c) for c in calls)
+        same = [c for c in calls if len(c) == nk]
+        ks = []
+        for pos in range(nk):
+            e0 = same[0][pos]
+            a = e0.get("args") or {}
+            dur = statistics.median(float(c[pos].get("dur", 0)) * 1000.0 for c in same)
+            item = [names(e0["name"]), int(round(dur))]
+            if "grid" in a:
+                item += [a.get("grid"), a.get("block")]
+            ks.append(item)
+        rec = {"cls": case[0], "op": case[1], "p": case[2], "bytes": int(io), "t": int(round(statistics.median(tot))),
+               "k": ks, "n": len(calls)}
+        if len(case) > 3:
+            rec["flops"] = case[3]
+        out.append(rec)
+
+
+def _load(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    return json.loads(raw)
+
+
+def _write(doc, path):
+    data = json.dumps(doc, separators=(",", ":"))
+    if path.endswith(".gz"):
+        with gzip.open(path, "wt") as f:
+            f.write(data)
+    else:
+        with open(path, "w") as f:
+            f.write(data)
+    return len(data)
+
+
+def merge(cold_path, warm_path, out):
+    """The cold run's records, each with `tw`: the warm run's time for the same case."""
+    cold, warm = _load(cold_path), _load(warm_path)
+
+    def key(r):
+        return r["cls"], r["op"], json.dumps(r["p"], sort_keys=True)
+    tw = {key(r): r["t"] for r in warm["records"]}
+    n = 0
+    for r in cold["records"]:
+        t = tw.get(key(r))
+        if t is not None:
+            r["tw"] = t
+            n += 1
+    cold["env"]["tw"] = (f"median GPU time of the same call with L2 left warm (--warm-l2 run, "
+                         f"{warm['env'].get('date')}, {warm['env'].get('elapsed_s')}s)")
+    size = _write(cold, out)
+    print(f"merged {n}/{len(cold['records'])} warm times into {out} ({size / 1e6:.1f} MB)")
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--merge", nargs=2, metavar=("COLD", "WARM"), help="merge two runs' JSON and exit")
+    ap.add_argument("--budget-s", type=float, default=330.0)
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", default="", help="comma list of classes: gemm,attention,mem,memcpy")
+    ap.add_argument("--warm-l2", action="store_true",
+                    help="do not evict L2 before each timed call (default: cold, like triton's do_bench)")
+    a = ap.parse_args(argv)
+    if a.merge:
+        return merge(a.merge[0], a.merge[1], a.out)
+    global COLD
+    COLD = not a.warm_l2
+    t_start = time.time()
+    torch.manual_seed(0)
+    groups = [("gemm", gemm_cases(a.quick)), ("attention", attn_cases(a.quick)),
+              ("mem", mem_cases(a.quick)), ("memcpy", memcpy_cases(a.quick))]
+    if a.only:
+        keep = set(a.only.split(","))
+        groups = [g for g in groups if g[0] in keep]
+    # interleave so a budget stop loses a little of every class, not a whole class
+    for _, cs in groups:
+        random.Random(3).shuffle(cs)
+    order = []
+    iters = [iter(cs) for _, cs in groups]
+    while iters:
+        nxt = []
+        for it in iters:
+            for _ in range(4):
+                x = next(it, None)
+                if x is None:
+                    break
+                order.append(x)
+            else:
+                nxt.append(it)
+        iters = nxt
+    names = Names()
+    records: list = []
+    print(f"{len(order)} cases: " + ", ".join(f"{g}={len(cs)}" for g, cs in groups), flush=True)
+    CH = 24
+    done = 0
+    for s in range(0, len(order), CH):
+        if time.time() - t_start > a.budget_s:
+            print(f"budget reached after {done} cases", flush=True)
+            break
+        chunk = order[s:s + CH]
+        try:
+            run_chunk(chunk, a.repeats, names, records)
+        except Exception as e:  # noqa: BLE001 - keep the rest of the sweep
+            print(f"chunk {s // CH} failed: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr, flush=True)
+            torch.cuda.synchronize()
+        done += len(chunk)
+        torch.cuda.empty_cache()
+        if (s // CH) % 10 == 0:
+            print(f"{done}/{len(order)} cases, {len(records)} records, {time.time() - t_start:.0f}s", flush=True)
+    props = torch.cuda.get_device_properties(0)
+    doc = {
+        "schema": SCHEMA,
+        "env": {"torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
+                "gpu": torch.cuda.get_device_name(0), "sms": props.multi_processor_count,
+                "capability": list(torch.cuda.get_device_capability(0)),
+                "repeats": a.repeats, "l2": "warm" if a.warm_l2 else "cold",
+                "elapsed_s": round(time.time() - t_start, 1),
+                "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+        "names": names.names,
+        "records": records,
+    }
+    size = _write(doc, a.out)
+    print(f"wrote {len(records)} records ({size / 1e6:.1f} MB) in {time.time() - t_start:.0f}s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
