@@ -53,6 +53,9 @@ def main() -> None:
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     torch.cuda.set_device(local_rank)
     world = int(os.environ.get("WORLD_SIZE", 1))
+    if args.heads % world:
+        raise SystemExit(f"tensor parallel over {world} GPUs needs a head count divisible by {world} "
+                         f"(got --heads {args.heads}); e.g. --heads 16 --dim 1024")
     mesh = init_device_mesh("cuda", (world,))
     rank = dist.get_rank()
     torch.manual_seed(0)
