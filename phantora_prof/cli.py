@@ -67,13 +67,20 @@ def _console(stderr: bool = True):
 @click.option("--summary-json", type=click.Path(path_type=Path), help="Also write the end-of-run summary as JSON.")
 @click.option("--op-cost", "op_costs", multiple=True, metavar="NAME=TIME",
               help="GPU time of an op the cost model does not know, e.g. mylib::rope=35us (repeatable).")
+@click.option("--kernel-times", type=click.Choice(["model", "measure"], case_sensitive=False), default="model",
+              show_default=True,
+              help="model: built-in H200 data and models (CPU-only). measure: time every new op on this "
+                   "machine's GPU and keep it in the kernel database (needs one GPU of the simulated kind).")
+@click.option("--kernel-db", type=click.Path(dir_okay=False, path_type=Path),
+              help="A kernel database (`phantora-prof db build`) whose measured times come first; with "
+                   "--kernel-times measure, where to keep them (default ~/.cache/phantora-prof/kernels-GPU.json.gz).")
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
 @click.version_option(package_name="phantora-prof")
 @click.pass_context
 def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, nnodes: int, collective_timeout: float,
         no_trace: bool, trace_format: str, report_dir: Path | None, summary_json: Path | None,
-        op_costs: tuple[str, ...], log_level: str) -> None:
+        op_costs: tuple[str, ...], kernel_times: str, kernel_db: Path | None, log_level: str) -> None:
     """Run an unmodified PyTorch training script on a simulated GPU and write
     torch.profiler-format traces of the simulated run.
 
@@ -85,7 +92,8 @@ def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, nnodes
     ctx.obj = {"gpu": gpu, "out_dir": out_dir, "nproc_per_node": nproc_per_node, "nnodes": nnodes,
                "collective_timeout": collective_timeout, "trace": not no_trace,
                "log_level": log_level, "op_costs": op_costs,
-               "summary_json": summary_json, "trace_format": trace_format.lower(), "report_dir": report_dir}
+               "summary_json": summary_json, "trace_format": trace_format.lower(), "report_dir": report_dir,
+               "kernel_times": kernel_times.lower(), "kernel_db": kernel_db}
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
         ctx.exit(2)
@@ -95,6 +103,11 @@ def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, nnodes
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @click.pass_obj
 def _run_command(obj: dict, command: tuple[str, ...]) -> None:
+    sys.exit(execute(obj, command).exit_code)
+
+
+def execute(obj: dict, command: tuple[str, ...], **overrides):
+    """Run the user's command under the simulator with the group's options (and overrides)."""
     from phantora_prof.launcher import RunOptions, parse_op_cost, run
     from phantora_prof.summary import print_summary, write_summary_json
 
@@ -108,7 +121,11 @@ def _run_command(obj: dict, command: tuple[str, ...]) -> None:
                       nproc_per_node=nproc, nnodes=nnodes,
                       collective_timeout_s=obj["collective_timeout"], trace=obj["trace"], log_level=obj["log_level"],
                       op_costs=dict(parse_op_cost(spec) for spec in obj["op_costs"]),
-                      trace_format=obj["trace_format"], report_dir=obj["report_dir"])
+                      trace_format=obj["trace_format"], report_dir=obj["report_dir"],
+                      kernel_times=obj["kernel_times"], kernel_db=obj["kernel_db"])
+    for k, v in overrides.items():
+        setattr(opts, k, v)
+    opts.__post_init__()
     console = _console(stderr=True)
     if console.is_terminal:
         # Progress on long runs: simulated time reached so far, on a status line that goes away.
@@ -135,7 +152,7 @@ def _run_command(obj: dict, command: tuple[str, ...]) -> None:
         click.echo(f"phantora-prof: error: {result.error}", err=True)
     if obj["summary_json"]:
         write_summary_json(result, opts, obj["summary_json"])
-    sys.exit(result.exit_code)
+    return result
 
 
 @cli.command("validate")
@@ -164,11 +181,13 @@ def validate_cmd(traces: tuple[str, ...], reference: str | None) -> None:
 def _register_subcommands() -> None:
     from phantora_prof.collective_cli import collective_cmd
     from phantora_prof.diff_cli import diff_cmd
+    from phantora_prof.db_cli import db_group
     from phantora_prof.merge_cli import merge_cmd
 
     cli.add_command(diff_cmd)
     cli.add_command(merge_cmd)
     cli.add_command(collective_cmd)
+    cli.add_command(db_group)
 
 
 _register_subcommands()

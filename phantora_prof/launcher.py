@@ -45,6 +45,8 @@ class RunOptions:
     op_costs: dict[str, int] = field(default_factory=dict)  # op name -> ns
     trace_format: str = "both"  # kineto | perfetto | both
     report_dir: Path | None = None
+    kernel_times: str = "model"  # model | measure (time new ops on this machine's GPU)
+    kernel_db: Path | None = None  # database to read; with measure, also filled (default: the user cache)
 
     def __post_init__(self) -> None:
         from phantora_prof.outputs import TRACE_FORMATS
@@ -60,6 +62,22 @@ class RunOptions:
         if self.collective_timeout_s <= 0:
             raise ConfigError("--collective-timeout must be positive")
         get_gpu(self.gpu)  # validates the name
+        if self.kernel_times not in ("model", "measure"):
+            raise ConfigError(f"--kernel-times must be 'model' or 'measure', not {self.kernel_times!r}")
+        if self.kernel_times == "measure" and self.kernel_db is None:
+            self.kernel_db = default_kernel_db(self.gpu)
+        if self.kernel_db is not None:
+            self.kernel_db = Path(self.kernel_db).expanduser().resolve()
+        if self.kernel_times == "model" and self.kernel_db is not None:
+            from phantora_prof.cost.kernel_db import KernelDB
+
+            KernelDB.load(self.kernel_db)  # a clear error now rather than one per rank
+
+
+def default_kernel_db(gpu: str) -> Path:
+    """Where --kernel-times measure keeps what it measured, per simulated GPU model."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "phantora-prof"
+    return base / f"kernels-{gpu}.json.gz"
 
 
 @dataclass
@@ -73,7 +91,7 @@ class RankSummary:
     memcpys: int
     memsets: int
     trace_path: Path | None
-    kernel_sources: dict[str, int] = field(default_factory=dict)
+    kernel_sources: dict[str, int] = field(default_factory=dict)  # GPU ns by where kernel times came from
     placeholders: int = 0  # data-dependent reads (.item() etc.) answered with placeholders
     peak_allocated: int = 0  # simulated GPU memory, bytes (torch.cuda.max_memory_allocated)
     peak_reserved: int = 0
@@ -218,6 +236,10 @@ def _stop(procs: list[subprocess.Popen], grace_s: float = 3.0) -> None:
 def run(opts: RunOptions, on_progress=None) -> RunResult:
     argv = python_argv(opts.command)
     gpu = get_gpu(opts.gpu)
+    if opts.kernel_times == "measure":
+        from phantora_prof.measure.source import check_can_measure
+
+        check_can_measure(opts.kernel_db, gpu.key)  # a clear error before any rank starts
     world = opts.nproc_per_node * opts.nnodes
     per_node = opts.nproc_per_node
     epoch_ns = time.time_ns()
@@ -248,7 +270,8 @@ def run(opts: RunOptions, on_progress=None) -> RunResult:
         for rank in range(world):
             local = rank % per_node
             cfg = RankConfig(rank=rank, world_size=world, local_rank=local, device_count=per_node,
-                             gpu=gpu.key, op_costs=opts.op_costs)
+                             gpu=gpu.key, op_costs=opts.op_costs, kernel_times=opts.kernel_times,
+                             kernel_db=str(opts.kernel_db) if opts.kernel_db else None)
             env = dict(base_env)
             env.update({
                 "PHANTORA_COORDINATOR": coord.address,

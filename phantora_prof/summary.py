@@ -9,6 +9,18 @@ from typing import Any
 from rich.table import Table
 
 
+# where kernel times come from (cost/__init__.py), most specific first
+SOURCE_ORDER = ("measured", "table", "interpolated", "bandwidth", "roofline", "user")
+SOURCE_LABELS = {
+    "measured": "measured (your kernel database)",
+    "table": "measured (built-in H200 table)",
+    "interpolated": "interpolated (H200 sweep)",
+    "bandwidth": "copy model",
+    "roofline": "roofline model",
+    "user": "--op-cost",
+}
+
+
 def print_summary(result: Any, opts: Any, console: Any) -> None:
     table = Table(title=f"phantora-prof: simulated {opts.gpu.upper()} run", title_justify="left")
     for col in ("rank", "exit", "sim. time", "GPU busy", "ops", "kernels", "peak mem", "reserved"):
@@ -24,8 +36,10 @@ def print_summary(result: Any, opts: Any, console: Any) -> None:
             sources[k] = sources.get(k, 0) + v
     if sources:
         total = sum(sources.values())
-        parts = ", ".join(f"{k} {100.0 * v / total:.0f}%" for k, v in sorted(sources.items()))
-        console.print(f"kernel times from: {parts}")
+        order = {k: i for i, k in enumerate(SOURCE_ORDER)}
+        parts = ", ".join(f"{SOURCE_LABELS.get(k, k)} {100.0 * v / total:.1f}%"
+                          for k, v in sorted(sources.items(), key=lambda kv: (order.get(kv[0], 99), kv[0])) if v)
+        console.print(f"GPU time by source of its kernel times: {parts}")
     placeholders = sum(r.placeholders for r in result.ranks)
     if placeholders:
         console.print(f"{placeholders:,} read(s) of GPU values (.item(), .tolist(), bool()) returned placeholders "

@@ -10,6 +10,11 @@ without GPU work (views, allocation, metadata, host-only ops, collectives, which
 network simulator times) give [].
 
 Where the time comes from, in order:
+0. A kernel database of the user's own (source "measured"; set_kernel_source, filled by
+   `phantora-prof db build` / `--kernel-times measure`, read with `--kernel-db`): the
+   kernels the exact same call launched on a real GPU. On another GPU of the same
+   architecture the durations are scaled as the table's are; on another architecture it
+   is not used.
 1. Host<->device copies (op.kind == MEMCPY or a copy whose ends are on different devices):
    latency + bytes / bandwidth, by direction and pinnedness (GpuSpec calibrated on the
    H200 `streams` reference). Named "Memcpy HtoD (Pinned -> Device)", ... exactly as the
@@ -62,6 +67,8 @@ __all__ = ["Kernel", "GpuSpec", "GPUS", "DEFAULT_GPU", "get_gpu", "estimate", "o
 
 _CACHE: dict = {}
 _CACHE_MAX = 1 << 16
+_SOURCE = None  # a kernel database source (measure/source.py), consulted before everything else
+_SOURCE_WARNED: set = set()
 _NAMES: dict[str, bool] = {}  # op name -> never launches GPU work
 _NO_GPU_NAMESPACES = frozenset(("c10d", "_c10d_functional", "c10d_functional", "_c10d_functional_autograd",
                                 "prim", "profiler", "_dtensor", "record_param_comms"))
@@ -69,6 +76,17 @@ _NO_GPU_NAMESPACES = frozenset(("c10d", "_c10d_functional", "c10d_functional", "
 
 def clear_cache() -> None:
     _CACHE.clear()
+
+
+def set_kernel_source(source) -> None:
+    """Use `source.kernels(op)` (measured kernels or None) before every model; None turns it off."""
+    global _SOURCE
+    _SOURCE = source
+    _CACHE.clear()
+
+
+def kernel_source():
+    return _SOURCE
 
 
 def _split_name(name: str) -> tuple[str, str]:
@@ -200,6 +218,10 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
         cost, specs = handler(op, base, gpu, allow_tf32, tbl)
     else:
         cost, specs = handler(op, base, gpu, allow_tf32)
+    if _SOURCE is not None and use_table:
+        res = _from_source(op, gpu, cost)
+        if res is not None:
+            return res
     if use_table and tbl is not None:
         res = _from_table(op, base, gpu, allow_tf32, tbl, cost)
         if res is not None:
@@ -307,6 +329,35 @@ def _from_table(op, base, gpu, allow_tf32, tbl, cost) -> list[Kernel] | None:
         fl = cost.flops * s.dur_ns / tot if s.kind == _K.KIND_KERNEL else 0.0
         out.append(Kernel(s.kind, s.name, max(KERNEL_FLOOR_NS, int(round(dur))), s.grid, s.block, s.regs, s.smem,
                           s.nbytes, s.api, fl, "table"))
+    return out
+
+
+def _from_source(op, gpu, cost) -> list[Kernel] | None:
+    """Kernels from the user's kernel database, scaled to `gpu` when it was measured on another."""
+    measured = _SOURCE.kernels(op)
+    if measured is None:
+        return None
+    db_gpu = getattr(getattr(_SOURCE, "db", None), "gpu", None)
+    scale = 1.0
+    if db_gpu is not None and db_gpu != gpu.key:
+        ref = GPUS.get(db_gpu)
+        if ref is None or ref.arch != gpu.arch:
+            if (db_gpu, gpu.key) not in _SOURCE_WARNED:
+                _SOURCE_WARNED.add((db_gpu, gpu.key))
+                import logging
+
+                logging.getLogger(__name__).warning(
+                    "the kernel database was measured on %s, another architecture than the simulated %s: "
+                    "it is not used (kernel times come from the models)", db_gpu, gpu.key)
+            return None
+        scale = _R.op_time_ns(cost, gpu) / max(_R.op_time_ns(cost, ref), 1.0)
+    tot = sum(k.duration_ns for k in measured if k.kind == _K.KIND_KERNEL) or 1
+    out = []
+    for k in measured:
+        fl = cost.flops * k.duration_ns / tot if k.kind == _K.KIND_KERNEL else 0.0
+        dur = k.duration_ns if k.kind == _K.KIND_MEMSET else k.duration_ns * scale
+        out.append(Kernel(k.kind, k.name, max(KERNEL_FLOOR_NS, int(round(dur))), tuple(k.grid), tuple(k.block),
+                          k.registers_per_thread, k.shared_memory, k.bytes, k.launch_api, fl, "measured"))
     return out
 
 

@@ -50,7 +50,7 @@ class RankStats:
     gpu_ns: int = 0
     host_end_ns: int = 0
     flops: float = 0.0
-    estimated_ops: dict[str, int] = field(default_factory=dict)
+    estimated_ops: dict[str, int] = field(default_factory=dict)  # GPU ns by kernel-time source
 
 
 @dataclass
@@ -182,7 +182,7 @@ class RankTimeline:
             self.stats.gpu_ns += act.end_ns - act.start_ns
             self.stats.flops += getattr(k, "flops", 0.0) or 0.0
             source = getattr(k, "source", "roofline")
-            self.stats.estimated_ops[source] = self.stats.estimated_ops.get(source, 0) + 1
+            self.stats.estimated_ops[source] = self.stats.estimated_ops.get(source, 0) + act.end_ns - act.start_ns
             t += dur
 
     def _gpu_span(self, k: Any, op: OpCall, corr: int, start: int, dur: int) -> None:

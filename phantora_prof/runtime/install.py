@@ -38,13 +38,33 @@ class InstalledRuntime:
                    "peak_allocated": max(m.peak_allocated for m in models),
                    "peak_reserved": max(m.peak_reserved for m in models),
                    "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+        src = cost.kernel_source()
+        if src is not None:
+            try:
+                src.close()  # a measuring source merges what it measured into the database file
+            except Exception:  # noqa: BLE001 - the run's own outcome comes first
+                log.exception("saving the kernel database failed")
         st.channel.close(Goodbye(st.config.rank, st.clock.now_ns, exit_code, summary))
+
+
+def _install_kernel_source(config: RankConfig) -> None:
+    """--kernel-db / --kernel-times measure: a kernel database consulted before the models."""
+    from pathlib import Path
+
+    from phantora_prof.cost.kernel_db import KernelDB
+    from phantora_prof.measure.source import DatabaseSource, MeasuringSource
+
+    if config.kernel_times == "measure":
+        cost.set_kernel_source(MeasuringSource(Path(config.kernel_db)))
+    elif config.kernel_db:
+        cost.set_kernel_source(DatabaseSource(KernelDB.load(config.kernel_db), Path(config.kernel_db)))
 
 
 def install(config: RankConfig) -> InstalledRuntime:
     clock = _clock.VirtualClock(epoch_ns=int(os.environ.get("PHANTORA_EPOCH_NS", "0")) or None)
     channel = connect_from_env()
     gpu = cost.get_gpu(config.gpu)
+    _install_kernel_source(config)
     st = RuntimeState(config=config, clock=clock, channel=channel, gpu=gpu)
     st.current_device = config.local_rank % config.device_count
     _state.set_state(st)

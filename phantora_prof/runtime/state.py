@@ -24,7 +24,8 @@ class RankConfig:
     local_rank: int = 0
     device_count: int = 1
     gpu: str = "h200"
-    kernel_times: str = "roofline"
+    kernel_times: str = "model"  # model: built-in data and models; measure: time new ops on this machine's GPU
+    kernel_db: str | None = None  # a kernel database to read (and, when measuring, to fill)
     placeholder_float: float = 0.0
     placeholder_int: int = 1
     placeholder_bool: bool = True
@@ -35,6 +36,8 @@ class RankConfig:
             raise ConfigError(f"rank {self.rank} is outside world size {self.world_size}")
         if self.device_count < 1:
             raise ConfigError("device_count must be at least 1")
+        if self.kernel_times not in ("model", "measure"):
+            raise ConfigError(f"kernel_times must be 'model' or 'measure', not {self.kernel_times!r}")
 
     @classmethod
     def from_env(cls) -> "RankConfig":
