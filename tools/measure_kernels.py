@@ -30,6 +30,20 @@ model fits the geometric mean of the cold- and warm-L2 times, see cost/measured.
 
 (--only gemm,attention,mem,memcpy limits the sweep, --quick shrinks it, --budget-s stops
 early; an output path ending in .gz is written gzipped.)
+
+Wider shapes (batch*heads 384-3072, GEMM dimensions past 16384: vocabularies, 70B MLPs;
+about 2 x 60 s). Measured on 2026-11-29 (tools/data/h200_wide_sweep.json) and NOT in the
+shipped file: timed in isolation these shapes ran above what the same shapes take inside
+the reference training steps (gpt_b32 with the exact-shape table off: cuDNN attention at
+batch*heads 384 +14% instead of -9% when extrapolated from the base sweep, GEMMs +8%
+instead of +5%), so adding them made the in-training predictions worse. The base sweep
+extrapolated to them with median errors of 7-13% (GEMMs biased -10%). To add them anyway:
+
+    python tools/measure_kernels.py --only attention_wide,gemm_wide --out wc.json
+    python tools/measure_kernels.py --only attention_wide,gemm_wide --warm-l2 --out ww.json
+    python tools/measure_kernels.py --merge wc.json ww.json --out wide.json
+    python tools/measure_kernels.py --append phantora_prof/cost/data/h200_measured.json wide.json \
+        --out phantora_prof/cost/data/h200_measured.json
 """
 from __future__ import annotations
 
@@ -181,6 +195,52 @@ def attn_cases(quick: bool):
                                 f *= (s + 1) / (2.0 * s)
                             cases.append(("attention", "sdpa_bwd" if bwd else "sdpa_fwd",
                                           dict(backend=be, d=d, causal=causal, s=s, b=b, h=h, dtype="bf16"), f))
+    return cases
+
+
+def attn_wide_cases(quick: bool):
+    """Batch*heads 384-3072 (larger batches and models than attn_cases), within 2^40 b*h*s^2*d."""
+    cases = []
+    for be in ATTN_BACKENDS:
+        for d in (64, 128):
+            for causal in (False, True):
+                for s in ([512, 1024, 2048, 4096, 8192] if not quick else [1024]):
+                    for bh in ((384, 768, 1536, 3072) if not quick else (384,)):
+                        if bh * s * s * d > 2 ** 40:
+                            continue
+                        h = next(x for x in (64, 48, 32, 24, 16, 12, 8) if bh % x == 0)
+                        b = bh // h
+                        for bwd in (False, True):
+                            f = 4.0 * b * h * s * s * d * (2.5 if bwd else 1.0)
+                            if causal:
+                                f *= (s + 1) / (2.0 * s)
+                            cases.append(("attention", "sdpa_bwd" if bwd else "sdpa_fwd",
+                                          dict(backend=be, d=d, causal=causal, s=s, b=b, h=h, dtype="bf16"), f))
+    return cases
+
+
+def gemm_wide_cases(quick: bool):
+    """Dimensions past 16384 (vocabularies, Llama 70B MLPs) in the three training layouts."""
+    cases = []
+
+    def add(op, layout, m, n, k):
+        cases.append(("gemm", op, dict(dtype="bf16", tf32=False, layout=layout, m=m, n=n, k=k, b=1),
+                      2.0 * m * n * k))
+    shapes = []
+    for n in ((32000, 50304, 65536, 128256) if not quick else (50304,)):
+        for tok in ((2048, 8192, 32768) if not quick else (2048,)):
+            for d in ((768, 2048, 4096, 8192) if not quick else (768,)):
+                shapes.append((tok, n, d))
+    for tok in ((4096, 16384) if not quick else ()):
+        for d in (4096, 8192):
+            for n in (14336, 28672):
+                shapes.append((tok, n, d))
+    for tok, n, d in shapes:
+        if tok * n * d > 2 ** 42:
+            continue
+        add("addmm", "NT", tok, n, d)  # linear fwd
+        add("mm", "NN", tok, d, n)  # grad input
+        add("mm", "TN", n, d, tok)  # grad weight
     return cases
 
 
@@ -577,10 +637,38 @@ def merge(cold_path, warm_path, out):
     return 0
 
 
+def append(base_path, extra_path, out):
+    """BASE's records plus EXTRA's (kernel names re-interned), EXTRA's run noted in env."""
+    base, extra = _load(base_path), _load(extra_path)
+    names = Names()
+    for n in base["names"]:
+        names(n)
+
+    def known(r):
+        return r["cls"], r["op"], json.dumps(r["p"], sort_keys=True)
+    have = {known(r) for r in base["records"]}
+    added = 0
+    for r in extra["records"]:
+        if known(r) in have:
+            continue
+        for k in r.get("k", []):
+            k[0] = names(extra["names"][k[0]])
+        base["records"].append(r)
+        added += 1
+    base["names"] = names.names
+    base["env"].setdefault("extra_runs", []).append({k: extra["env"].get(k) for k in ("date", "elapsed_s", "torch",
+                                                                                   "cuda", "gpu")})
+    size = _write(base, out)
+    print(f"appended {added} records to {base_path} -> {out} ({size / 1e6:.1f} MB)")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--merge", nargs=2, metavar=("COLD", "WARM"), help="merge two runs' JSON and exit")
+    ap.add_argument("--append", nargs=2, metavar=("BASE", "EXTRA"),
+                    help="add EXTRA's records (a merged cold+warm run) to BASE's and write --out")
     ap.add_argument("--budget-s", type=float, default=330.0)
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--quick", action="store_true")
@@ -588,6 +676,8 @@ def main(argv=None) -> int:
     ap.add_argument("--warm-l2", action="store_true",
                     help="do not evict L2 before each timed call (default: cold, like triton's do_bench)")
     a = ap.parse_args(argv)
+    if a.append:
+        return append(a.append[0], a.append[1], a.out)
     if a.merge:
         return merge(a.merge[0], a.merge[1], a.out)
     global COLD
@@ -595,10 +685,13 @@ def main(argv=None) -> int:
     t_start = time.time()
     torch.manual_seed(0)
     groups = [("gemm", gemm_cases(a.quick)), ("attention", attn_cases(a.quick)),
-              ("mem", mem_cases(a.quick)), ("memcpy", memcpy_cases(a.quick))]
+              ("mem", mem_cases(a.quick)), ("memcpy", memcpy_cases(a.quick)),
+              ("attention_wide", attn_wide_cases(a.quick)), ("gemm_wide", gemm_wide_cases(a.quick))]
     if a.only:
         keep = set(a.only.split(","))
         groups = [g for g in groups if g[0] in keep]
+    else:  # the wide groups extend a base sweep: ask for them with --only
+        groups = [g for g in groups if not g[0].endswith("_wide")]
     # interleave so a budget stop loses a little of every class, not a whole class
     for _, cs in groups:
         random.Random(3).shuffle(cs)
