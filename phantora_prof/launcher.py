@@ -84,8 +84,8 @@ def default_kernel_db(gpu: str) -> Path:
 class RankSummary:
     rank: int
     exit_code: int | None
-    sim_time_ns: int
-    gpu_busy_ns: int
+    sim_time_ns: int  # until both the host and the GPUs are done
+    gpu_busy_ns: int  # union of GPU work over streams and devices (<= sim_time_ns)
     ops: int
     kernels: int
     memcpys: int
@@ -337,7 +337,7 @@ def run(opts: RunOptions, on_progress=None) -> RunResult:
             continue
         tl = res.timeline
         path = paths.get(rank)
-        end = tl.stats.host_end_ns
+        end = tl.end_ns()  # host and GPUs done: work still queued at exit counts (RankTimeline.end_ns)
         goodbye = res.goodbye.summary if res.goodbye else {}
         summaries.append(RankSummary(
             rank, codes[rank], max(0, end - ORIGIN_NS), tl.gpu_busy_ns(), tl.stats.ops, tl.stats.kernels,

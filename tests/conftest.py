@@ -1,6 +1,8 @@
 """Shared fixtures: running the CLI in a subprocess, finding the reference traces."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import subprocess
 import sys
@@ -50,3 +52,15 @@ def reference_trace(name: str) -> Path:
     if not path.exists():
         pytest.skip(f"reference trace {path} not available (../shared is laid beside the repo)")
     return path
+
+
+@contextlib.contextmanager
+def big_run_lock():
+    """One many-rank simulation at a time on this machine (2 cores): tests and manual runs
+    (`flock /tmp/phantora-bigrun.lock ...`) take the same lock."""
+    with open("/tmp/phantora-bigrun.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

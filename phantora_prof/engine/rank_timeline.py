@@ -380,6 +380,18 @@ class RankTimeline:
         out.sort(key=lambda t: (t[2], -(t[3] - t[2])))
         return out
 
+    def end_ns(self) -> int:
+        """When the rank's run is over: its host's last event or its GPUs' last work,
+        whichever is later.
+
+        A script may exit with GPU work still queued (no final synchronize, e.g. a trainer that
+        reads no value after its last step, or collectives still running on a side stream); the
+        real GPU keeps running it after the host is done, so the run lasts until the GPUs are
+        idle. Measuring the run by the host alone made it too short (and "GPU busy" > 100%)."""
+        gpu_end = max((w.end_ns for w in self.work), default=0)
+        gpu_end = max([gpu_end] + [g.device_done_ns() for g in self.gpus.values()])
+        return max(self.stats.host_end_ns, gpu_end)
+
     def gpu_busy_ns(self) -> int:
         """Union of GPU activity intervals over all devices and streams."""
         intervals = sorted((w.start_ns, w.end_ns) for w in self.work)

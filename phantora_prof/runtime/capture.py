@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from phantora_prof import cost, hostcost
 from phantora_prof.errors import UnsupportedOpError
 from phantora_prof.protocol import CPU_DEVICE, AutogradSpan, OpCall, OpKind, SyncKind, TensorArg
-from phantora_prof.runtime import annotations, memory, pinned
+from phantora_prof.runtime import annotations, memory, pinned, values
 from phantora_prof.runtime import state as _state
 from phantora_prof.runtime.distributed.pending import PENDING as _DIST_PENDING
 from phantora_prof.runtime.distributed.pending import consume as _dist_consume
@@ -50,6 +50,7 @@ _VIEW_OPS = {
 _MEMSET_OPS = {"aten::zero_", "aten::zeros", "aten::zeros_like", "aten::new_zeros"}
 
 _PRIM_DEVICE = torch.ops.prim.device.default
+_FAKE_KEY = torch._C._TorchDispatchModeKey.FAKE
 
 # Ops taken on the fast path (see CaptureMode._fast_fake): frequent in training steps, with
 # meta kernels that produce exactly what FakeTensorMode would. In-place ops return their
@@ -95,6 +96,8 @@ def _is_cuda_device(d: Any) -> bool:
 class CaptureMode(TorchDispatchMode):
     """Records and fakes CUDA ops; see the module docstring."""
 
+    supports_higher_order_operators = True  # flex_attention etc. come here (runtime/hops.py)
+
     def __init__(self) -> None:
         super().__init__()
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
@@ -136,6 +139,13 @@ class CaptureMode(TorchDispatchMode):
                          not issubclass(t, torch.nn.Parameter) for t in types):
             # Other tensor subclasses (e.g. DTensor) dispatch themselves.
             return NotImplemented
+        if isinstance(func, torch._ops.HigherOrderOperator):
+            return self._hop(func, args, kwargs)
+        if torch._C._get_dispatch_mode(_FAKE_KEY) is not None:
+            # A framework's own FakeTensorMode is active (DTensor's sharding propagation builds
+            # global-shape fake tensors; tracing): shape computation, no GPU work. FakeTensorMode
+            # is an infra mode, dispatched after user modes like this one, so its ops pass here.
+            return func(*args, **kwargs)
         if func.namespace == "prim":
             # prim::device / prim::layout queries: metadata, no dispatcher op in a real profile
             if func is _PRIM_DEVICE:
@@ -151,6 +161,13 @@ class CaptureMode(TorchDispatchMode):
         name = func._schema.name
         if func is aten._local_scalar_dense.default:
             return self._scalar_read(args[0])
+        if _composite_implicit(func):
+            # e.g. is_nonzero (bool(t)) -> item(): decompose under this mode, as FakeTensorMode
+            # would under itself, so data-dependent reads reach _scalar_read
+            with self:
+                r = func.decompose(*args, **kwargs)
+            if r is not NotImplemented:
+                return r
         if func.namespace == "_c10d_functional":  # DTensor / tensor-parallel collectives
             from phantora_prof.runtime.distributed.backend import functional
 
@@ -176,6 +193,7 @@ class CaptureMode(TorchDispatchMode):
                 raise RuntimeError(mixed) from None
             raise self._unsupported(name, args, kwargs, exc) from None
         out = self._realize_cpu_outputs(out, real_self)
+        out = values.propagate(func, args, kwargs, out)
 
         self._track_memory(out, name, args, kwargs)
         tid = st.tid()
@@ -212,6 +230,41 @@ class CaptureMode(TorchDispatchMode):
         st.channel.send(op)
         if kind == OpKind.MEMCPY and self._copy_blocks_host(func, args, kwargs, targs, touts):
             host_sync(SyncKind.STREAM, stream, device, ext)
+        return out
+
+    def _hop(self, func, args: tuple, kwargs: dict):
+        """A higher-order operator (runtime/hops.py): shapes from its FakeTensorMode rule, one
+        recorded op with the kernel it launches on a GPU."""
+        from torch.utils import _pytree as pytree
+
+        from phantora_prof.runtime import hops
+
+        if not hops.supported(func):
+            raise hops.unsupported_error(func)
+        fake = self.fake_mode
+        fargs, fkwargs = pytree.tree_map_only(
+            torch.Tensor, lambda t: t if isinstance(t, FakeTensor) else fake.from_tensor(t), (args, kwargs))
+        with fake:  # a plain FakeTensorMode: HOP rules are looked up by exact mode type
+            out = func(*fargs, **fkwargs)
+        st = self.st
+        name = func.name()
+        self._track_memory(out, name, args, kwargs)
+        tid = st.tid()
+        self._track_autograd(tid)
+        start = st.clock.now_ns
+        device = self._device_of(hops.tensor_args(args), {}, out)
+        stream = st.stream_of(device)
+        ext = st.next_external_id()
+        op = OpCall(st.config.rank, ext, name, hops.to_arg_list(args, _to_arg), {}, _outputs(out), tid, start,
+                    start, stream, device, OpKind.COMPUTE, seq_nr=_forward_sequence_nr(tid, hops.tensor_args(args)))
+        op.kernels = hops.kernels(name, args, self.gpu, _matmul_tf32())
+        op.launch_ns = start + hostcost.dispatch_ns(name, True, self._autograd_open is not None)
+        op.end_ns = op.launch_ns + sum(hostcost.api_ns(k.launch_api) for k in op.kernels)
+        st.clock.advance_to(op.end_ns)
+        st.ops_captured += 1
+        if _DIST_PENDING:
+            _dist_consume(hops.tensor_args(args), stream, device)
+        st.channel.send(op)
         return out
 
     def _fast_fake(self, func, args: tuple, kwargs: dict):
@@ -384,6 +437,9 @@ class CaptureMode(TorchDispatchMode):
             _dist_consume((t,), stream, device)
         st.channel.send(op)
         host_sync(SyncKind.STREAM, stream, device, ext)
+        real = values.scalar(t)
+        if real is not None:
+            return real
         st.placeholders_used += 1
         if t.dtype == torch.bool:
             return st.config.placeholder_bool
@@ -477,6 +533,18 @@ def _to_arg(a: Any):
     if isinstance(a, (torch.device, torch.layout, torch.memory_format)):
         return str(a)
     return str(a)
+
+
+_CIA: dict = {}
+
+
+def _composite_implicit(func) -> bool:
+    """Whether `func` has a CompositeImplicitAutograd kernel (decomposes into other ops)."""
+    r = _CIA.get(func)
+    if r is None:
+        r = _CIA[func] = torch._C._dispatch_has_kernel_for_dispatch_key(
+            func.name(), torch._C.DispatchKey.CompositeImplicitAutograd)
+    return r
 
 
 def _mixed_devices(exc: Exception) -> str | None:

@@ -49,6 +49,7 @@ class VirtualClock:
 
 _installed: VirtualClock | None = None
 _real = {}
+_datetime_classes: tuple[type, type] = (_dt.datetime, _dt.datetime)  # (real, simulated)
 
 
 def install(clock: VirtualClock) -> None:
@@ -99,6 +100,8 @@ def install(clock: VirtualClock) -> None:
     class datetime(real_datetime):  # noqa: N801 - must keep the stdlib name
         """datetime whose now()/utcnow()/today() read simulated time."""
 
+        __slots__ = ()  # keep datetime's C struct size
+
         @classmethod
         def now(cls, tz=None):
             return cls.fromtimestamp(_installed.wall_ns() / 1e9, tz)
@@ -115,6 +118,42 @@ def install(clock: VirtualClock) -> None:
     datetime.__qualname__ = "datetime"
     datetime.__module__ = "datetime"
     _dt.datetime = datetime
+    _real_datetime_for_extensions(real_datetime, datetime)
+
+
+def _real_datetime_for_extensions(real_datetime: type, patched: type) -> None:
+    """C extensions imported from now on see the real `datetime.datetime`.
+
+    Cython extensions (pandas' tslibs, pulled in by `datasets`) read `datetime.datetime`
+    from the module when they load and use it as the base of their own C types
+    (pandas.Timestamp); a Python subclass there makes them crash (SIGSEGV in the garbage
+    collector). So while an extension module initializes, `datetime.datetime` is the real
+    class again, and Python code keeps the simulated one. Approximate: such extensions'
+    own clocks (e.g. `pandas.Timestamp.now()`) read real time.
+    """
+    from importlib import machinery
+
+    global _datetime_classes
+    _datetime_classes = (real_datetime, patched)
+    loader = machinery.ExtensionFileLoader
+    if getattr(loader, "_phantora_patched", False):
+        return
+
+    def wrap(method):
+        def call(self, *args, **kwargs):
+            real, sim = _datetime_classes
+            if _dt.datetime is not sim:
+                return method(self, *args, **kwargs)
+            _dt.datetime = real
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                _dt.datetime = sim
+        return call
+
+    loader.create_module = wrap(loader.create_module)  # single-phase init runs here
+    loader.exec_module = wrap(loader.exec_module)  # multi-phase init runs here
+    loader._phantora_patched = True
 
 
 def real_time(name: str):

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from phantora_prof.protocol import SyncKind
-from phantora_prof.runtime import memory, streams
+from phantora_prof.runtime import cuda_rng, memory, streams
 from phantora_prof.runtime import state as _state
 from phantora_prof.runtime.streams import SimEvent, SimStream, host_sync
 
@@ -91,7 +91,8 @@ def install() -> None:
                 except Exception:  # noqa: BLE001 - a CUDA build without the fake guard
                     pass
 
-    rng_state = torch.zeros(16, dtype=torch.uint8)
+    # per-device generators: frameworks index torch.cuda.default_generators and save/restore states
+    generators = tuple(cuda_rng.SimCudaGenerator(i) for i in range(st.config.device_count))
 
     patches: dict[str, Any] = {
         "is_available": lambda: True,
@@ -116,15 +117,7 @@ def install() -> None:
         "set_stream": streams.set_stream,
         "stream": streams.stream_context,
         "device": device,
-        "manual_seed": lambda seed: None,
-        "manual_seed_all": lambda seed: None,
-        "seed": lambda: None,
-        "seed_all": lambda: None,
-        "initial_seed": lambda: 0,
-        "get_rng_state": lambda device="cuda": rng_state.clone(),
-        "get_rng_state_all": lambda: [rng_state.clone() for _ in range(st.config.device_count)],
-        "set_rng_state": lambda new_state, device="cuda": None,
-        "set_rng_state_all": lambda new_states: None,
+        **cuda_rng.api(generators, _index),
         "is_current_stream_capturing": lambda: False,
         "ipc_collect": lambda: None,
         "set_per_process_memory_fraction": lambda fraction, device=None: None,
@@ -134,6 +127,7 @@ def install() -> None:
     patches.update(memory.api(st, props["total_memory"]))
     for name, fn in patches.items():
         setattr(cuda, name, fn)
+    cuda.default_generators = generators
     # Same functions where torch re-exports or caches them.
     torch.cuda.memory.memory_allocated = cuda.memory_allocated
     for name in ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",

@@ -71,9 +71,18 @@ def install(config: RankConfig) -> InstalledRuntime:
     channel.send(Hello(config.rank, config.world_size, os.getpid()))
     _clock.install(clock)
     cuda_api.install()
+    from phantora_prof.runtime import cuda_graphs
+
+    cuda_graphs.install()  # torch.cuda.CUDAGraph: capture and replay
+    from phantora_prof.runtime import pointers
+
+    pointers.install()  # data_ptr() of simulated CUDA tensors: distinct per storage
     modules.install()
     sdpa.install()
     profiler.install()
+    from phantora_prof.runtime import extensions
+
+    extensions.install()  # CUDA extension builds stop with a clear error
     torch._C._set_only_lift_cpu_tensors(True)
     from phantora_prof.runtime.capture import CaptureMode
 
@@ -81,5 +90,8 @@ def install(config: RankConfig) -> InstalledRuntime:
 
     distributed.install()
     mode = CaptureMode()
+    from phantora_prof.runtime import backend_kernels
+
+    backend_kernels.install(mode)
     mode.__enter__()  # stays on the mode stack for the whole program
     return InstalledRuntime(st, mode)

@@ -29,11 +29,13 @@ def _patched_apply(orig: Callable) -> Callable:
             return orig(self, fn, recurse)
         # Remember where each distinct parameter / buffer lives before conversion.
         places: dict[int, list[tuple[nn.Module, str, str]]] = {}
+        originals: dict[int, nn.Parameter] = {}
         modules = list(self.modules()) if recurse else [self]
         for m in modules:
             for key, p in m._parameters.items():
                 if p is not None:
                     places.setdefault(id(p), []).append((m, "_parameters", key))
+                    originals[id(p)] = p
             for key, b in m._buffers.items():
                 if b is not None:
                     places.setdefault(id(b), []).append((m, "_buffers", key))
@@ -52,16 +54,53 @@ def _patched_apply(orig: Callable) -> Callable:
             result = orig(self, once, recurse)
         finally:
             _tls.active = False
-        for occurrences in places.values():
-            if len(occurrences) < 2:
-                continue
+        for pid, occurrences in places.items():
             m0, d0, k0 = occurrences[0]
             first = getattr(m0, d0)[k0]
-            for m, d, k in occurrences[1:]:
+            old = originals.get(pid)
+            if old is not None and first is not old and _keep_identity(old, first):
+                first = old
+            elif len(occurrences) < 2:
+                continue
+            for m, d, k in occurrences:
                 getattr(m, d)[k] = first
         return result
 
     return _apply
+
+
+def _keep_identity(old: torch.Tensor, new: torch.Tensor) -> bool:
+    """Make the Parameter object `old` (a real CPU tensor) hold the fake CUDA tensor `new`.
+
+    On a GPU, `.to("cuda")` keeps each Parameter object (`param.data = ...`); torch cannot do
+    that for a fake result, so it makes new Parameters, and whatever refers to the parameters
+    by object from before the move (an optimizer built first, a framework's name map keyed
+    by `id`, hooks) would lose them. Swapping the two tensors' contents, as
+    `torch.utils.swap_tensors` does, restores the identity. swap_tensors refuses tensors with
+    weak references; here the weak references (the fake converter's memo, a framework's
+    `weakref.finalize` name map) are about the Python object, which lives on, so they are
+    kept, except the converter's entry describing the real tensor, which is forgotten."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if isinstance(old, FakeTensor) or not isinstance(new, FakeTensor) or not isinstance(old, nn.Parameter):
+        return False
+    if old._use_count() != 1 or new._use_count() != 1:  # another at::Tensor holds it (e.g. autograd)
+        log.debug("parameter not swapped: use counts %d, %d", old._use_count(), new._use_count())
+        return False
+    import copyreg
+
+    slots = set(copyreg._slotnames(old.__class__))  # type: ignore[attr-defined]
+    if slots != set(copyreg._slotnames(new.__class__)) or slots:  # type: ignore[attr-defined]
+        return False
+    converter = getattr(new.fake_mode, "fake_tensor_converter", None)
+    describer = getattr(getattr(converter, "meta_converter", None), "describer", None)
+    lookup = getattr(describer, "lookup_tensor", None)
+    if lookup is not None and old in lookup:
+        del lookup[old]
+    old.__class__, new.__class__ = new.__class__, old.__class__
+    old.__dict__, new.__dict__ = new.__dict__, old.__dict__
+    torch._C._swap_tensor_impl(old, new)
+    return True
 
 
 def _eager_compile(model: Any = None, **kwargs: Any):

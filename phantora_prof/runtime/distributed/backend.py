@@ -77,8 +77,13 @@ class SimWork(dist.Work):
         self._key = key
         self._outputs = outputs
         self._device = device
+        self._complete_values = None  # a small recv's real values arrive in wait() (values.p2p)
 
     def wait(self, timeout: timedelta | None = None) -> bool:
+        if self._complete_values is not None:
+            complete, self._complete_values = self._complete_values, None
+            _state.get().channel.flush()  # the peer may be waiting for our messages at the coordinator
+            complete()
         if self._key is not None:
             st = _state.get()
             stream = st.stream_of(self._device)
@@ -126,6 +131,7 @@ class PhantoraProcessGroup(dist.ProcessGroup):
         self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("phantora-gloo/", store), rank, size, timeout)
         st = _state.get()
         st.channel.send(GroupCreated(st.config.rank, name, self._desc(), self._global_ranks))
+        _GROUPS[name] = self
 
     # ---- identity ----
     def getBackendName(self) -> str:  # noqa: N802 - c10d's name
@@ -212,7 +218,18 @@ class PhantoraProcessGroup(dist.ProcessGroup):
             k = _storage_key(t)
             if k is not None:
                 PENDING[k] = (group, seq)
-        return SimWork(self, key, outputs, device)
+        from phantora_prof.runtime import values  # small outputs' real values (flags, counts)
+
+        complete_values = None
+        if peer >= 0:
+            complete_values = values.p2p(self._gloo, coll_name, self._global_ranks.index(peer), inputs, outputs,
+                                         nbytes)
+        else:
+            values.exchange(self._gloo, op, coll_name, call.reduce_op, inputs, outputs, nbytes,
+                            self._global_ranks.index(root) if root in self._global_ranks else 0)
+        work = SimWork(self, key, outputs, device)
+        work._complete_values = complete_values
+        return work
 
     def _cpu_sync_clock(self) -> None:
         """Before a real (gloo) collective: flush our messages and agree on the host time."""
@@ -399,6 +416,25 @@ def _max_opts():
     o = dist.AllreduceOptions()
     o.reduceOp = dist.ReduceOp.MAX
     return o
+
+
+_GROUPS: dict[str, "PhantoraProcessGroup"] = {}  # by c10d group name
+
+
+def next_seq(call: CollectiveCall) -> int:
+    """The sequence number the next launch of `call`'s kind in its group gets (a CUDA graph
+    replaying a captured collective, runtime/cuda_graphs.py)."""
+    if call.peer >= 0:
+        pg = _GROUPS[call.group.split(":p2p:")[0]]
+        a, b = call.group.split(":p2p:")[1].split("->")
+        pair = (int(a), int(b))
+        seq = pg._p2p_seq.get(pair, 0)
+        pg._p2p_seq[pair] = seq + 1
+        return seq
+    pg = _GROUPS[call.group]
+    seq = pg._seq
+    pg._seq += 1
+    return seq
 
 
 def create(backend_opts, pg_options=None):

@@ -1,0 +1,29 @@
+"""torchtitan configs for the phantora-prof examples: torchtitan's own llama3 configs, unchanged.
+
+torchtitan picks its config with `--module M --config F`, importing module `M` (or
+`M.config_registry`) and calling `F()`. This module re-exports the config functions of
+`torchtitan.models.llama3.config_registry` (so `--module titan_configs --config
+llama3_debugmodel` is exactly torchtitan's debug model), and fills one gap between
+torchtitan 0.3.0 and torch 2.13.0, which a real GPU run with these versions needs too:
+
+- torchtitan 0.3.0 calls `torch.distributed.set_timeout(timeout, group)` after the first
+  step (`set_pg_timeouts`); torch 2.13.0 has that function only as
+  `torch.distributed.distributed_c10d._set_pg_timeout`. It is aliased when missing.
+- torchtitan 0.3.0 runs pipeline parallelism with `schedule.step(arg_mbs=, kwarg_mbs=,
+  target_mbs=, ...)` (microbatches it split itself); torch 2.13.0's schedules take only the
+  whole batch. `pp_compat.install()` lets them take the pre-split microbatches too (see
+  pp_compat.py).
+"""
+from __future__ import annotations
+
+import torch.distributed as dist
+from torch.distributed import distributed_c10d as _c10d
+
+from torchtitan.models.llama3.config_registry import *  # noqa: F401,F403 - the config functions
+
+import pp_compat  # noqa: E402 - next to this module (torchtitan.sh puts the folder on PYTHONPATH)
+
+if not hasattr(dist, "set_timeout") and hasattr(_c10d, "_set_pg_timeout"):
+    dist.set_timeout = _c10d._set_pg_timeout  # type: ignore[attr-defined]
+
+pp_compat.install()

@@ -1,0 +1,416 @@
+"""Real values for small device tensors (flags, counters, scalars), so control flow works.
+
+Simulated CUDA tensors are fake (no data). That is what large tensors (activations,
+weights, gradients) must be, but frameworks also keep small tensors on the GPU whose values
+steer the program: an overflow flag built from `isfinite(grad.amax())`, all-reduced with
+MAX and read with `.item()` (skip the optimizer step?), a step counter, a token count used
+as a divisor, a zero-initialised accumulator. A fixed placeholder for `.item()` gets some of
+these wrong (an integer placeholder of 1 read as "overflow" skips every optimizer step).
+
+So every small CUDA storage (at most `MAX_BYTES`) gets a *shadow*: a real CPU storage of the
+same size. Ops whose CUDA inputs all have shadows are also run on the CPU, on views of the
+shadows with the same offsets, sizes and strides, so in-place ops and views behave as on the
+GPU; their small outputs get shadows, and D2H copies and `.item()` return those values. An
+op that writes a small tensor from data that does not exist (a large fake tensor, a
+collective's remote contributions) leaves it without a shadow: `.item()` then returns the
+documented placeholder, as before.
+
+Approximations (documented, on purpose):
+- Simulated data is assumed finite: `isfinite` of a tensor without values is all True,
+  `isnan` / `isinf` all False, the AMP non-finite check finds nothing. A healthy training
+  run has no overflow; the simulation follows that path.
+- Small collectives (all-reduce, broadcast, all-gather up to `MAX_BYTES`) exchange the real
+  values between the ranks through gloo (see `exchange`); other collectives leave their
+  outputs without values.
+- `empty` gives zeros; random ops draw from the CPU generator (values differ from a GPU's).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.utils._python_dispatch import _disable_current_modes
+
+log = logging.getLogger(__name__)
+
+# torch's factory functions as they are before the user's program runs: frameworks replace
+# them for a while (DeepSpeed's zero.Init puts new tensors on the GPU and casts them to bf16)
+_empty, _zeros, _full, _tensor, _empty_like = torch.empty, torch.zeros, torch.full, torch.tensor, torch.empty_like
+
+MAX_BYTES = 16 * 1024  # storages up to this size get real values
+_ATTR = "_phantora_value"
+aten = torch.ops.aten
+
+# unknown data is assumed finite: the op's answer without looking at the data
+_ASSUME_TRUE = {"aten::isfinite"}
+_ASSUME_FALSE = {"aten::isnan", "aten::isinf", "aten::isposinf", "aten::isneginf"}
+# reductions of a mask over data that does not exist: no element is flagged (the same healthy-
+# data assumption). Without it, rejection loops such as torch.nn.init.trunc_normal_'s
+# `while mask.any(): resample` never end.
+_UNKNOWN_REDUCE = {"aten::any": False, "aten::all": True}
+# ops that write their (small) outputs without reading data: no shadow is needed on inputs
+_NO_DATA_READ = {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty",
+                 "aten::new_empty_strided", "aten::zeros", "aten::zeros_like", "aten::new_zeros", "aten::ones",
+                 "aten::ones_like", "aten::new_ones", "aten::full", "aten::full_like", "aten::new_full",
+                 "aten::arange", "aten::zero_", "aten::fill_", "aten::randint", "aten::randn", "aten::rand",
+                 "aten::random_", "aten::uniform_", "aten::normal_"}
+
+
+def shadow(t: torch.Tensor) -> torch.Tensor | None:
+    """The real CPU value of the fake CUDA tensor `t` (a view of its storage's shadow), or None."""
+    try:
+        s = t.untyped_storage()
+    except Exception:  # noqa: BLE001 - tensors without storage
+        return None
+    real = getattr(s, _ATTR, None)
+    if real is None:
+        return None
+    v = _empty(0, dtype=t.dtype, device="cpu")  # explicit: a `with torch.device("meta")` may be active
+    v.set_(real, t.storage_offset(), tuple(t.shape), tuple(t.stride()))
+    return v
+
+
+def _small(t: torch.Tensor) -> bool:
+    try:
+        return t.untyped_storage().nbytes() <= MAX_BYTES
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _give_shadow(t: torch.Tensor, value: torch.Tensor | None) -> None:
+    """Attach a fresh shadow to `t`'s storage holding `value` (zeros when None)."""
+    s = t.untyped_storage()
+    real = torch.UntypedStorage(s.nbytes())
+    v = _empty(0, dtype=t.dtype, device="cpu")  # explicit: a `with torch.device("meta")` may be active
+    v.set_(real, t.storage_offset(), tuple(t.shape), tuple(t.stride()))
+    if value is None:
+        real.fill_(0)
+    else:
+        if s.nbytes():
+            real.fill_(0)
+        v.copy_(value)
+    setattr(s, _ATTR, real)
+
+
+def forget(t: Any) -> None:
+    """The data of `t` is no longer known (written from data that does not exist)."""
+    for x in _tensors(t):
+        if isinstance(x, FakeTensor):
+            try:
+                s = x.untyped_storage()
+            except Exception:  # noqa: BLE001
+                continue
+            if getattr(s, _ATTR, None) is not None:
+                setattr(s, _ATTR, None)
+
+
+def _tensors(x: Any):
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, (list, tuple)):
+        for y in x:
+            yield from _tensors(y)
+
+
+class _Unknown(Exception):
+    pass
+
+
+def propagate(func, args: tuple, kwargs: dict, out: Any) -> Any:
+    """After a CUDA op: compute it on the shadows when all its CUDA inputs have one; else
+    forget what it wrote. `out` are the op's (fake, or real CPU) outputs; returned as is."""
+    name = func._schema.name
+    if name not in _ASSUME_TRUE and name not in _ASSUME_FALSE and not _finite_decided(name, args) \
+            and name not in _UNKNOWN_REDUCE and _has_large_input(args, kwargs):
+        # the common case (training-step ops), kept cheap: computed from data that does not
+        # exist; only small written tensors can have had values
+        written = _written(func, args, kwargs)
+        if written:
+            forget([t for t in written if t.numel() * t.element_size() <= MAX_BYTES])
+        return out
+    # Real CPU work: outside whatever modes are active (a framework's own FakeTensorMode, e.g.
+    # DTensor's sharding propagation, would make the shadows fake too).
+    with _disable_current_modes():
+        _propagate(func, name, args, kwargs, out)
+    return out
+
+
+def _propagate(func, name: str, args: tuple, kwargs: dict, out: Any) -> None:
+    if name not in _ASSUME_TRUE and name not in _ASSUME_FALSE and not _finite_decided(name, args) \
+            and name not in _UNKNOWN_REDUCE and _has_large_input(args, kwargs):
+        forget(_written(func, args, kwargs))  # computed from data that does not exist
+        return
+    if _finite_decided(name, args):
+        # `x == x`, `x != inf`, ... : the answer is the same for every finite x, so compute it
+        # on zeros (isfinite / isinf / isnan decompose into these)
+        x = args[0]
+        z = _zeros(tuple(x.shape), dtype=x.dtype, device="cpu")
+        _store(out, func(z, z if args[1] is x else args[1], *args[2:], **kwargs))
+        return
+    try:
+        cpu_args = _map(args, name)
+        cpu_kwargs = {k: _map(v, name) for k, v in kwargs.items()}
+    except _Unknown:
+        if name in _UNKNOWN_REDUCE:
+            for t in _tensors(out):
+                if isinstance(t, FakeTensor) and t.device.type == "cuda" and _small(t):
+                    _give_shadow(t, _full(tuple(t.shape), _UNKNOWN_REDUCE[name], dtype=t.dtype, device="cpu"))
+            return
+        forget(_written(func, args, kwargs))
+        return
+    if name in _ASSUME_TRUE or name in _ASSUME_FALSE:
+        for t in _tensors(out):
+            if isinstance(t, FakeTensor) and t.device.type == "cuda" and _small(t):
+                _give_shadow(t, _full(tuple(t.shape), name in _ASSUME_TRUE, dtype=t.dtype, device="cpu"))
+        return
+    if not _outputs_small(out):
+        forget(_written(func, args, kwargs))
+        return
+    if name.startswith(("aten::empty", "aten::new_empty")):  # uninitialised memory: zeros
+        for t in _tensors(out):
+            if isinstance(t, FakeTensor) and t.device.type == "cuda":
+                _give_shadow(t, None)
+        return
+    try:
+        r = func(*cpu_args, **cpu_kwargs)
+    except Exception as exc:  # noqa: BLE001 - the CPU has no kernel for it: values unknown
+        log.debug("no CPU values for %s: %s", name, exc)
+        forget(_written(func, args, kwargs))
+        forget(out)
+        return
+    _store(out, r)
+
+
+_COMPARE = {"aten::eq", "aten::ne", "aten::lt", "aten::le", "aten::gt", "aten::ge"}
+
+
+def _finite_decided(name: str, args: tuple) -> bool:
+    """A comparison whose result does not depend on the (finite) data: `x OP x`, `x OP ±inf/nan`."""
+    if name not in _COMPARE or len(args) < 2 or not isinstance(args[0], FakeTensor):
+        return False
+    if args[0].numel() * args[0].element_size() > MAX_BYTES:  # elementwise: a large output
+        return False
+    other = args[1]
+    if other is args[0]:
+        return True
+    return isinstance(other, float) and (other != other or other in (float("inf"), float("-inf")))
+
+
+def _has_large_input(args: tuple, kwargs: dict) -> bool:
+    """Cheap pre-check (no storage lookups): a large CUDA input has no values."""
+    for t in _tensors(args):
+        if t.device.type == "cuda" and t.numel() * t.element_size() > MAX_BYTES:
+            return True
+    for v in kwargs.values():
+        for t in _tensors(v):
+            if t.device.type == "cuda" and t.numel() * t.element_size() > MAX_BYTES:
+                return True
+    return False
+
+
+_WRITES: dict = {}
+
+
+def _written(func, args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    idx = _WRITES.get(func)
+    if idx is None:
+        idx = _WRITES[func] = tuple((i, a.name, a.kwarg_only) for i, a in enumerate(func._schema.arguments)
+                                    if a.alias_info is not None and a.alias_info.is_write)
+    out = []
+    for i, name, kwarg_only in idx:
+        v = args[i] if i < len(args) and not kwarg_only else kwargs.get(name)
+        out.extend(t for t in _tensors(v) if isinstance(t, FakeTensor))
+    return out
+
+
+def _outputs_small(out: Any) -> bool:
+    for t in _tensors(out):
+        if isinstance(t, FakeTensor) and t.device.type == "cuda" and not _small(t):
+            return False
+    return True
+
+
+def _map(a: Any, name: str) -> Any:
+    """A fake CUDA argument as its CPU shadow; raises _Unknown when it has none."""
+    if isinstance(a, FakeTensor):
+        if a.device.type != "cuda":
+            raise _Unknown
+        v = shadow(a)
+        if v is None:
+            if name in _ASSUME_TRUE or name in _ASSUME_FALSE:
+                return None
+            if name in _NO_DATA_READ and _small(a):  # written without reading: give it a shadow
+                _give_shadow(a, None)
+                return shadow(a)
+            raise _Unknown
+        return v
+    if isinstance(a, torch.Tensor):
+        if a.device.type != "cpu":
+            raise _Unknown
+        return a
+    if isinstance(a, (list, tuple)):
+        if next(_tensors(a), None) is None:  # nested too: `cat((t1, t2))` is `(list,)` at the top
+            return a
+        return type(a)(_map(b, name) for b in a)
+    if isinstance(a, torch.device) and a.type == "cuda":
+        return torch.device("cpu")
+    if isinstance(a, str) and a.startswith("cuda"):
+        return "cpu"
+    return a
+
+
+def _store(out: Any, r: Any) -> None:
+    outs, rs = list(_tensors(out)), list(_tensors(r))
+    if len(outs) != len(rs):
+        forget(out)
+        return
+    for o, v in zip(outs, rs):
+        if isinstance(o, FakeTensor):
+            if o.device.type != "cuda":
+                continue
+            s = getattr(o.untyped_storage(), _ATTR, None)
+            if s is not None and v.untyped_storage().data_ptr() == s.data_ptr():
+                continue  # an in-place op or a view: it already wrote / sees the shadow
+            if o.shape != v.shape:
+                forget(o)
+                continue
+            if s is not None:
+                shadow(o).copy_(v)
+            else:
+                _give_shadow(o, v)
+        elif o.device.type == "cpu" and o is not v and o.shape == v.shape:
+            o.copy_(v)  # a D2H copy: the real CPU tensor gets the values
+
+
+# c10d collectives whose values travel (gather/scatter are timed as all-gathers, but their
+# inputs differ between root and the others: their outputs get no values)
+_EXCHANGED = {"allreduce", "broadcast", "_allgather_base", "allgather"}
+
+
+def exchange(gloo: Any, op: str, coll_name: str, reduce_op: str, inputs: list, outputs: list, nbytes: int,
+             root: int = 0) -> None:
+    """Give the outputs of a small simulated collective their real values.
+
+    The values really travel between the ranks, through the group's gloo process group (as
+    CPU collectives do), when the message is small (every member agrees on that: the sizes
+    of a collective match on all ranks). Each rank also says whether it knows its inputs; if
+    any does not, the outputs have no values anywhere. Large messages, point-to-point and
+    other collectives leave their outputs without values."""
+    import torch.distributed as dist
+
+    outs = [t for t in outputs if isinstance(t, FakeTensor)]
+    if gloo is None or nbytes > MAX_BYTES or coll_name not in _EXCHANGED or not inputs or not outs:
+        forget(outs)
+        return
+    with _disable_current_modes():
+        ins = [shadow(t) if isinstance(t, FakeTensor) else None for t in inputs]
+        known = all(v is not None for v in ins) and all(_small(t) for t in outs)
+        if op == "all_reduce" and reduce_op not in ("sum", "avg", "max", "min", "product"):
+            known = False
+        flag = _tensor([1 if known else 0], dtype=torch.int64, device="cpu")
+        o = dist.AllreduceOptions()
+        o.reduceOp = dist.ReduceOp.MIN
+        gloo.allreduce([flag], o).wait()
+        if not flag.item():
+            forget(outs)
+            return
+        if op == "broadcast":
+            buf = torch.cat([v.contiguous().view(-1).view(torch.uint8) for v in ins])
+            bo = dist.BroadcastOptions()
+            bo.rootRank = root
+            gloo.broadcast([buf], bo).wait()
+            _unpack(buf, outs)
+        elif op == "all_gather":
+            mine = torch.cat([v.contiguous().view(-1).view(torch.uint8) for v in ins])
+            parts = [_empty_like(mine) for _ in range(gloo.size())]
+            gloo.allgather([parts], [mine]).wait()
+            _unpack(torch.cat(parts), outs)
+        else:  # all_reduce in float64 (exact for integers below 2**53)
+            buf = torch.cat([v.reshape(-1).to(torch.float64) for v in ins])
+            o = dist.AllreduceOptions()
+            o.reduceOp = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX,
+                          "min": dist.ReduceOp.MIN, "product": dist.ReduceOp.PRODUCT}[reduce_op]
+            gloo.allreduce([buf], o).wait()
+            if reduce_op == "avg":
+                buf /= gloo.size()
+            i = 0
+            for t in outs:
+                n = t.numel()
+                _set(t, buf[i:i + n].reshape(tuple(t.shape)))
+                i += n
+
+
+_P2P_TAG = 0x7068  # gloo tag of these messages: apart from the user's own CPU send/recv (tag 0, ...)
+_P2P_INFLIGHT: list = []  # (gloo work, buffer): gloo must not lose a buffer before it is done with it
+
+
+def p2p(gloo: Any, coll_name: str, peer: int, inputs: list, outputs: list, nbytes: int):
+    """Give the output of a small simulated point-to-point message its real value.
+
+    Programs send small control tensors from rank to rank too: torch.distributed.pipelining's
+    stages vote on static/dynamic shape inference with one-element `dist.send`/`dist.recv`
+    and exchange their activations' metadata with `send_object_list` (a size tensor, then
+    the pickled bytes, both on the device). A message of at most `MAX_BYTES` really travels
+    through the group's gloo process group (`peer`: the peer's rank in it), as one byte
+    saying whether the sender knew its values, then the bytes. A send posts it and returns;
+    a recv posts its gloo receive and returns the function that completes it, which the
+    recv's work runs in `wait()` (NCCL semantics: the data may be read after `wait()`), so
+    the host blocks no earlier than the program asks. Until then, and for large messages,
+    the output has no values. Both sides know `nbytes` (NCCL needs matching sizes), so they
+    agree on whether a message travels. Returns None when there is nothing to complete."""
+    outs = [t for t in outputs if isinstance(t, FakeTensor)]
+    forget(outs)
+    if gloo is None or nbytes > MAX_BYTES or coll_name not in ("send", "recv"):
+        return None
+    _P2P_INFLIGHT[:] = [(w, b) for w, b in _P2P_INFLIGHT if not w.is_completed()]
+    with _disable_current_modes():
+        if coll_name == "send":
+            ins = [shadow(t) if isinstance(t, FakeTensor) else None for t in inputs]
+            known = bool(ins) and all(v is not None for v in ins)
+            parts = [_tensor([1 if known else 0], dtype=torch.uint8, device="cpu")]
+            if known:
+                parts += [v.contiguous().view(-1).view(torch.uint8) for v in ins]
+            buf = torch.cat(parts)
+            if buf.numel() != nbytes + 1:
+                buf = torch.cat([buf[:1] * 0, _zeros(nbytes, dtype=torch.uint8, device="cpu")])
+            _P2P_INFLIGHT.append((gloo.send([buf], peer, _P2P_TAG), buf))
+            return None
+        buf = _zeros(nbytes + 1, dtype=torch.uint8, device="cpu")
+        work = gloo.recv([buf], peer, _P2P_TAG)
+        _P2P_INFLIGHT.append((work, buf))
+
+    def complete() -> None:
+        with _disable_current_modes():
+            work.wait()
+            if buf[0].item() and all(_small(t) for t in outs):
+                _unpack(buf[1:].clone(), outs)  # aligned copy: the bytes are viewed as the outputs' dtypes
+
+    return complete
+
+
+def _set(t: torch.Tensor, value: torch.Tensor) -> None:
+    v = shadow(t)
+    if v is None:
+        _give_shadow(t, value.to(t.dtype))
+    else:
+        v.copy_(value)
+
+
+def _unpack(buf: torch.Tensor, outs: list) -> None:
+    """Bytes received, laid out as the outputs' contiguous contents one after the other."""
+    i = 0
+    for t in outs:
+        n = t.numel() * t.element_size()
+        _set(t, buf[i:i + n].view(t.dtype).reshape(tuple(t.shape)))
+        i += n
+
+
+def scalar(t: torch.Tensor) -> Any:
+    """`.item()` of a CUDA tensor with a known value (None when it has none)."""
+    if not _small(t):
+        return None
+    with _disable_current_modes():
+        v = shadow(t)
+        return None if v is None else v.item()
