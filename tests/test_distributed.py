@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, SCRIPTS, reference_trace
+from conftest import REPO, SCRIPTS, reference_trace, run_cli
 from tracing.kineto import load_trace
 from tracing.validate import validate_trace
 
@@ -174,3 +174,17 @@ def test_pipeline_four_stages_deterministic_under_jitter(cli):
         a = _strip_run_ids(load_trace(cli.cwd / "a" / f"rank{rank}.pt.trace.json.gz"))
         b = _strip_run_ids(load_trace(cli.cwd / "b" / f"rank{rank}.pt.trace.json.gz"))
         assert a == b
+
+
+def test_group_description_given_by_torch_reaches_the_trace(tmp_path):
+    """torch sets a group's description on its ProcessGroup wrapper after the backend exists:
+    distributedInfo must still name it (it read "undefined" for Megatron's groups)."""
+    import gzip
+    import json as _json
+
+    r = run_cli(["--nproc-per-node", "2", "--format", "kineto", "--out", str(tmp_path / "t"), "python",
+                 str(REPO / "tests" / "scripts" / "group_desc.py")], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = _json.loads(gzip.decompress((tmp_path / "t" / "rank0.pt.trace.json.gz").read_bytes()))
+    descs = {c["pg_desc"] for c in doc["distributedInfo"]["pg_config"]}
+    assert {"my_tp_group", "my_idle_group"} <= descs, descs

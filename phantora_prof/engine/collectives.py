@@ -188,7 +188,8 @@ def complete(tl: Any, call: CollectiveCall, start_ns: int, end_ns: int, algorith
     groups = getattr(tl, "pg_seen", None)
     if groups is None:
         groups = tl.pg_seen = {}
-    groups.setdefault(call.group, (call.group_desc, tuple(call.ranks)))
+    if call.group not in groups or groups[call.group][0] == "undefined":  # a description set after creation wins
+        groups[call.group] = (call.group_desc, tuple(call.ranks))
 
     tid = tl._host_tid(call.tid)
     n = len(call.ranks)

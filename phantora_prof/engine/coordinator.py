@@ -332,7 +332,8 @@ class Coordinator:
             info = getattr(res.timeline, "pg_info", None)
             if info is None:
                 info = res.timeline.pg_info = {}
-            info.setdefault(msg.group, (msg.group_desc, tuple(msg.ranks)))
+            if msg.group not in info or info[msg.group][0] == "undefined":  # named after creation
+                info[msg.group] = (msg.group_desc, tuple(msg.ranks))
             return None
         return res.timeline.handle(msg)
 

@@ -148,6 +148,9 @@ class PhantoraProcessGroup(dist.ProcessGroup):
 
     def setGroupDesc(self, desc: str) -> None:  # noqa: N802
         self._group_desc = desc
+        if desc and desc != "undefined":  # named after creation: tell the coordinator (distributedInfo)
+            st = _state.get()
+            st.channel.send(GroupCreated(st.config.rank, self._name, desc, self._global_ranks))
 
     def _desc(self) -> str:
         d = self._group_desc
