@@ -57,6 +57,32 @@ def range_pop() -> int:
     return len(s)
 
 
+def range_start(name: str) -> tuple:
+    """Open a range and return its handle, for ranges that end by handle rather than LIFO.
+
+    torch's record_function ends its own range, not the innermost one: `prof.step()` called from
+    inside another range (an optimizer step post-hook runs inside `Optimizer.step#AdamW.step`)
+    closes ProfilerStep#N-1 and opens ProfilerStep#N there, and the ranges overlap as in Kineto."""
+    range_push(name)
+    return _stack()[-1]
+
+
+def range_end(handle: tuple) -> None:
+    """Close the range `handle` (from range_start) wherever it sits in this thread's stack."""
+    st = _state.get()
+    s = _stack()
+    for i in range(len(s) - 1, -1, -1):
+        if s[i] is handle:
+            break
+    else:
+        range_pop()  # opened on another thread: close this thread's innermost, as before
+        return
+    _boundary(st)
+    name, start, ext = s.pop(i)
+    st.clock.advance(RANGE_NS)
+    st.channel.send(Annotation(st.config.rank, name, st.tid(), start, st.clock.now_ns, ext))
+
+
 def flush_open() -> None:
     """Nothing to do yet: ranges are sent when they close. (A profiler window that ends inside
     an open range records it only if it closes inside the window, as Kineto does.)"""

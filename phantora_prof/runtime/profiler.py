@@ -38,11 +38,11 @@ class SimRecordFunction(_RealRecordFunction):
     """record_function as a simulated annotation (context manager and decorator, like torch's)."""
 
     def __enter__(self):
-        annotations.range_push(self.name)
+        self._sim_range = annotations.range_start(self.name)
         return self
 
     def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
-        annotations.range_pop()
+        annotations.range_end(self._sim_range)  # its own range, not the innermost (torch ends by handle)
 
     def _call_end_callbacks_on_future(self, fut):
         return fut

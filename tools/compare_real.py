@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Compare real reference data (tools/capture_real.py) with phantora-prof's simulation.
+
+Why: tests/data/real/README.md reports how far the simulator is from real GPUs; this tool
+computes those numbers so they can be recomputed when the simulator changes.
+
+    python tools/compare_real.py collectives tests/data/real/h200x2/collectives.json --cluster dgx-h200
+    python tools/compare_real.py steps REAL.log SIM.log
+
+``collectives`` holds netsim's nccl-tests sweep (the same code as ``phantora-prof collective``)
+against the real table, size by size, and prints the relative busbw error. Sizes below the run of largest sizes whose real
+time is at least twice the sweep's smallest real time are reported but marked launch-bound: from Python,
+torch.distributed pays ~35-45 us of host launch per call on the measured machine, which the
+nccl-tests-style netsim sweep (device time only) does not include. ``--band-json`` writes, per
+op, the largest |error| over the bandwidth-bound sizes (the measured error band that
+tests/test_real_h200x2.py holds netsim to).
+
+``steps`` reads the ``rank 0 step N ... time_ms T`` lines of two runs and prints the median of
+steps 4..7 (after warm-up and after the profiled window, whose trace export inflates step 3).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+# capture_real.py's names -> nccl-tests names netsim.nccl_tests understands
+OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
+       "alltoall": "alltoall", "sendrecv": "sendrecv"}
+
+
+def compare_collectives(real: dict, cluster: str) -> dict[str, list[dict]]:
+    """Per op, rows of real vs simulated time/busbw for each size of the real sweep."""
+    from netsim.nccl_tests import run_sweep
+
+    n = int(real["nranks"])
+    out: dict[str, list[dict]] = {}
+    for op, rows in real["ops"].items():
+        if not rows:
+            continue
+        floor = min(r["time_us"] for r in rows)
+        # bandwidth-bound: the run of largest sizes whose real time is >= 2x the launch floor
+        # (a contiguous suffix, so a lone launch-jitter spike at a small size is not counted)
+        first_bw = len(rows)
+        while first_bw > 0 and rows[first_bw - 1]["time_us"] >= 2.0 * floor:
+            first_bw -= 1
+        sizes = [r["size"] for r in rows]
+        sim = {s.size: s for s in run_sweep(OPS[op], 1, n, cluster, min(sizes), max(sizes), 4.0, "float32")}
+        cmp = []
+        for i, r in enumerate(rows):
+            s = sim.get(r["size"])
+            if s is None:
+                continue
+            cmp.append({"size": r["size"], "real_us": r["time_us"], "sim_us": s.time_us,
+                        "real_busbw": r["busbw"], "sim_busbw": s.busbw,
+                        "err": (s.busbw - r["busbw"]) / r["busbw"] if r["busbw"] > 0 else math.nan,
+                        "bandwidth_bound": i >= first_bw, "algorithm": f"{s.algorithm}/{s.protocol}"})
+        out[op] = cmp
+    return out
+
+
+def error_band(cmp: dict[str, list[dict]]) -> dict[str, float]:
+    """Largest |relative busbw error| over the bandwidth-bound sizes of each op."""
+    return {op: max(abs(r["err"]) for r in rows if r["bandwidth_bound"]) for op, rows in cmp.items()
+            if any(r["bandwidth_bound"] for r in rows)}
+
+
+def step_times(log: Path, rank: int = 0) -> dict[int, float]:
+    pat = re.compile(rf"rank {rank} step (\d+) .*?time_ms ([0-9.]+)")
+    return {int(m.group(1)): float(m.group(2)) for m in pat.finditer(log.read_text())}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("collectives")
+    c.add_argument("real_json", type=Path)
+    c.add_argument("--cluster", default="dgx-h200")
+    c.add_argument("--band-json", type=Path)
+    s = sub.add_parser("steps")
+    s.add_argument("real_log", type=Path)
+    s.add_argument("sim_log", type=Path)
+    s.add_argument("--first", type=int, default=4)
+    ns = p.parse_args()
+    if ns.cmd == "collectives":
+        cmp = compare_collectives(json.loads(ns.real_json.read_text()), ns.cluster)
+        for op, rows in cmp.items():
+            print(f"## {op}\n| size (B) | real us | sim us | real busbw | sim busbw | err | sim algo |\n"
+                  "|---:|---:|---:|---:|---:|---:|---|")
+            for r in rows:
+                mark = "" if r["bandwidth_bound"] else " (launch-bound)"
+                print(f"| {r['size']} | {r['real_us']:.1f} | {r['sim_us']:.1f} | {r['real_busbw']:.1f} | "
+                      f"{r['sim_busbw']:.1f} | {100 * r['err']:+.0f}%{mark} | {r['algorithm']} |")
+            print()
+        band = error_band(cmp)
+        print("error band (max |err|, bandwidth-bound sizes):",
+              ", ".join(f"{k} {100 * v:.0f}%" for k, v in band.items()))
+        if ns.band_json:
+            largest = {op: abs(rows[-1]["err"]) for op, rows in cmp.items()}
+            ns.band_json.write_text(json.dumps({
+                "cluster": ns.cluster, "written_by": "tools/compare_real.py collectives --band-json",
+                "band": band, "band_largest_size": largest}, indent=1) + "\n")
+    else:
+        real, sim = step_times(ns.real_log), step_times(ns.sim_log)
+        r = statistics.median(v for k, v in real.items() if k >= ns.first)
+        m = statistics.median(v for k, v in sim.items() if k >= ns.first)
+        print(f"real {r:.2f} ms  sim {m:.2f} ms  err {100 * (m - r) / r:+.1f}%")
+
+
+if __name__ == "__main__":
+    main()
