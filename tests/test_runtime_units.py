@@ -105,3 +105,15 @@ def test_allocator_rounding_and_caching():
     m.free(a)
     m.empty_cache()
     assert m.reserved == 0 and m.allocated == 0
+
+
+def test_cuda_build_simulates_only_the_gpus_it_sees():
+    """A CUDA build of torch has no fake device guard: more simulated GPUs per node than real
+    ones must be a clear start-up error, not 'invalid device ordinal' at the first op."""
+    from phantora_prof.errors import ConfigError
+    from phantora_prof.runtime.install import check_real_cuda
+
+    check_real_cuda(8, None, 0, "2.13.0+cpu")  # CPU build: any number
+    check_real_cuda(1, "13.0", 1, "2.11.0+cu130")  # one rank on a one-GPU machine: fine
+    with pytest.raises(ConfigError, match=r"sees 1 GPU\(s\).*2 GPU\(s\) per node.*--nproc-per-node 1.*CPU build"):
+        check_real_cuda(2, "13.0", 1, "2.11.0+cu130")

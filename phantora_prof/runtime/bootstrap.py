@@ -56,7 +56,13 @@ def main() -> None:
     native_loader.load_fake_cuda(config.device_count)
     from phantora_prof.runtime import install
 
-    runtime = install.install(config)
+    from phantora_prof.errors import PhantoraError
+
+    try:
+        runtime = install.install(config)
+    except PhantoraError as exc:  # a setup the simulator cannot run: one clear line, no traceback
+        print(f"phantora-prof: error: {exc}", file=sys.stderr, flush=True)
+        sys.exit(2)
     exit_code = 0
     profiler = None
     if os.environ.get("PHANTORA_CPROFILE"):  # developer aid: where does the simulation's own time go?

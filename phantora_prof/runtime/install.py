@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from phantora_prof import cost
+from phantora_prof.errors import ConfigError
 from phantora_prof.protocol import Goodbye, Hello
 from phantora_prof.runtime import clock as _clock
 from phantora_prof.runtime import cuda_api, modules, profiler, sdpa
@@ -60,7 +61,26 @@ def _install_kernel_source(config: RankConfig) -> None:
         cost.set_kernel_source(DatabaseSource(KernelDB.load(config.kernel_db), Path(config.kernel_db)))
 
 
+def check_real_cuda(device_count: int, cuda_version: str | None, real_gpus: int, torch_version: str) -> None:
+    """A CUDA build of torch simulates only as many GPUs per node as the machine has.
+
+    The fake-CUDA library (native/) is loaded only into CPU builds of torch; in a CUDA build
+    the real CUDA device guard handles `cuda:N`, and an N the machine lacks fails at the first
+    op with "CUDA error: invalid device ordinal". Say so at start-up, with the ways out.
+    """
+    if cuda_version is None or device_count <= real_gpus:
+        return
+    raise ConfigError(
+        f"this torch ({torch_version}) is a CUDA build and sees {real_gpus} GPU(s), but the simulation has "
+        f"{device_count} GPU(s) per node: a CUDA build can only simulate as many GPUs per node as it sees. "
+        f"Use --nproc-per-node {max(real_gpus, 1)} or fewer, or run phantora-prof from an environment with the "
+        f"CPU build of torch (pip install torch --index-url https://download.pytorch.org/whl/cpu), which "
+        f"simulates any number.")
+
+
 def install(config: RankConfig) -> InstalledRuntime:
+    real_gpus = torch._C._cuda_getDeviceCount() if torch.version.cuda and hasattr(torch._C, "_cuda_getDeviceCount") else 0
+    check_real_cuda(config.device_count, torch.version.cuda, real_gpus, torch.__version__)
     clock = _clock.VirtualClock(epoch_ns=int(os.environ.get("PHANTORA_EPOCH_NS", "0")) or None)
     channel = connect_from_env()
     gpu = cost.get_gpu(config.gpu)
