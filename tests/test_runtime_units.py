@@ -42,6 +42,52 @@ def test_virtual_clock_drives_python_clocks():
         clock_mod._real.clear()
 
 
+def test_lock_polling_waits_do_not_move_the_simulated_clock(tmp_path):
+    """filelock's polling sleeps wait for real (another rank holds the lock); a script's own
+    sleep still takes simulated time. Regression: 8 torchtitan ranks preparing a fresh
+    `datasets` cache made step 1 take 12-17 simulated seconds, varying run to run."""
+    import fcntl
+    import threading
+
+    filelock = pytest.importorskip("filelock")
+    saved = {n: getattr(time, n) for n in ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time",
+                                            "time_ns", "sleep", "process_time", "process_time_ns", "thread_time",
+                                            "thread_time_ns")}
+    saved_dt = datetime.datetime
+    path = tmp_path / "cache.lock"
+    held, release = threading.Event(), threading.Event()
+
+    def holder():
+        with open(path, "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)  # another open file: conflicts like another process
+            held.set()
+            release.wait(10)
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+    try:
+        c = clock_mod.VirtualClock()
+        clock_mod.install(c)
+        real_mono = clock_mod._real["monotonic"]
+        t = threading.Thread(target=holder)
+        t.start()
+        assert held.wait(10)
+        threading.Timer(0.3, release.set).start()
+        r0 = real_mono()
+        with filelock.FileLock(str(path), timeout=-1).acquire(poll_interval=0.02):
+            pass
+        t.join()
+        assert real_mono() - r0 >= 0.25  # it really waited ...
+        assert c.elapsed_ns() == 0  # ... and the simulated clock stood still
+        time.sleep(0.5)  # the script's own sleep is simulated
+        assert c.elapsed_ns() == 500_000_000
+    finally:
+        for n, f in saved.items():
+            setattr(time, n, f)
+        datetime.datetime = saved_dt
+        clock_mod._installed = None
+        clock_mod._real.clear()
+
+
 def test_python_argv_forms(tmp_path):
     script = tmp_path / "train.py"
     script.write_text("")

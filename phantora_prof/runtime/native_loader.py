@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 
 from phantora_prof.errors import ConfigError, NativeBuildError
+from phantora_prof.runtime.clock import real_sleep
 
 log = logging.getLogger(__name__)
 
@@ -330,9 +331,10 @@ def _let_autograd_device_threads_settle(seconds: float = 0.02) -> None:
     thread can ask for the GIL while the interpreter is finalizing; CPython then
     pthread_exit()s it inside a noexcept destructor and the process aborts with
     "terminate called without an active exception" (seen in ~1 of 8 runs). Sleeping
-    releases the GIL so a waiting thread finishes first (0 of 30 runs with this).
+    releases the GIL so a waiting thread finishes first (0 of 30 runs with this). A real
+    sleep: the simulated clock must not move at exit.
     """
-    time.sleep(seconds)
+    real_sleep(seconds)
 
 
 def load_fake_cuda(device_count: int) -> Path | None:
