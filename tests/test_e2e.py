@@ -147,6 +147,20 @@ def test_real_script_features(cli):
     assert validate_trace(doc, load_trace(reference_trace("gpt_small"))) == []
 
 
+def test_default_optimizers_take_the_foreach_path_as_on_cuda(cli):
+    """foreach=None picks multi-tensor kernels on CUDA; simulated parameters (FakeTensors)
+    used to fall back to the per-parameter for-loop (~10 kernels per parameter)."""
+    r = cli("--out", "traces", PY, str(SCRIPTS / "optimizer_defaults.py"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "defaults (False, True)" in r.stdout and "clip foreach True" in r.stdout
+    doc = load_trace(cli.cwd / "traces" / "rank0.pt.trace.json.gz")
+    ops = [e["name"] for e in doc["traceEvents"] if e.get("cat") == "cpu_op"]
+    assert "aten::_foreach_addcdiv_" in ops and "aten::_foreach_norm" in ops  # AdamW, clip_grad_norm_
+    assert "aten::addcdiv_" not in ops  # no per-parameter AdamW
+    kernels = [e["name"] for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    assert any("multi_tensor_apply_kernel" in k for k in kernels)
+
+
 def test_custom_op_without_fake_is_named_clearly(cli):
     r = cli("--no-trace", PY, str(SCRIPTS / "features.py"), "custom_op")
     assert r.returncode == 1

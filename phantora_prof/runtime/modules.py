@@ -6,6 +6,8 @@
   124,475,904 parameters would become 163,109,376). We convert each distinct tensor once
   and put the same new Parameter back everywhere the old one was.
 - `torch.compile`: runs the function eagerly (with one warning) until fusion is modelled.
+- The "foreach supported types" lists of torch.optim and torch.utils._foreach_utils learn
+  the fake tensor type, so defaults pick the same implementation as on a GPU.
 """
 from __future__ import annotations
 
@@ -122,7 +124,32 @@ def _record_stream(self: torch.Tensor, stream: Any) -> None:
         memory.record_stream(self, stream)
 
 
+def _foreach_accepts_fake_tensors() -> None:
+    """Let torch's foreach defaults see simulated CUDA tensors as plain tensors.
+
+    Optimizers built with `foreach=None` (the default of Adam, AdamW, SGD, ...) and
+    `clip_grad_norm_` pick the multi-tensor (foreach) kernels only when `type(p)` is in a
+    short list (Tensor, Parameter, and DTensor, which adds itself the same way). Simulated
+    parameters are FakeTensors, so without this they took the per-parameter for-loop: ~10
+    kernels per parameter instead of a few multi-tensor launches (a Llama step launched 43%
+    more kernels than on the H200 and an SGD step's optimizer time was 2.3x).
+    """
+    import importlib
+
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    for name in ("torch.optim.optimizer", "torch.utils._foreach_utils"):
+        try:
+            types = getattr(importlib.import_module(name), "_foreach_supported_types")
+        except (ImportError, AttributeError):  # other torch versions: nothing to teach
+            log.debug("%s._foreach_supported_types not found", name)
+            continue
+        if isinstance(types, list) and FakeTensor not in types:
+            types.append(FakeTensor)
+
+
 def install() -> None:
     nn.Module._apply = _patched_apply(nn.Module._apply)
+    _foreach_accepts_fake_tensors()
     torch.Tensor.record_stream = _record_stream
     torch.compile = _eager_compile
