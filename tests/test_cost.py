@@ -373,3 +373,74 @@ def test_gpuspec_is_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         get_gpu("h200").num_sms = 1  # type: ignore[misc]
     assert isinstance(get_gpu("h200"), GpuSpec)
+
+
+# ---------------------------------------------------------------- convolution nets (held-out fit)
+
+def _bn(shape, c, dtype="bfloat16", stride=None, backward=False):
+    x = T(shape, dtype, stride=stride)
+    w = T((c,), "float32")
+    if backward:
+        args = [x, x, w, w, w, w, w, True, 1e-5, [True, True, True]]
+        return call("aten::native_batch_norm_backward", args, [x, w, w])
+    return call("aten::native_batch_norm", [x, w, w, w, w, True, 0.1, 1e-5], [x, w, w])
+
+
+def _kernels_named(ks, part):
+    return [k for k in ks if part in k.name]
+
+
+@pytest.mark.parametrize("shape,fwd_us,bwd_us", [
+    # H200 kernel means of tools/holdout/cnn.py (batch 64): layer1 / layer4 shapes
+    ((64, 64, 56, 56), 152.0, 378.0),
+    ((64, 512, 7, 7), 8.1, 13.5),
+])
+def test_nchw_batch_norm_is_limited_by_channel_blocks(shape, fwd_us, bwd_us):
+    """Training batch norm on NCHW input reduces one channel per block: few channels -> slow."""
+    h200 = get_gpu("h200")
+    c = shape[1]
+    fwd = estimate(_bn(shape, c), h200)
+    stats = _kernels_named(fwd, "batch_norm_collect_statistics_kernel")
+    assert len(stats) == 1 and stats[0].grid == (c, 1, 1)
+    assert stats[0].duration_ns / 1e3 == pytest.approx(fwd_us, rel=0.15)
+    assert _kernels_named(fwd, "batch_norm_transform_input_kernel")
+    bwd = estimate(_bn(shape, c, backward=True), h200)
+    assert [k.name.split("<")[0] for k in bwd] == ["void at::native::batch_norm_backward_kernel"]
+    assert total(bwd) / 1e3 == pytest.approx(bwd_us, rel=0.15)
+
+
+def test_channels_last_batch_norm_keeps_the_bandwidth_model():
+    h200 = get_gpu("h200")
+    n, c, h, w = 64, 64, 56, 56
+    cl = (h * w * c, 1, w * c, c)
+    nchw = total(estimate(_bn((n, c, h, w), c), h200))
+    nhwc = total(estimate(_bn((n, c, h, w), c, stride=cl), h200))
+    assert nhwc < nchw / 3
+
+
+def test_nchw_half_convolution_adds_layout_transposes():
+    h200 = get_gpu("h200")
+    x, w, y = T((64, 64, 56, 56), "bfloat16"), T((64, 64, 3, 3), "bfloat16"), T((64, 64, 56, 56), "bfloat16")
+    args = [x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1]
+    nchw = estimate(call("aten::convolution", args, [y]), h200)
+    assert len(_kernels_named(nchw, "nchwToNhwcKernel")) == 2 and len(_kernels_named(nchw, "nhwcToNchwKernel")) == 1
+    cl = (56 * 56 * 64, 1, 56 * 64, 64)
+    xc, yc = T(x.shape, "bfloat16", stride=cl), T(y.shape, "bfloat16", stride=cl)
+    nhwc = estimate(call("aten::convolution", [xc, w, *args[2:]], [yc]), h200)
+    assert not _kernels_named(nhwc, "Nhwc") and not _kernels_named(nhwc, "Nchw")
+    assert total(nhwc) < total(nchw)
+    # the transposes carry their own share, the convolution kernel the rest
+    conv = [k for k in nchw if "xmma" in k.name]
+    assert len(conv) == 1 and conv[0].duration_ns == pytest.approx(total(nhwc), rel=0.05)
+
+
+def test_rgb_stem_convolution_pays_for_padded_channels():
+    """Tensor-core convolutions pad 3 input channels to 8: an RGB stem costs 8/3 of its FLOPs."""
+    h200 = get_gpu("h200")
+    cl = lambda s: (s[1] * s[2] * s[3], 1, s[3] * s[1], s[1])  # noqa: E731
+    def conv(cin):
+        xs, ys = (64, cin, 224, 224), (64, 64, 112, 112)
+        x, y = T(xs, "bfloat16", stride=cl(xs)), T(ys, "bfloat16", stride=cl(ys))
+        args = [x, T((64, cin, 7, 7), "bfloat16"), None, [2, 2], [3, 3], [1, 1], False, [0, 0], 1]
+        return total(estimate(call("aten::convolution", args, [y]), h200))
+    assert conv(3) == pytest.approx(conv(8), rel=0.02)

@@ -13,7 +13,7 @@ from phantora_prof.cost.kernels import KernelSpec
 from phantora_prof.cost.roofline import (
     ATTENTION, COPY, EFF, ELEMENTWISE, GEMM, INDEX, MEMSET, NORM, OPTIMIZER, REDUCTION, Cost,
     all_inputs, arg, conv_flops, eff_for, first_tensor, io_bytes, is_contiguous, iter_tensors,
-    mm_flops, sdpa_flops, tensor_bytes,
+    mm_flops, op_time_ns, sdpa_flops, tensor_bytes,
 )
 from phantora_prof.protocol import TensorArg
 
@@ -191,7 +191,52 @@ def convolution(op, base, gpu, allow_tf32):
         specs.append(KernelSpec(K.KIND_KERNEL, name, (min(gpu.num_sms, 1024), 1, 1), (128, 1, 1), 168, 98304,
                                 api=K.API_KERNEL_EX))
     eff = "conv" if dtype in ("bfloat16", "float16") or allow_tf32 else "gemm_fp32"
-    return Cost(GEMM, eff, flops, io_bytes(op), gpu.peak_flops(dtype, allow_tf32)), specs
+    extra = 0.0
+    if dtype in ("bfloat16", "float16") and len(x.shape) == 4 and is_contiguous(x) and x.shape[1] > 1:
+        extra = _nchw_transposes(op, base, x, w, names, gpu, specs)
+    cin = x.shape[1] if len(x.shape) > 2 else 1
+    if dtype in ("bfloat16", "float16") and 0 < cin < 8:
+        flops *= 8 / cin  # tensor-core convolutions pad input channels to 8 (an RGB stem: 2.7x)
+    cost = Cost(GEMM, eff, flops, io_bytes(op), gpu.peak_flops(dtype, allow_tf32), extra_ns=extra)
+    if extra > 0:  # share the op's time: transposes by their own time, the rest to the convolutions
+        main = max(op_time_ns(cost, gpu) - extra, 1.0) / len(names)
+        for spec in specs[:len(names)]:
+            spec.weight = main
+    return cost, specs
+
+
+def _nchw_transposes(op, base, x, w, names, gpu, specs) -> float:
+    """cuDNN's half-precision convolution kernels are NHWC: on NCHW tensors it transposes the
+    operands in (nchwToNhwc) and the result back (nhwcToNchw), per pass: fprop x, w -> y;
+    dgrad dy, w -> dx; wgrad x, dy -> dw (the H200 cnn.py trace: 5.5 in- and 2.75
+    out-transposes per convolution and step against 6 and 3 here). Returns their time and
+    appends their kernels (weighted by their time) to `specs`."""
+    t = "__nv_bfloat16" if x.dtype == "bfloat16" else "__half"
+    e = eff_for("conv_transpose", gpu)
+    bw = gpu.hbm_bandwidth * e.mem
+    grad = op.args[0] if base == "convolution_backward" else None
+    outs = _outs(op)
+    moves: list[tuple[str, TensorArg]] = []
+    if "fprop" in names:
+        y = outs[0] if outs else x
+        moves += [("in", x), ("in", w), ("out", y)]
+    if "dgrad" in names:
+        moves += [("in", grad), ("in", w), ("out", x)]
+    if "wgrad" in names:
+        moves += [("in", x), ("in", grad), ("out", w)]
+    total = 0.0
+    for direction, tensor in moves:
+        ns = e.t0_ns + 2 * tensor_bytes(tensor) / bw * 1e9
+        total += ns
+        if direction == "in":
+            name = (f"void cudnn::engines_precompiled::nchwToNhwcKernel<{t}, {t}, float, false, true, "
+                    f"(cudnnKernelDataType_t)0>(cudnn::engines_precompiled::nchw2nhwc_params_t<float>, {t} const*, {t}*)")
+        else:
+            name = (f"void cudnn::engines_precompiled::nhwcToNchwKernel<{t}, {t}, float, true, false, "
+                    f"(cudnnKernelDataType_t)0>(cudnn::engines_precompiled::nhwc2nchw_params_t<float>, {t} const*, {t}*)")
+        grid = (max(1, -(-tensor.numel // 2048)), 1, 1)
+        specs.append(KernelSpec(K.KIND_KERNEL, name, grid, (256, 1, 1), 32, 2112, weight=ns))
+    return total
 
 
 # ------------------------------------------------------------------ attention
@@ -263,8 +308,81 @@ def layer_norm(op, base, gpu, allow_tf32):
     return Cost(NORM, "layer_norm_bwd", 0.0, io_bytes(op)), specs
 
 
+# Native (non-cuDNN) batch norm on NCHW-contiguous input in training: the statistics (forward)
+# and the fused backward kernel reduce each channel in one thread block (grid = C), so with
+# few channels most SMs idle and the per-block reduction is latency-bound: time grows with
+# N*H*W per channel, not with bytes over HBM bandwidth. Fitted on the H200 bf16 kernels of
+# tools/holdout/cnn.py (ResNet-18 style, batch 64, C = 64..512, N*H*W = 3k..803k; fits within
+# 5% per channel count); an approximation elsewhere: other GPUs keep the per-block rate
+# (a latency, not a bandwidth) and only change how many blocks run at once.
+BN_BLOCK_ELEMS_PER_S = {"forward": 1.35e9, "backward": 0.55e9}
+BN_BLOCK_T0_NS = {"forward": 5000.0, "backward": 8000.0}
+BN_BLOCKS_PER_SM = 4  # 512-thread blocks resident per SM
+
+_BN_ACC = ("torch::headeronly::detail::GenericPackedTensorAccessor<torch::headeronly::detail::TensorAccessor<"
+           "c10::ArrayRef<long>, {t}, {n}ul, torch::headeronly::{traits}, int>, at::detail::IndexBoundsCheck<{d}ul, int>, "
+           "{t}, {d}ul, torch::headeronly::{traits}, int>")
+
+
+def _bn_acc(t: str, dims: int, traits: str = "RestrictPtrTraits") -> str:
+    return _BN_ACC.format(t=t, n=dims - 1, d=dims, traits=traits)
+
+
+def _bn_nchw_training(op, base, x: TensorArg) -> bool:
+    if len(x.shape) < 3 or not is_contiguous(x):  # channels-last and 2-D inputs take other kernels
+        return False
+    if "backward" in base:
+        return bool(arg(op, base, "train", True))
+    if base == "_batch_norm_with_update":
+        return True
+    return bool(arg(op, base, "training", True))
+
+
+def _bn_channel_blocks_ns(x: TensorArg, gpu, phase: str) -> float:
+    c = x.shape[1]
+    per_channel = x.numel // max(c, 1)
+    waves = math.ceil(c / (gpu.num_sms * BN_BLOCKS_PER_SM))
+    return BN_BLOCK_T0_NS[phase] + per_channel / BN_BLOCK_ELEMS_PER_S[phase] * 1e9 * waves
+
+
+def batch_norm_nchw(op, base, gpu, x: TensorArg):
+    """Training batch norm on NCHW input: the native kernels' channel-block model above."""
+    t = K.cpp(x.dtype)
+    w = op.args[2] if "backward" in base else op.args[1]
+    ts = K.cpp(w.dtype) if isinstance(w, TensorArg) else t
+    c = x.shape[1]
+    block = (512, 1, 1) if c <= 128 else ((256, 2, 1) if c <= 256 else (64, 8, 1))
+    if "backward" in base:
+        ct, rt = _bn_acc(f"{t} const", 3, "DefaultPtrTraits"), _bn_acc(t, 3, "DefaultPtrTraits")
+        f1 = _bn_acc("float", 1, "DefaultPtrTraits")
+        fc = _bn_acc("float const", 1, "DefaultPtrTraits")
+        name = (f"void at::native::batch_norm_backward_kernel<{t}, {ts}, float, int>({ct}, {ct}, {rt}, {f1}, {f1}, "
+                f"{fc}, {fc}, {fc}, {fc}, bool, float)")
+        total = _bn_channel_blocks_ns(x, gpu, "backward")
+        e = eff_for("norm", gpu)
+        specs = [KernelSpec(K.KIND_KERNEL, name, (c, 1, 1), block, 30, 256)]
+        return Cost(NORM, "norm", 0.0, 0.0, extra_ns=max(0.0, total - e.t0_ns)), specs
+    stats = _bn_channel_blocks_ns(x, gpu, "forward")
+    f1 = _bn_acc("float", 1)
+    stats_name = (f"void at::native::batch_norm_collect_statistics_kernel<at::native::Var, {t}, {t}, float, int>"
+                  f"({_bn_acc(f'{t} const', 3)}, float, float, {f1}, {f1})")
+    sc = "std::conditional<true, float, float>::type"
+    mixed = "true" if ts != t else "false"
+    tr_name = (f"void at::native::batch_norm_transform_input_kernel<{t}, {ts}, float, {mixed}, int>"
+               f"({_bn_acc(f'{t} const', 3)}, {_bn_acc(t, 3)}, {_bn_acc(sc, 1)}, {_bn_acc(sc, 1)}, "
+               f"{_bn_acc('float const', 1)}, {_bn_acc('float const', 1)}, float)")
+    transform_bytes = 2 * tensor_bytes(x)
+    e = eff_for("norm", gpu)
+    transform = e.t0_ns + transform_bytes / (gpu.hbm_bandwidth * e.mem) * 1e9
+    specs = [KernelSpec(K.KIND_KERNEL, stats_name, (c, 1, 1), block, 27, 640, weight=stats),
+             KernelSpec(K.KIND_KERNEL, tr_name, (c, 64, 1), (512, 1, 1), 23, 0, weight=transform)]
+    return Cost(NORM, "norm", 0.0, transform_bytes, extra_ns=stats), specs
+
+
 def batch_group_norm(op, base, gpu, allow_tf32):
     x = op.args[1] if "backward" in base else op.args[0]
+    if "batch_norm" in base and "cudnn" not in base and _bn_nchw_training(op, base, x):
+        return batch_norm_nchw(op, base, gpu, x)
     t = K.cpp(x.dtype)
     c = x.shape[1] if len(x.shape) > 1 else 1
     if "group" in base:
