@@ -444,3 +444,14 @@ def test_rgb_stem_convolution_pays_for_padded_channels():
         args = [x, T((64, cin, 7, 7), "bfloat16"), None, [2, 2], [3, 3], [1, 1], False, [0, 0], 1]
         return total(estimate(call("aten::convolution", args, [y]), h200))
     assert conv(3) == pytest.approx(conv(8), rel=0.02)
+
+
+def test_attention_pays_for_padded_tiles():
+    """197 tokens (ViT-B/16) run on 256-token tiles: about the time of 256, not (197/256)^2 of it."""
+    def t(s):
+        q = T((64, 12, s, 64), "bfloat16")
+        fwd = call("aten::_scaled_dot_product_cudnn_attention", [q, q, q, None, True, 0.0, False, False],
+                   [q, T((64, 12, s, 1))])
+        return total(estimate(fwd, "h200", use_table=False))
+    assert t(197) == pytest.approx(t(256), rel=0.12)
+    assert t(256) < t(257)  # one more tile row and column

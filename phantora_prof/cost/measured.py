@@ -198,7 +198,7 @@ def attn_roofline_ns(bwd: bool, causal: bool, d: int, s: int, bh: int) -> float:
     io = (7 if bwd else 4) * act + bh * s * 4
     tail = (_ops.ATTN_T0_BWD_NS if bwd else _ops.ATTN_T0_FWD_NS) * (s / 1024.0) * (d / 64.0)
     cost = _R.Cost(_R.ATTENTION, "attention_bwd" if bwd else "attention_fwd", attn_flops(causal, bwd, d, s, bh),
-                   io, g.peak_flops("bfloat16"), extra_ns=tail)
+                   io, g.peak_flops("bfloat16"), extra_ns=tail, compute_mult=_ops.attention_tile_padding(s, s))
     return _R.op_time_ns(cost, g)
 
 
