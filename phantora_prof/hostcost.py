@@ -57,6 +57,11 @@ DISPATCH_NS_VIEW: int = _DEF_FWD[0]  # a metadata-only op on GPU tensors (view, 
 DISPATCH_NS_CPU: int = TABLE["cpu_op_ns"]  # an op on CPU tensors only (runs for real; a token cost)
 AUTOGRAD_NODE_NS: int = TABLE["autograd_node_ns"]  # autograd engine overhead per backward node
 
+# Python work of torch.optim per parameter that no captured op stands for (host_costs.json
+# "optimizer_python_ns"): Optimizer.step's per-parameter bookkeeping for a fused step, and
+# zero_grad(set_to_none=True)'s loop. Measured with --host-probe (tools/calibrate_host.py).
+OPTIMIZER_PYTHON_NS: dict[str, int] = TABLE["optimizer_python_ns"]
+
 # Host-side duration of each CUDA API call (unprofiled).
 API_NS: dict[str, int] = TABLE["api_ns"]
 _API_DEFAULT: int = TABLE["api_default_ns"]

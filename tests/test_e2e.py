@@ -203,3 +203,27 @@ def test_trace_formats_and_report(cli):
     r = cli("--out", "k", "--format", "kineto", PY, str(SCRIPTS / "tiny_gpt.py"), "1")
     assert r.returncode == 0, r.stderr[-2000:]
     assert sorted(p.name for p in (cli.cwd / "k").iterdir()) == ["rank0.pt.trace.json.gz"]
+
+
+def test_optimizer_python_costs_host_time(cli):
+    """A fused step's per-parameter Python and zero_grad's loop take simulated host time
+    (hostcost.OPTIMIZER_PYTHON_NS, measured on the H200 with --host-probe)."""
+    from phantora_prof import hostcost
+
+    r = cli("--no-trace", PY, str(SCRIPTS / "optimizer_host.py"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    step_ns, zero_ns = (int(x) for x in r.stdout.split()[1::2])
+    per = hostcost.OPTIMIZER_PYTHON_NS
+    assert step_ns >= 20 * per["fused_step_per_param"]  # plus the fused kernel's own launch
+    assert step_ns < 20 * per["fused_step_per_param"] + 200_000
+    # set_to_none: no ops, the Python loop and zero_grad's record_function range
+    assert 20 * per["zero_grad_per_param"] <= zero_ns <= 20 * per["zero_grad_per_param"] + 5_000
+
+
+def test_channels_last_convolutions_stay_channels_last(cli):
+    """A CPU build has no cuDNN, so fake convolutions came out NCHW; cuDNN keeps NHWC."""
+    r = cli("--no-trace", PY, str(SCRIPTS / "conv_channels_last.py"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "y (1568, 1, 112, 8) True torch.bfloat16" in r.stdout
+    assert "z (1568, 1, 112, 8)" in r.stdout  # batch norm follows its input
+    assert "grad w True" in r.stdout

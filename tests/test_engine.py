@@ -1,7 +1,7 @@
 """Engine semantics: stream FIFO order, launch latency, events, cross-stream waits, syncs."""
 from dataclasses import dataclass
 
-from phantora_prof.engine.gpu import LAUNCH_LATENCY_NS, SimulatedGpu
+from phantora_prof.engine.gpu import KERNEL_GAP_NS, LAUNCH_LATENCY_NS, SimulatedGpu
 from phantora_prof.engine.rank_timeline import RankTimeline
 from phantora_prof.protocol import (
     EventElapsedRequest,
@@ -23,7 +23,7 @@ def test_stream_is_fifo_and_respects_launch_latency():
     a = g.enqueue(7, launch_ns=0, duration_ns=10_000)
     b = g.enqueue(7, launch_ns=1_000, duration_ns=5_000)
     assert a.start_ns == L and a.end_ns == L + 10_000
-    assert b.start_ns == a.end_ns  # queued behind a
+    assert b.start_ns == a.end_ns + KERNEL_GAP_NS  # queued behind a, after the retire/start gap
     late = g.enqueue(7, launch_ns=100_000, duration_ns=1_000)
     assert late.start_ns == 100_000 + L  # idle stream: starts after its launch
 
@@ -40,7 +40,7 @@ def test_streams_run_concurrently_and_events_order_them():
     assert k2.start_ns == ev  # waits for the event
     # the wait applies once
     k3 = g.enqueue(7, 3_500, 1_000)
-    assert k3.start_ns == k2.end_ns
+    assert k3.start_ns == k2.end_ns + KERNEL_GAP_NS
 
 
 def test_wait_on_unrecorded_event_is_noop():

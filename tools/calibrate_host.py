@@ -84,7 +84,7 @@ sys.path.insert(0, str(HERE))
 import extract_kernel_table as X  # noqa: E402
 
 sys.path.insert(0, str(HERE.parent))
-from phantora_prof.engine.gpu import LAUNCH_LATENCY_NS  # noqa: E402
+from phantora_prof.engine.gpu import KERNEL_GAP_NS, LAUNCH_LATENCY_NS  # noqa: E402
 
 ROOT = HERE.parent
 OUT = ROOT / "phantora_prof" / "cost" / "data" / "host_costs.json"
@@ -112,6 +112,15 @@ GAP_CAP_US = 50.0
 FB_GPU_BOUND = 0.2  # an autograd-thread factor low enough that the backward is GPU-bound
 STEP_TOL = 0.002  # (b): the backward may lengthen the replayed step by at most 0.2%
 API_DEFAULT_NS = 2_000
+
+# Ops the GPT trace never runs, costed from another profiled H200 trace with the factors
+# fitted on the GPT trace (same profiler, same machine kind): convolution nets' ops, whose
+# host side is far heavier than an elementwise op's (cuDNN plan lookup: a convolution costs
+# ~4x a ReLU). Trace: tools/holdout/cnn.py (ResNet-18 style, batch 64), ProfilerStep#3-5.
+SUPPLEMENT_TRACE = HERE / "holdout" / "real_h200" / "traces" / "cnn.pt.trace.json.gz"
+SUPPLEMENT_OPS = ("aten::convolution", "aten::convolution_backward", "aten::native_batch_norm",
+                  "aten::native_batch_norm_backward", "aten::max_pool2d_with_indices",
+                  "aten::max_pool2d_with_indices_backward", "aten::relu", "aten::threshold_backward")
 
 
 def _end(e) -> float:
@@ -246,12 +255,22 @@ def _median(v):
     return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
 
 
+# torch.optim's per-parameter Python that no traced op covers (runtime/optim_host.py). The
+# profiled trace cannot separate it (its gaps hold the profiler's own overhead), so it was
+# measured unprofiled with tools/holdout/loop.py --host-probe on an H200 (gpt.py --batch 4,
+# 148 parameters, medians of steps 3-9): fused AdamW's step() 0.614 ms of host time of which
+# its ops account for 0.09 ms -> 3.54 us per parameter; zero_grad(set_to_none=True) 0.341 ms
+# -> 2.28 us per parameter (tools/holdout/real_h200/probe/gpt_b4.log).
+OPTIMIZER_PYTHON_NS = {"fused_step_per_param": 3540, "zero_grad_per_param": 2280}
+
+
 def replay(steps: list, api: dict, f_main: float, f_bwd: float, node_ns: float) -> float:
     """Mean step time (ns) of the trace's op sequence re-costed with these factors: the host
     runs the forward, then the backward (autograd nodes, each charged node_ns x f_bwd), then
     the optimizer, charging every op its rescaled time before its launches, as the runtime
     does; the GPU runs each launch's real (traced) duration, in order, on one stream, no
-    earlier than LAUNCH_LATENCY_NS after its launch, as the engine does."""
+    earlier than LAUNCH_LATENCY_NS after its launch and KERNEL_GAP_NS after the previous
+    kernel, as the engine does."""
     total = 0.0
     for s in steps:
         ins = s["insts"]
@@ -270,7 +289,7 @@ def replay(steps: list, api: dict, f_main: float, f_bwd: float, node_ns: float) 
                 f = f_main
             t = host + f * i.nonapi * 1e3
             for a, g in zip(i.launches, i.gpu_ns):
-                tail = max(t + LAUNCH_LATENCY_NS, tail) + g
+                tail = max(t + LAUNCH_LATENCY_NS, tail + KERNEL_GAP_NS if tail else 0.0) + g
                 t += api.get(a["name"], API_DEFAULT_NS)
             host = t
         total += max(host, tail)
@@ -355,6 +374,10 @@ def fit(data: dict, real_step_ns: int = REAL_STEP_NS, api_ratio: float = API_RAT
         view = [c for v in by_name.values() for c, k in v if not k]
         defaults[thread] = {"compute": int(round(_median(comp))), "view": int(round(_median(view)))}
     node_ns = int(round(f_bwd * engine / nodes))
+    for thread, costs in supplementary_ops(f_main, f_bwd).items():
+        for name, ns in costs.items():
+            ops[thread].setdefault(name, ns)
+        ops[thread] = dict(sorted(ops[thread].items()))
     return {
         "comment": "Host cost model of eager PyTorch on the reference H200 host, ns; built by "
                    "tools/calibrate_host.py from the gpt_small trace, rescaled to unprofiled time.",
@@ -364,6 +387,7 @@ def fit(data: dict, real_step_ns: int = REAL_STEP_NS, api_ratio: float = API_RAT
         "autograd_node_ns": node_ns,
         "api_ns": api,
         "api_default_ns": API_DEFAULT_NS,
+        "optimizer_python_ns": OPTIMIZER_PYTHON_NS,
         "fit": {
             "workload": WORKLOAD,
             "steps": n,
@@ -383,6 +407,18 @@ def fit(data: dict, real_step_ns: int = REAL_STEP_NS, api_ratio: float = API_RAT
                                           for k in ("forward", "optimizer")},
         },
     }
+
+
+def supplementary_ops(f_main: float, f_bwd: float) -> dict[str, dict[str, int]]:
+    """Per-op costs of SUPPLEMENT_OPS from SUPPLEMENT_TRACE, rescaled like the GPT ops."""
+    if not SUPPLEMENT_TRACE.exists():
+        raise SystemExit(f"missing {SUPPLEMENT_TRACE}: the supplementary host costs come from it")
+    acc: dict[str, dict[str, list[float]]] = {"forward": defaultdict(list), "backward": defaultdict(list)}
+    for s in analyse(str(SUPPLEMENT_TRACE))["steps"]:
+        for i in s["insts"]:
+            if i.name in SUPPLEMENT_OPS:
+                acc[i.thread][i.name].append((f_main if i.thread == "forward" else f_bwd) * i.nonapi * 1e3)
+    return {t: {k: int(round(sum(v) / len(v))) for k, v in sorted(by.items())} for t, by in acc.items()}
 
 
 def step_host_ns(data: dict, table: dict) -> dict:

@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from phantora_prof import cost, hostcost
 from phantora_prof.errors import UnsupportedOpError
 from phantora_prof.protocol import CPU_DEVICE, AutogradSpan, OpCall, OpKind, SyncKind, TensorArg
-from phantora_prof.runtime import annotations, memory, pinned, values
+from phantora_prof.runtime import annotations, conv_layout, memory, pinned, values
 from phantora_prof.runtime import state as _state
 from phantora_prof.runtime.distributed.pending import PENDING as _DIST_PENDING
 from phantora_prof.runtime.distributed.pending import consume as _dist_consume
@@ -185,6 +185,8 @@ class CaptureMode(TorchDispatchMode):
             if out is None:
                 with self.fake_mode:
                     out = func(*fargs, **fkwargs)
+                    if func in conv_layout.CONV_OPS:
+                        out = conv_layout.restore(func, fargs, out)
         except DynamicOutputShapeException:
             out = self._data_dependent_estimate(func, name, fargs, fkwargs)
         except Exception as exc:  # noqa: BLE001 - turned into a clear error below

@@ -98,6 +98,9 @@ def install(config: RankConfig) -> InstalledRuntime:
 
     pointers.install()  # data_ptr() of simulated CUDA tensors: distinct per storage
     modules.install()
+    from phantora_prof.runtime import optim_host
+
+    optim_host.install()  # per-parameter Python of optimizer steps and zero_grad
     sdpa.install()
     profiler.install()
     from phantora_prof.runtime import extensions

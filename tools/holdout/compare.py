@@ -25,6 +25,7 @@ REAL = HERE / "real_h200"
 CASES: dict[str, tuple[str, list[str]]] = {
     "gpt_medium": ("gpt.py", ["--layers", "24", "--dim", "1024", "--heads", "16", "--batch", "8"]),
     "gpt_seq2k": ("gpt.py", ["--seq", "2048", "--batch", "4"]),
+    "gpt_seq4k": ("gpt.py", ["--seq", "4096", "--batch", "2"]),
     "gpt_hd128": ("gpt.py", ["--dim", "1536", "--heads", "12", "--layers", "8", "--batch", "8"]),
     "gpt_tiny": ("gpt.py", ["--layers", "4", "--dim", "256", "--heads", "4", "--seq", "256", "--batch", "8"]),
     "gpt_b4": ("gpt.py", ["--batch", "4"]),

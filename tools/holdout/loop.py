@@ -18,7 +18,47 @@ def base_parser(desc: str) -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--profile-dir", default=None)
     p.add_argument("--device", default="cuda")
+    p.add_argument("--host-probe", action="store_true",
+                   help="also print the host (CPU) time of each phase: forward, backward, optimizer")
     return p
+
+
+class HostProbe:
+    """Host-side phase times without synchronizing: perf_counter at the entry and exit of
+    Tensor.backward and Optimizer.step. The host runs ahead of the GPU, so these are the
+    times the CPU spends issuing work (plus any wait the phase itself forces)."""
+
+    def __init__(self):
+        self.marks: dict[str, float] = {}
+        backward = torch.Tensor.backward
+        probe = self
+
+        def timed_backward(t, *a, **k):
+            probe.marks.setdefault("bwd0", time.perf_counter())
+            r = backward(t, *a, **k)
+            probe.marks["bwd1"] = time.perf_counter()
+            return r
+
+        torch.Tensor.backward = timed_backward
+        # Optimizer.step is wrapped per subclass: the global step hooks see every optimizer
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+        def pre(*_):
+            probe.marks.setdefault("opt0", time.perf_counter())
+
+        def post(*_):
+            probe.marks["opt1"] = time.perf_counter()
+
+        register_optimizer_step_pre_hook(pre)
+        register_optimizer_step_post_hook(post)
+
+    def phases(self, t0: float, t1: float) -> str:
+        m = self.marks
+        b0, b1 = m.get("bwd0", t0), m.get("bwd1", t0)
+        o0, o1 = m.get("opt0", b1), m.get("opt1", b1)
+        self.marks = {}
+        return (f"host_ms fwd {(b0 - t0) * 1e3:.3f} bwd {(b1 - b0) * 1e3:.3f} mid {(o0 - b1) * 1e3:.3f} "
+                f"opt {(o1 - o0) * 1e3:.3f} rest {(t1 - o1) * 1e3:.3f} total {(t1 - t0) * 1e3:.3f}")
 
 
 def run_loop(args, step_fn, meta: dict) -> None:
@@ -31,15 +71,19 @@ def run_loop(args, step_fn, meta: dict) -> None:
             record_shapes=True,
             on_trace_ready=torch.profiler.tensorboard_trace_handler(args.profile_dir))
         prof.start()
+    probe = HostProbe() if getattr(args, "host_probe", False) else None
     times = []
     for step in range(args.steps):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         step_fn(step)
+        t_host = time.perf_counter()
         torch.cuda.synchronize()
         dt = (time.perf_counter() - t0) * 1e3
         times.append(dt)
         print(f"step {step} time_ms {dt:.3f}", flush=True)
+        if probe is not None:
+            print(f"step {step} {probe.phases(t0, t_host)}", flush=True)
         if prof is not None:
             prof.step()
     if prof is not None:
