@@ -29,3 +29,25 @@ def test_held_out_step_time_within_band(case, band):
     sim, tail = compare.simulate(case, REPO / "tools" / "holdout", "h200", [])
     assert sim is not None, tail
     assert abs(sim - real) / real < band, (case, sim, real)
+
+
+def test_host_probe_reports_simulated_phase_times(tmp_path):
+    """loop.py --host-probe: per-phase host times; under the simulator they are simulated and
+    add up to the host's share of the step."""
+    import os
+    import re
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-m", "phantora_prof", "--no-trace", "python",
+                        str(REPO / "tools" / "holdout" / "mlp.py"), "--batch", "256", "--width", "1024",
+                        "--steps", "4", "--host-probe"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    m = re.search(r"step 3 host_ms fwd ([\d.]+) bwd ([\d.]+) mid ([\d.]+) opt ([\d.]+) rest ([\d.]+) total ([\d.]+)",
+                  r.stdout)
+    assert m, r.stdout[-2000:]
+    fwd, bwd, mid, opt, rest, total = map(float, m.groups())
+    assert fwd > 0 and bwd > 0 and opt > 0
+    assert abs(fwd + bwd + mid + opt + rest - total) < 0.01
+    step = float(re.search(r"step 3 time_ms ([\d.]+)", r.stdout).group(1))
+    assert total <= step
