@@ -295,6 +295,8 @@ class FakePinnedAllocator final : public c10::Allocator {
 // 2. CUDA hooks. at::hasCUDA(), at::getAccelerator() (autograd's engine and the
 // torch.accelerator API use it to find the stream/device of backward ops),
 // Context::lazyInitDevice(kCUDA), pin_memory and is_pinned all go through these.
+constexpr long kCuDNNVersion = 91900;
+
 struct FakeCudaHooks final : public at::CUDAHooksInterface {
   explicit FakeCudaHooks(at::CUDAHooksArgs /*args*/) {}
 
@@ -336,6 +338,23 @@ struct FakeCudaHooks final : public at::CUDAHooksInterface {
   }
 
   long versionCUDART() const override { return 12080; }  // reported as CUDA 12.8
+
+  // cuDNN, cuBLASLt, cuSOLVER and MAGMA as a CUDA wheel of torch has them. C++ composites
+  // choose their backend from these answers (batch norm, RNNs, convolution, ...): a CUDA
+  // build takes the cuDNN paths, so the simulated device must say it has cuDNN too.
+  // cuDNN 9.19 is what the reference H200 machine reported (torch.backends.cudnn.version()).
+  bool hasMAGMA() const override { return true; }
+  bool hasCuDNN() const override { return true; }
+  bool hasCuSOLVER() const override { return true; }
+  bool hasCuBLASLt() const override { return true; }
+  bool compiledWithCuDNN() const override { return true; }
+  bool supportsDilatedConvolutionWithCuDNN() const override { return true; }
+  bool supportsDepthwiseConvolutionWithCuDNN() const override { return true; }
+  bool supportsBFloat16ConvolutionWithCuDNNv8() const override { return true; }
+  bool supportsBFloat16RNNWithCuDNN() const override { return true; }
+  long versionCuDNN() const override { return kCuDNNVersion; }
+  long versionRuntimeCuDNN() const override { return kCuDNNVersion; }
+  double batchnormMinEpsilonCuDNN() const override { return 1e-5; }  // CUDNN_BN_MIN_EPSILON
   std::string showConfig() const override {
     return "  - phantora fake CUDA (simulated devices, no CUDA runtime)\n";
   }

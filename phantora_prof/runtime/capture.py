@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from phantora_prof import cost, hostcost
 from phantora_prof.errors import UnsupportedOpError
 from phantora_prof.protocol import CPU_DEVICE, AutogradSpan, OpCall, OpKind, SyncKind, TensorArg
-from phantora_prof.runtime import annotations, conv_layout, memory, pinned, values
+from phantora_prof.runtime import annotations, conv_layout, cuda_dispatch, memory, pinned, values
 from phantora_prof.runtime import state as _state
 from phantora_prof.runtime.distributed.pending import PENDING as _DIST_PENDING
 from phantora_prof.runtime.distributed.pending import consume as _dist_consume
@@ -161,9 +161,10 @@ class CaptureMode(TorchDispatchMode):
         name = func._schema.name
         if func is aten._local_scalar_dense.default:
             return self._scalar_read(args[0])
-        if _composite_implicit(func):
+        if _composite_implicit(func) and not cuda_dispatch.has_cuda_kernel(func):
             # e.g. is_nonzero (bool(t)) -> item(): decompose under this mode, as FakeTensorMode
-            # would under itself, so data-dependent reads reach _scalar_read
+            # would under itself, so data-dependent reads reach _scalar_read. An op a CUDA
+            # build runs as its own kernel (silu_backward, _fused_rms_norm) stays one op.
             with self:
                 r = func.decompose(*args, **kwargs)
             if r is not NotImplemented:

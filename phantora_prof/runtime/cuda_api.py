@@ -91,6 +91,13 @@ def install() -> None:
                 except Exception:  # noqa: BLE001 - a CUDA build without the fake guard
                     pass
 
+    def exchange_device(device: int) -> int:
+        """torch.cuda._exchange_device: set the device, return the previous one (-1: leave it)."""
+        prev = st.current_device
+        if device >= 0:
+            set_device(device)
+        return prev
+
     # per-device generators: frameworks index torch.cuda.default_generators and save/restore states
     generators = tuple(cuda_rng.SimCudaGenerator(i) for i in range(st.config.device_count))
 
@@ -101,6 +108,8 @@ def install() -> None:
         "is_initialized": lambda: True,
         "init": lambda: None,
         "set_device": set_device,
+        "_exchange_device": exchange_device,  # torch.cuda.device / device_of (nn.RNN.flatten_parameters)
+        "_maybe_exchange_device": exchange_device,
         "current_device": lambda: st.current_device,
         "get_device_name": lambda device=None: get_device_properties(device).name,
         "get_device_capability": lambda device=None: (props["major"], props["minor"]),
@@ -140,8 +149,35 @@ def install() -> None:
                      "set_rng_state", "get_rng_state_all", "set_rng_state_all"):
             setattr(torch.cuda.random, name, patches[name])
     torch.cuda.graphs.is_current_stream_capturing = patches["is_current_stream_capturing"]
+    _install_cudnn()
     _install_nvtx()
     _install_accelerator(st)
+
+
+CUDNN_VERSION = 91900  # as native/fake_cuda.cpp reports it to C++ (the reference H200 machine's cuDNN)
+
+
+def _install_cudnn() -> None:
+    """torch.backends.cudnn says cuDNN is there, as on a CUDA build of torch.
+
+    Python code asks it before taking cuDNN paths (nn.RNN flattens its weights for cuDNN only
+    when `cudnn.is_acceptable`); C++ asks the CUDA hooks (native/fake_cuda.cpp). On a CPU
+    build both would say no, and RNNs, batch norm and convolutions would take other kernels."""
+    if torch.backends.cudnn.is_available():
+        return  # a CUDA build with its own cuDNN
+    wrapper = torch.backends.cudnn
+    module = getattr(wrapper, "m", wrapper)  # a PropModule wraps the module whose globals its functions read
+    for target in {id(wrapper): wrapper, id(module): module}.values():
+        target.is_available = lambda: True
+        target.version = lambda: CUDNN_VERSION
+        target._init = lambda: True
+    # torch._C._cudnn's RNN modes (cudnnRNNMode_t), which torch.backends.cudnn.rnn reads
+    modes = SimpleNamespace(rnn_relu=0, rnn_tanh=1, lstm=2, gru=3)
+    from torch.backends.cudnn import rnn as cudnn_rnn
+
+    namespace = cudnn_rnn.get_cudnn_mode.__globals__  # the module's own globals, whatever wraps it
+    if namespace.get("_cudnn") is None:
+        namespace["_cudnn"] = SimpleNamespace(RNNMode=modes)
 
 
 def _install_nvtx() -> None:

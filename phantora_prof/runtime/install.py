@@ -107,6 +107,12 @@ def install(config: RankConfig) -> InstalledRuntime:
 
     extensions.install()  # CUDA extension builds stop with a clear error
     torch._C._set_only_lift_cpu_tensors(True)
+    from phantora_prof.runtime import cuda_dispatch
+
+    cuda_dispatch.install()  # ops a CUDA build runs as one kernel stop decomposing on this CPU build
+    from phantora_prof.runtime import cuda_fakes
+
+    cuda_fakes.install()  # shapes of CUDA-only ops torch has no Meta kernel for (cuDNN RNNs)
     from phantora_prof.runtime.capture import CaptureMode
 
     from phantora_prof.runtime import distributed

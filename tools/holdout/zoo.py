@@ -1,0 +1,242 @@
+"""Third-party models for held-out accuracy: HF transformers, timm and torchvision, built from
+their configs (no downloads), trained for a few steps with the usual recipe of each family.
+
+    python tools/holdout/zoo.py --model hf_llama --steps 10            # on a GPU
+    phantora-prof python tools/holdout/zoo.py --model hf_llama         # simulated
+
+Nothing here is simulator-specific: the same script runs on the H200 and under phantora-prof,
+and prints `step N time_ms X` and a `RESULT {json}` line through loop.py. The models' code is
+the libraries' own; only the size and the training loop are chosen here.
+"""
+from __future__ import annotations
+
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from loop import base_parser, run_loop
+
+_TV_SCHEMAS: object = None  # keeps the registration below alive
+
+
+def import_torchvision():
+    """torchvision, also where its C++ extension cannot load.
+
+    A torchvision wheel built for a CUDA torch fails to load its extension next to a CPU-only
+    torch, and its import then stops at `register_fake("torchvision::nms")` because that op
+    was never defined. The models used here need none of torchvision's C++ ops, so define the
+    two schemas the import registers fakes for and import again. (With a matching torchvision
+    build, as on the GPU machine, the first import succeeds and nothing is defined.)"""
+    global _TV_SCHEMAS
+    try:
+        import torchvision
+
+        return torchvision
+    except RuntimeError as exc:
+        if "torchvision::nms" not in str(exc):
+            raise
+    for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+        del sys.modules[name]
+    lib = torch.library.Library("torchvision", "DEF")
+    lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+    lib.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+    _TV_SCHEMAS = lib
+    import torchvision
+
+    return torchvision
+
+
+# ---------------------------------------------------------------- language models (HF transformers)
+
+def _hf_causal_lm(name: str, a):
+    import transformers as tf
+
+    if name == "hf_llama":
+        cfg = tf.LlamaConfig(vocab_size=32000, hidden_size=a.dim or 1024, intermediate_size=2816,
+                             num_hidden_layers=a.layers or 8, num_attention_heads=16, num_key_value_heads=4,
+                             max_position_embeddings=a.seq)
+        model = tf.LlamaForCausalLM(cfg)
+    elif name == "hf_mistral":
+        cfg = tf.MistralConfig(vocab_size=32000, hidden_size=a.dim or 1024, intermediate_size=3584,
+                               num_hidden_layers=a.layers or 8, num_attention_heads=16, num_key_value_heads=8,
+                               max_position_embeddings=a.seq, sliding_window=None)
+        model = tf.MistralForCausalLM(cfg)
+    elif name == "hf_qwen2":
+        cfg = tf.Qwen2Config(vocab_size=32000, hidden_size=a.dim or 896, intermediate_size=4864,
+                             num_hidden_layers=a.layers or 8, num_attention_heads=14, num_key_value_heads=2,
+                             max_position_embeddings=a.seq)
+        model = tf.Qwen2ForCausalLM(cfg)
+    elif name == "hf_gpt2":
+        cfg = tf.GPT2Config(n_positions=a.seq, n_embd=a.dim or 768, n_layer=a.layers or 12)  # dropout 0.1
+        model = tf.GPT2LMHeadModel(cfg)
+    else:
+        raise SystemExit(f"unknown model {name}")
+    model.config._attn_implementation = "sdpa"
+    return model
+
+
+def _hf_lm_step(model, a, dev):
+    vocab = model.config.vocab_size
+    ids = torch.randint(0, vocab, (a.batch, a.seq), device=dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step(i):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = model(input_ids=ids, labels=ids)
+        out.loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+def _hf_bert_step(model, a, dev):
+    ids = torch.randint(0, model.config.vocab_size, (a.batch, a.seq), device=dev)
+    mask = torch.ones(a.batch, a.seq, dtype=torch.long, device=dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step(i):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = model(input_ids=ids, attention_mask=mask, labels=ids)
+        out.loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+def _hf_t5_step(model, a, dev):
+    ids = torch.randint(0, model.config.vocab_size, (a.batch, a.seq), device=dev)
+    labels = torch.randint(0, model.config.vocab_size, (a.batch, a.seq // 4), device=dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step(i):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = model(input_ids=ids, labels=labels)
+        out.loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+# ---------------------------------------------------------------- vision models (timm, torchvision)
+
+def _vision_model(name: str):
+    if name.startswith("timm_"):
+        import_torchvision()
+        import timm
+
+        arch = {"timm_vit": "vit_base_patch16_224", "timm_convnext": "convnext_tiny",
+                "timm_resnet50": "resnet50"}[name]
+        return timm.create_model(arch, pretrained=False)
+    tv = import_torchvision()
+    arch = {"tv_resnet50": "resnet50", "tv_mobilenet": "mobilenet_v3_large",
+            "tv_efficientnet": "efficientnet_b0"}[name]
+    return getattr(tv.models, arch)()
+
+
+def _vision_step(model, a, dev, channels_last: bool, sgd: bool):
+    x = torch.randn(a.batch, 3, a.image, a.image, device=dev)
+    y = torch.randint(0, 1000, (a.batch,), device=dev)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    opt = (torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4) if sgd
+           else torch.optim.AdamW(model.parameters(), lr=1e-4))
+
+    def step(i):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+# ---------------------------------------------------------------- recurrent (cuDNN RNN)
+
+class LstmLM(nn.Module):
+    def __init__(self, vocab: int, dim: int, layers: int):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.rnn = nn.LSTM(dim, dim, layers, batch_first=True)
+        self.out = nn.Linear(dim, vocab)
+
+    def forward(self, ids):
+        h, _ = self.rnn(self.emb(ids))
+        return self.out(h)
+
+
+def _lstm_step(model, a, dev):
+    ids = torch.randint(0, 10000, (a.batch, a.seq), device=dev)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step(i):
+        logits = model(ids)
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), ids.view(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+MODELS = {
+    # name: (default batch, default seq or image size)
+    "hf_llama": (4, 2048), "hf_mistral": (4, 2048), "hf_qwen2": (4, 2048), "hf_gpt2": (8, 1024),
+    "hf_bert": (32, 512), "hf_t5": (16, 512),
+    "timm_vit": (64, 224), "timm_convnext": (64, 224), "timm_resnet50": (128, 224),
+    "tv_resnet50": (128, 224), "tv_mobilenet": (128, 224), "tv_efficientnet": (128, 224),
+    "lstm": (64, 256),
+}
+
+
+def main() -> None:
+    p = base_parser(__doc__)
+    p.add_argument("--model", required=True, choices=sorted(MODELS))
+    p.add_argument("--batch", type=int, default=None)
+    p.add_argument("--seq", type=int, default=None, help="sequence length (language models)")
+    p.add_argument("--image", type=int, default=None, help="image size (vision models)")
+    p.add_argument("--dim", type=int, default=None, help="hidden size (language models; default per model)")
+    p.add_argument("--layers", type=int, default=None, help="layers (language models; default per model)")
+    p.add_argument("--nchw", action="store_true", help="vision models: keep NCHW (default: channels-last)")
+    a = p.parse_args()
+    batch, size = MODELS[a.model]
+    a.batch = a.batch or batch
+    a.seq = a.seq or size
+    a.image = a.image or size
+    torch.manual_seed(0)
+    dev = torch.device(a.device)
+    import_torchvision()  # transformers and timm import it when it is installed
+    name = a.model
+    if name in ("hf_llama", "hf_mistral", "hf_qwen2", "hf_gpt2"):
+        model = _hf_causal_lm(name, a).to(dev)
+        step = _hf_lm_step(model, a, dev)
+    elif name == "hf_bert":
+        import transformers as tf
+
+        model = tf.BertForMaskedLM(tf.BertConfig(max_position_embeddings=a.seq, attn_implementation="sdpa")).to(dev)
+        step = _hf_bert_step(model, a, dev)
+    elif name == "hf_t5":
+        import transformers as tf
+
+        model = tf.T5ForConditionalGeneration(tf.T5Config(decoder_start_token_id=0, pad_token_id=0)).to(dev)  # t5-small
+        step = _hf_t5_step(model, a, dev)
+    elif name == "lstm":
+        model = LstmLM(10000, a.dim or 1024, a.layers or 2).to(dev)
+        step = _lstm_step(model, a, dev)
+    else:
+        model = _vision_model(name).to(dev)
+        step = _vision_step(model, a, dev, channels_last=not a.nchw, sgd="resnet" in name or "mobilenet" in name)
+    meta = {"workload": f"zoo:{name}", "params": sum(p.numel() for p in model.parameters()),
+            **{k: v for k, v in vars(a).items() if k != "profile_dir"}}
+    run_loop(a, step, meta)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,372 @@
+"""Kernel families in training context: one profiled sweep on a real GPU (plain torch).
+
+Where tools/measure_kernels.py times single ops in isolation (L2 evicted), this runs small
+forward + backward programs per family, the way training runs them (kernels back to back, a
+warm L2), over a generic grid of shapes, and records them under torch.profiler with
+`record_shapes`. Each configuration is wrapped in a `record_function("sweep:{json}")` range,
+so the trace says which ops and kernels belong to which configuration. Families:
+
+    conv        conv2d + batch norm + ReLU blocks: 1x1, 3x3, depthwise 3/5/7, strided, stems,
+                patchify; channels-last and NCHW; bf16 autocast and fp32 (TF32 as cuDNN defaults)
+    pool        max_pool2d 3/2, avg_pool2d 2/2, adaptive_avg_pool2d(1); both layouts and dtypes
+    pointwise   activations and binary ops on channels-last and strided tensors, their backwards
+    copies      permutes, transposes, repeat_interleave, RoPE, cat, expand + contiguous
+    attention   SDPA per backend (cuDNN, flash, efficient) with dropout, GQA, masks, causal
+    norms       layer_norm, rms_norm (fused), group_norm, fwd + bwd
+    losses      cross_entropy over vocabularies, fp32 and bf16 logits
+    embedding   embedding fwd + bwd
+    optim       foreach AdamW / SGD-momentum / fused AdamW steps over parameter lists
+    rnn         cuDNN LSTM / GRU fwd + bwd
+
+    python tools/sweep_families.py --out sweep.pt.trace.json.gz [--only conv,pool]
+
+The grid is generic (log-spaced sizes, the usual layer patterns), not the held-out models'
+shapes. `phantora-prof calibrate families` (phantora_prof/cost) turns the trace into the
+per-family curves the cost model interpolates.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import tempfile
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+DEV = "cuda"
+DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+def _autocast(dtype: str):
+    return torch.autocast("cuda", dtype=DT[dtype], enabled=dtype != "fp32")
+
+
+# ------------------------------------------------------------------ families: each yields (params, fn)
+
+def conv_cases():
+    # (C_in, C_out, H, kernel, stride, groups) — groups -1: depthwise (groups = C_in)
+    shapes = []
+    for c, h in [(64, 56), (128, 28), (256, 14), (512, 7), (256, 56), (512, 28), (1024, 14), (2048, 7), (32, 112),
+                 (96, 56), (192, 28), (384, 14), (768, 7)]:
+        shapes += [(c, c // 4 if c >= 256 else c * 4, h, 1, 1, 1), (c, c, h, 3, 1, 1), (c, c, h, 7, 1, -1),
+                   (c, c, h, 3, 1, -1)]
+    shapes += [(64, 128, 56, 3, 2, 1), (128, 256, 28, 3, 2, 1), (256, 512, 14, 3, 2, 1), (32, 64, 112, 3, 2, -1),
+               (96, 96, 56, 5, 2, -1), (240, 240, 28, 5, 1, -1), (672, 672, 14, 5, 1, -1), (16, 16, 112, 3, 1, -1),
+               (3, 64, 224, 7, 2, 1), (3, 32, 224, 3, 2, 1), (3, 96, 224, 4, 4, 1), (3, 768, 224, 16, 16, 1),
+               (256, 1024, 14, 1, 1, 1), (1024, 256, 14, 1, 1, 1), (64, 256, 56, 1, 1, 1), (512, 2048, 7, 1, 1, 1)]
+    for layout in ("cl", "nchw"):
+        for dtype in ("bf16", "fp32"):
+            for (ci, co, h, k, s, g) in shapes:
+                if layout == "nchw" and dtype == "fp32" and (ci * h) % 3:
+                    continue  # fewer fp32 NCHW points
+                batch = 64 if h >= 56 else 128
+                yield dict(fam="conv", layout=layout, dtype=dtype, n=batch, ci=ci, co=co, h=h, k=k, s=s,
+                           g=ci if g == -1 else g), _conv_block
+
+
+def _conv_block(p):
+    conv = nn.Conv2d(p["ci"], p["co"] if p["g"] == 1 else p["ci"], p["k"], p["s"], p["k"] // 2,
+                     groups=p["g"], bias=False).to(DEV)
+    bn = nn.BatchNorm2d(conv.out_channels).to(DEV)
+    x = torch.randn(p["n"], p["ci"], p["h"], p["h"], device=DEV)
+    if p["layout"] == "cl":
+        conv, bn = conv.to(memory_format=torch.channels_last), bn.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    x.requires_grad_(p["ci"] != 3)
+
+    def run():
+        with _autocast(p["dtype"]):
+            y = F.relu(bn(conv(x)))
+        y.sum().backward()
+
+    return run
+
+
+def pool_cases():
+    for layout in ("cl", "nchw"):
+        for dtype in ("bf16", "fp32"):
+            for c, h in [(64, 112), (128, 56), (256, 28), (512, 14), (2048, 7), (1280, 7), (32, 56)]:
+                for kind in ("max", "avg", "adaptive"):
+                    yield dict(fam="pool", layout=layout, dtype=dtype, n=128, c=c, h=h, kind=kind), _pool
+
+
+def _pool(p):
+    x = torch.randn(p["n"], p["c"], p["h"], p["h"], device=DEV, dtype=DT[p["dtype"]])
+    if p["layout"] == "cl":
+        x = x.contiguous(memory_format=torch.channels_last)
+    x.requires_grad_(True)
+    f = {"max": lambda t: F.max_pool2d(t, 3, 2, 1), "avg": lambda t: F.avg_pool2d(t, 2, 2),
+         "adaptive": lambda t: F.adaptive_avg_pool2d(t, 1)}[p["kind"]]
+
+    def run():
+        f(x).sum().backward()
+
+    return run
+
+
+def pointwise_cases():
+    for layout in ("cl", "contig", "strided"):
+        for dtype in ("bf16", "fp32"):
+            for numel_log in (18, 21, 24, 26):
+                for op in ("relu", "gelu", "silu", "hardswish", "sigmoid", "add", "mul", "gelu_tanh", "dropout"):
+                    yield dict(fam="pointwise", layout=layout, dtype=dtype, log2=numel_log, op=op), _pointwise
+
+
+def _pointwise(p):
+    n = 1 << p["log2"]
+    c = 256
+    hw = max(1, int((n // (32 * c)) ** 0.5))
+    shape = (32, c, hw, hw) if p["layout"] != "strided" else (32, hw * hw, c)
+    x = torch.randn(*shape, device=DEV, dtype=DT[p["dtype"]])
+    if p["layout"] == "cl":
+        x = x.contiguous(memory_format=torch.channels_last)
+    elif p["layout"] == "strided":
+        x = x.transpose(1, 2)  # a non-contiguous view, as after a permute
+    x.requires_grad_(True)
+    y = torch.randn_like(x)
+    f = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu, "hardswish": F.hardswish, "sigmoid": torch.sigmoid,
+         "add": lambda t: t + y, "mul": lambda t: t * y, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
+         "dropout": lambda t: F.dropout(t, 0.1, True)}[p["op"]]
+
+    def run():
+        f(x).sum().backward()
+
+    return run
+
+
+def copy_cases():
+    for dtype in ("bf16", "fp32"):
+        for b, s, h, d in [(4, 2048, 16, 64), (8, 1024, 12, 64), (2, 4096, 32, 128), (16, 512, 16, 64),
+                           (4, 2048, 8, 128), (64, 197, 12, 64), (1, 8192, 32, 128)]:
+            for op in ("permute", "transpose_last", "repeat_interleave", "rope", "cat", "expand"):
+                yield dict(fam="copies", dtype=dtype, b=b, s=s, h=h, d=d, op=op), _copies
+
+
+def _copies(p):
+    b, s, h, d = p["b"], p["s"], p["h"], p["d"]
+    x = torch.randn(b, s, h, d, device=DEV, dtype=DT[p["dtype"]], requires_grad=True)
+    cos = torch.randn(s, d, device=DEV, dtype=DT[p["dtype"]])
+
+    def rope(t):
+        t = t.transpose(1, 2)
+        t1, t2 = t.chunk(2, dim=-1)
+        return t * cos + torch.cat((-t2, t1), dim=-1) * cos
+
+    f = {"permute": lambda t: t.permute(0, 2, 1, 3).contiguous(),
+         "transpose_last": lambda t: t.transpose(-1, -2).contiguous(),
+         "repeat_interleave": lambda t: t.transpose(1, 2).repeat_interleave(4, dim=1),
+         "rope": rope,
+         "cat": lambda t: torch.cat((t, t), dim=-1),
+         "expand": lambda t: t[:, :, :1].expand(b, s, h, d).contiguous()}[p["op"]]
+
+    def run():
+        f(x).float().sum().backward()
+
+    return run
+
+
+def attention_cases():
+    for backend in ("cudnn", "flash", "efficient"):
+        for d in (64, 128):
+            for (b, h, kv, s) in [(8, 12, 12, 1024), (4, 16, 4, 2048), (2, 32, 8, 4096), (16, 16, 16, 512),
+                                  (64, 12, 12, 197), (32, 8, 8, 256)]:
+                for variant in ("plain", "causal", "dropout", "gqa", "pad_mask"):
+                    if variant == "gqa" and kv == h:
+                        continue
+                    yield dict(fam="attention", backend=backend, d=d, b=b, h=h, kv=kv, s=s, variant=variant), _attn
+
+
+def _attn(p):
+    b, h, kv, s, d = p["b"], p["h"], p["kv"], p["s"], p["d"]
+    q = torch.randn(b, s, h, d, device=DEV, dtype=torch.bfloat16).transpose(1, 2).requires_grad_(True)
+    nkv = kv if p["variant"] == "gqa" else h
+    k = torch.randn(b, s, nkv, d, device=DEV, dtype=torch.bfloat16).transpose(1, 2).requires_grad_(True)
+    v = torch.randn(b, s, nkv, d, device=DEV, dtype=torch.bfloat16).transpose(1, 2).requires_grad_(True)
+    kw = {}
+    if p["variant"] == "causal":
+        kw["is_causal"] = True
+    elif p["variant"] == "dropout":
+        kw["dropout_p"] = 0.1
+    elif p["variant"] == "gqa":
+        kw["enable_gqa"] = True
+        kw["is_causal"] = True
+    elif p["variant"] == "pad_mask":
+        kw["attn_mask"] = torch.ones(b, 1, 1, s, device=DEV, dtype=torch.bool)
+    be = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
+          "efficient": SDPBackend.EFFICIENT_ATTENTION}[p["backend"]]
+
+    def run():
+        with sdpa_kernel([be]):
+            F.scaled_dot_product_attention(q, k, v, **kw).sum().backward()
+
+    return run
+
+
+def norm_cases():
+    for dtype in ("bf16", "fp32"):
+        for rows, hidden in [(8192, 768), (8192, 1024), (16384, 2048), (4096, 4096), (32768, 512), (2048, 8192),
+                             (12608, 768)]:
+            for op in ("layer_norm", "rms_norm"):
+                yield dict(fam="norms", dtype=dtype, rows=rows, hidden=hidden, op=op), _norm
+        for n, c, hw, groups in [(32, 256, 32, 32), (16, 512, 16, 32), (64, 128, 64, 32)]:
+            yield dict(fam="norms", dtype=dtype, n=n, c=c, hw=hw, groups=groups, op="group_norm"), _norm
+
+
+def _norm(p):
+    dt = DT[p["dtype"]]
+    if p["op"] == "group_norm":
+        x = torch.randn(p["n"], p["c"], p["hw"], p["hw"], device=DEV, dtype=dt, requires_grad=True)
+        m = nn.GroupNorm(p["groups"], p["c"]).to(DEV, dt)
+    else:
+        x = torch.randn(p["rows"], p["hidden"], device=DEV, dtype=dt, requires_grad=True)
+        m = (nn.LayerNorm if p["op"] == "layer_norm" else nn.RMSNorm)(p["hidden"]).to(DEV, dt)
+
+    def run():
+        m(x).float().sum().backward()
+
+    return run
+
+
+def loss_cases():
+    for dtype in ("fp32", "bf16"):
+        for n, v in [(8192, 32000), (4096, 50257), (16384, 32000), (2048, 128256), (32768, 1000), (512, 1000),
+                     (8192, 151936)]:
+            yield dict(fam="losses", dtype=dtype, n=n, v=v), _loss
+
+
+def _loss(p):
+    x = torch.randn(p["n"], p["v"], device=DEV, dtype=DT[p["dtype"]], requires_grad=True)
+    y = torch.randint(0, p["v"], (p["n"],), device=DEV)
+
+    def run():
+        F.cross_entropy(x, y).backward()
+
+    return run
+
+
+def embedding_cases():
+    for v, d, n in [(32000, 1024, 8192), (50257, 768, 8192), (128256, 4096, 4096), (32000, 4096, 16384),
+                    (151936, 896, 8192), (30522, 768, 16384)]:
+        yield dict(fam="embedding", v=v, d=d, n=n), _embedding
+
+
+def _embedding(p):
+    e = nn.Embedding(p["v"], p["d"]).to(DEV)
+    ids = torch.randint(0, p["v"], (p["n"],), device=DEV)
+
+    def run():
+        e(ids).sum().backward()
+
+    return run
+
+
+def optim_cases():
+    for total_m, count in [(1, 20), (10, 100), (25, 160), (85, 150), (125, 150), (300, 300), (37, 10), (5, 60)]:
+        for opt in ("adamw_foreach", "sgd_foreach", "adamw_fused", "adam_forloop"):
+            yield dict(fam="optim", total_m=total_m, count=count, opt=opt), _optim
+
+
+def _optim(p):
+    total, count = p["total_m"] * 1_000_000, p["count"]
+    sizes = [max(64, int(total * w)) for w in _split_weights(count)]
+    params = [torch.zeros(s, device=DEV, requires_grad=True) for s in sizes]
+    for t in params:
+        t.grad = torch.randn_like(t)
+    o = {"adamw_foreach": lambda: torch.optim.AdamW(params, foreach=True),
+         "sgd_foreach": lambda: torch.optim.SGD(params, lr=0.1, momentum=0.9, foreach=True),
+         "adamw_fused": lambda: torch.optim.AdamW(params, fused=True),
+         "adam_forloop": lambda: torch.optim.Adam(params, foreach=False)}[p["opt"]]()
+
+    def run():
+        o.step()
+
+    return run
+
+
+def _split_weights(count: int) -> list[float]:
+    """A transformer-like spread: a few large tensors, many small ones (sums to 1)."""
+    raw = [1.0 / (1 + (i % 7)) ** 2 for i in range(count)]
+    s = sum(raw)
+    return [r / s for r in raw]
+
+
+def rnn_cases():
+    for cell in ("lstm", "gru"):
+        for hidden, layers, t, b in [(256, 1, 64, 32), (512, 2, 128, 64), (1024, 2, 256, 64), (1024, 1, 64, 128),
+                                     (2048, 1, 128, 32)]:
+            for dtype in ("fp32", "bf16"):
+                yield dict(fam="rnn", cell=cell, hidden=hidden, layers=layers, t=t, b=b, dtype=dtype), _rnn
+
+
+def _rnn(p):
+    cls = nn.LSTM if p["cell"] == "lstm" else nn.GRU
+    m = cls(p["hidden"], p["hidden"], p["layers"], batch_first=True).to(DEV)
+    x = torch.randn(p["b"], p["t"], p["hidden"], device=DEV, requires_grad=True)
+
+    def run():
+        with _autocast(p["dtype"]):
+            y, _ = m(x)
+        y.float().sum().backward()
+
+    return run
+
+
+FAMILIES = {"conv": conv_cases, "pool": pool_cases, "pointwise": pointwise_cases, "copies": copy_cases,
+            "attention": attention_cases, "norms": norm_cases, "losses": loss_cases, "embedding": embedding_cases,
+            "optim": optim_cases, "rnn": rnn_cases}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="trace file (.pt.trace.json.gz)")
+    ap.add_argument("--only", default="", help="comma-separated families (default: all)")
+    ap.add_argument("--iters", type=int, default=2, help="profiled iterations per configuration")
+    ap.add_argument("--list", action="store_true", help="print the configurations and exit")
+    a = ap.parse_args()
+    fams = [f for f in a.only.split(",") if f] or list(FAMILIES)
+    cases = [c for f in fams for c in FAMILIES[f]()]
+    if a.list:
+        for params, _ in cases:
+            print(json.dumps(params))
+        print(f"{len(cases)} configurations")
+        return 0
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    t0 = time.time()
+    tmp = tempfile.mkdtemp()
+    done = 0
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
+        for params, make in cases:
+            torch.manual_seed(0)
+            try:
+                run = make(params)
+                run()
+                run()  # warm-up (cuDNN / cuBLAS heuristics, allocator), outside the marked range
+                torch.cuda.synchronize()
+                with record_function("sweep:" + json.dumps(params, sort_keys=True)):
+                    for _ in range(a.iters):
+                        run()
+                torch.cuda.synchronize()
+                done += 1
+            except Exception as e:  # noqa: BLE001 - an unsupported combination is skipped, and said
+                print(f"skip {json.dumps(params)}: {type(e).__name__}: {str(e).splitlines()[0][:160]}", flush=True)
+            run = None
+            torch.cuda.empty_cache()
+    print(f"{done} of {len(cases)} configurations profiled in {time.time() - t0:.1f} s", flush=True)
+    raw = os.path.join(tmp, "t.json")
+    prof.export_chrome_trace(raw)
+    with open(raw, "rb") as src, gzip.open(a.out, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    shutil.rmtree(tmp)
+    print(f"trace written in {time.time() - t0:.1f} s -> {a.out}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
