@@ -413,9 +413,13 @@ def test_channels_last_batch_norm_keeps_the_bandwidth_model():
     h200 = get_gpu("h200")
     n, c, h, w = 64, 64, 56, 56
     cl = (h * w * c, 1, w * c, c)
-    nchw = total(estimate(_bn((n, c, h, w), c), h200))
-    nhwc = total(estimate(_bn((n, c, h, w), c, stride=cl), h200))
-    assert nhwc < nchw / 3
+    nchw = estimate(_bn((n, c, h, w), c), h200)
+    nhwc = estimate(_bn((n, c, h, w), c, stride=cl), h200)
+    # NCHW: one block per channel (the channel-block model); channels-last: the NHWC kernels,
+    # timed from the in-training family sweep (measured), several times faster
+    assert {k.source for k in nchw} == {"roofline"} and {k.source for k in nhwc} == {"family"}
+    assert any("channels_last" in k.name for k in nhwc)
+    assert total(nhwc) < total(nchw) / 2
 
 
 def test_nchw_half_convolution_adds_layout_transposes():
@@ -429,9 +433,9 @@ def test_nchw_half_convolution_adds_layout_transposes():
     nhwc = estimate(call("aten::convolution", [xc, w, *args[2:]], [yc]), h200)
     assert not _kernels_named(nhwc, "Nhwc") and not _kernels_named(nhwc, "Nchw")
     assert total(nhwc) < total(nchw)
-    # the transposes carry their own share, the convolution kernel the rest
-    conv = [k for k in nchw if "xmma" in k.name]
-    assert len(conv) == 1 and conv[0].duration_ns == pytest.approx(total(nhwc), rel=0.05)
+    # the transposes are kernels of their own, next to one convolution kernel (times: the
+    # in-training family sweep, whose points for one class scatter by up to 2x with cuDNN's choices)
+    assert len([k for k in nchw if "xmma" in k.name]) == 1
 
 
 def test_rgb_stem_convolution_pays_for_padded_channels():

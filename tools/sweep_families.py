@@ -43,6 +43,17 @@ DEV = "cuda"
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
+def _backward(y: torch.Tensor, state: dict) -> None:
+    """Backpropagate a dense gradient shaped (and laid out) like y, as training does.
+
+    `y.sum().backward()` would feed the last op's backward an expanded (stride-0) gradient,
+    a case training never has; the gradient is made once, in the first (warm-up) call."""
+    g = state.get("g")
+    if g is None or g.shape != y.shape or g.stride() != y.stride():
+        g = state["g"] = torch.randn_like(y)
+    y.backward(g)
+
+
 def _autocast(dtype: str):
     return torch.autocast("cuda", dtype=DT[dtype], enabled=dtype != "fp32")
 
@@ -80,10 +91,12 @@ def _conv_block(p):
         x = x.contiguous(memory_format=torch.channels_last)
     x.requires_grad_(p["ci"] != 3)
 
+    st: dict = {}
+
     def run():
         with _autocast(p["dtype"]):
             y = F.relu(bn(conv(x)))
-        y.sum().backward()
+        _backward(y, st)
 
     return run
 
@@ -104,8 +117,10 @@ def _pool(p):
     f = {"max": lambda t: F.max_pool2d(t, 3, 2, 1), "avg": lambda t: F.avg_pool2d(t, 2, 2),
          "adaptive": lambda t: F.adaptive_avg_pool2d(t, 1)}[p["kind"]]
 
+    st: dict = {}
+
     def run():
-        f(x).sum().backward()
+        _backward(f(x), st)
 
     return run
 
@@ -134,8 +149,10 @@ def _pointwise(p):
          "add": lambda t: t + y, "mul": lambda t: t * y, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
          "dropout": lambda t: F.dropout(t, 0.1, True)}[p["op"]]
 
+    st: dict = {}
+
     def run():
-        f(x).sum().backward()
+        _backward(f(x), st)
 
     return run
 
@@ -165,8 +182,10 @@ def _copies(p):
          "cat": lambda t: torch.cat((t, t), dim=-1),
          "expand": lambda t: t[:, :, :1].expand(b, s, h, d).contiguous()}[p["op"]]
 
+    st: dict = {}
+
     def run():
-        f(x).float().sum().backward()
+        _backward(f(x), st)
 
     return run
 
@@ -201,9 +220,11 @@ def _attn(p):
     be = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
           "efficient": SDPBackend.EFFICIENT_ATTENTION}[p["backend"]]
 
+    st: dict = {}
+
     def run():
         with sdpa_kernel([be]):
-            F.scaled_dot_product_attention(q, k, v, **kw).sum().backward()
+            _backward(F.scaled_dot_product_attention(q, k, v, **kw), st)
 
     return run
 
@@ -227,8 +248,10 @@ def _norm(p):
         x = torch.randn(p["rows"], p["hidden"], device=DEV, dtype=dt, requires_grad=True)
         m = (nn.LayerNorm if p["op"] == "layer_norm" else nn.RMSNorm)(p["hidden"]).to(DEV, dt)
 
+    st: dict = {}
+
     def run():
-        m(x).float().sum().backward()
+        _backward(m(x), st)
 
     return run
 
@@ -260,8 +283,10 @@ def _embedding(p):
     e = nn.Embedding(p["v"], p["d"]).to(DEV)
     ids = torch.randint(0, p["v"], (p["n"],), device=DEV)
 
+    st: dict = {}
+
     def run():
-        e(ids).sum().backward()
+        _backward(e(ids), st)
 
     return run
 
@@ -309,10 +334,12 @@ def _rnn(p):
     m = cls(p["hidden"], p["hidden"], p["layers"], batch_first=True).to(DEV)
     x = torch.randn(p["b"], p["t"], p["hidden"], device=DEV, requires_grad=True)
 
+    st: dict = {}
+
     def run():
         with _autocast(p["dtype"]):
             y, _ = m(x)
-        y.float().sum().backward()
+        _backward(y, st)
 
     return run
 

@@ -36,6 +36,13 @@ Where the time comes from, in order:
    whose library kernels differ. Same-device contiguous copies (Memcpy DtoD) use the
    measured DtoD curve. estimate(use_table=False) alone turns this off too (roofline
    only); use_measured=True with it keeps the curves.
+3b. The in-training family sweep (source "family", see families.py): ops and classes the
+   isolated sweep does not cover (convolutions, batch norm, pooling, channels-last, strided and
+   broadcast elementwise ops, permute copies, attention with dropout, masks or grouped-query
+   heads, group norm, cuDNN RNNs, ...), interpolated over the roofline time and the first
+   tensor's dimensions among the points of the same op and class. When both sweeps cover an
+   op the isolated one answers: on the GPT references (exact table off) it is closer for
+   attention and log_softmax (the family sweep's few vocabulary sizes mislead it there).
 4. The roofline (source "roofline", see roofline.py and ops.py): FLOPs and bytes of the
    op, per-class efficiencies, kernel names and launch configs from generators (and the
    table's per-dtype kernel sequences for ops with no generator).
@@ -53,6 +60,7 @@ estimate() is deterministic and cached by (op name, kind, GPU, flags, arguments,
 """
 from __future__ import annotations
 
+from phantora_prof.cost import families as _FAM
 from phantora_prof.cost import kernels as _K
 from phantora_prof.cost import measured as _M
 from phantora_prof.cost import ops as _ops
@@ -105,16 +113,19 @@ def _hashable(v):
 
 
 def estimate(op: OpCall, gpu: GpuSpec | str | None = None, *, allow_tf32: bool = False,
-             use_table: bool = True, use_measured: bool | None = None) -> list[Kernel]:
+             use_table: bool = True, use_measured: bool | None = None, use_family: bool | None = None) -> list[Kernel]:
     """The GPU activities `op` launches on `gpu`, in launch order ([] when none).
 
     use_table=False skips the exact-shape reference table; use_measured the interpolated
     sweep curves, and it follows use_table unless given: use_table=False alone is the
     roofline only (as before the sweep existed), use_table=False, use_measured=True the
-    interpolation before the roofline.
+    interpolation before the roofline. use_family (default: as use_measured) turns the
+    in-training family curves (families.py) on or off on their own.
     """
     if use_measured is None:
         use_measured = use_table
+    if use_family is None:
+        use_family = use_measured
     if op.kind == OpKind.HOST:
         return []
     nb = _NAMES.get(op.name)
@@ -126,16 +137,16 @@ def estimate(op: OpCall, gpu: GpuSpec | str | None = None, *, allow_tf32: bool =
     spec = gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
     gkey = spec.key if GPUS.get(spec.key) is spec else spec
     try:
-        key = (op.name, op.kind, gkey, allow_tf32, use_table, use_measured, op.args,
+        key = (op.name, op.kind, gkey, allow_tf32, use_table, use_measured, use_family, op.args,
                tuple(op.kwargs.items()) if op.kwargs else (), op.outputs)
         hit = _CACHE.get(key)
     except TypeError:  # an unhashable scalar (a list in kwargs): normalise
-        key = (op.name, op.kind, gkey, allow_tf32, use_table, use_measured, _hashable(op.args),
+        key = (op.name, op.kind, gkey, allow_tf32, use_table, use_measured, use_family, _hashable(op.args),
                _hashable(op.kwargs or {}), op.outputs)
         hit = _CACHE.get(key)
     if hit is not None:
         return list(hit)
-    res = tuple(_estimate(op, spec, allow_tf32, use_table, use_measured))
+    res = tuple(_estimate(op, spec, allow_tf32, use_table, use_measured, use_family))
     if len(_CACHE) >= _CACHE_MAX:
         _CACHE.clear()
     _CACHE[key] = res
@@ -194,7 +205,7 @@ def _cross_device(op, base) -> bool:
 
 
 def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
-              use_measured: bool = True) -> list[Kernel]:
+              use_measured: bool = True, use_family: bool = True) -> list[Kernel]:
     ns, base = _split_name(op.name)
     if op.kind == OpKind.HOST or ns in _NO_GPU_NAMESPACES or base in _ops.NO_GPU_WORK:
         return []
@@ -233,7 +244,51 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
         res = _interpolated(op, base, gpu, allow_tf32, handler, cost, specs, total)
         if res is not None:
             return res
+    if use_family and specs:
+        res = _family(op, base, gpu, allow_tf32, handler, cost, specs, total)
+        if res is not None:
+            return res
     return _materialize(cost, specs, total, gpu)
+
+
+def _family(op, base, gpu, allow_tf32, handler, cost, specs, total) -> list[Kernel] | None:
+    """Kernels from the in-training family sweep (families.py), or None when the op's class is not covered."""
+    fam = _FAM.model()
+    if fam is None or (len(specs) == 1 and specs[0].kind == _K.KIND_MEMCPY):
+        return None  # a plain DtoD copy: the copy model's bandwidth curve
+    if handler is _ops.batch_group_norm and base.startswith("native_batch_norm") and \
+            _ops.bn_nchw_training(op, base, op.args[1] if "backward" in base else op.args[0]):
+        return None  # NCHW batch norm: the channel-block model (ops.batch_norm_nchw) follows C, w does not
+    key = _FAM.class_key(op, base)
+    name = base
+    if not fam.covers(name, key):
+        # an in-place op runs its out-of-place twin's kernel (relu_ -> relu); stack runs cat's
+        name = "cat" if base == "stack" else base.rstrip("_")
+        if name == base or not fam.covers(name, key):
+            return None
+    ref = get_gpu(_FAM.GPU_KEY)
+    if gpu.arch != ref.arch:
+        return None  # library kernels differ per architecture: the roofline's own efficiencies
+    w = sum(k.duration_ns for k in _materialize(cost, specs, total, gpu))
+    if gpu.key == ref.key:
+        w_ref = w
+    else:
+        rc = (handler(op, base, ref, allow_tf32, table("h200"))[0] if handler is _ops.embedding_dense_backward
+              else handler(op, base, ref, allow_tf32)[0])
+        w_ref = sum(k.duration_ns for k in _materialize(rc, specs, _R.op_time_ns(rc, ref), ref))
+    hit = fam.predict(name, key, w_ref, _FAM.first_shape(op))
+    if hit is None:
+        return None
+    t, near = hit
+    t *= w / max(w_ref, 1.0)
+    scale = t / max(near["t"], 1)
+    out = []
+    for kind, ni, gx, gy, gz, bx, by, bz, regs, smem, nbytes, ai, dur in near["k"]:
+        d = dur if kind == _K.KIND_MEMSET else dur * scale
+        out.append(Kernel(kind, fam.names[ni], max(KERNEL_FLOOR_NS, int(round(d))), (gx, gy, gz), (bx, by, bz), regs,
+                          smem, nbytes, fam.apis[ai], cost.flops * (d / max(t, 1.0)) if kind == _K.KIND_KERNEL else 0.0,
+                          "family"))
+    return out
 
 
 def _interpolated(op, base, gpu, allow_tf32, handler, cost, specs, total) -> list[Kernel] | None:

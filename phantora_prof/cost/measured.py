@@ -570,6 +570,17 @@ def _query_for(op, base, allow_tf32):
     return None
 
 
+def _attn_variant(op, base) -> bool:
+    """Whether a fused attention call has dropout or an attention mask / bias (variants the
+    isolated sweep did not measure)."""
+    from phantora_prof.cost import families as _F
+
+    if base not in _F.ATTN_OPS:
+        return False
+    parts = _F.class_key(op, base).split("|")
+    return "drop" in parts or "mask" in parts
+
+
 def _attn_query(op, base):
     from phantora_prof.cost import roofline as _R
 
@@ -588,6 +599,10 @@ def _attn_query(op, base):
         return None
     if s != s_k:
         return None
+    if len(q.shape) == 4 and len(k.shape) == 4 and q.shape != k.shape and not base.startswith(("_flash", "_eff")):
+        return None  # grouped-query heads: not swept here (the family sweep has them)
+    if _attn_variant(op, base):
+        return None  # dropout or a mask: not swept here (the family sweep has them)
     if base.startswith("_efficient_attention"):
         causal = (_R.arg(op, base, "custom_mask_type", 0) or 0) != 0
     else:

@@ -13,7 +13,7 @@ from phantora_prof.cost.kernels import KernelSpec
 from phantora_prof.cost.roofline import (
     ATTENTION, COPY, EFF, ELEMENTWISE, GEMM, INDEX, MEMSET, NORM, OPTIMIZER, REDUCTION, Cost,
     all_inputs, arg, conv_flops, eff_for, first_tensor, io_bytes, is_contiguous, iter_tensors,
-    mm_flops, op_time_ns, sdpa_flops, tensor_bytes,
+    mm_flops, one_dense_layout, op_time_ns, sdpa_flops, tensor_bytes,
 )
 from phantora_prof.protocol import TensorArg
 
@@ -340,7 +340,8 @@ def _bn_acc(t: str, dims: int, traits: str = "RestrictPtrTraits") -> str:
     return _BN_ACC.format(t=t, n=dims - 1, d=dims, traits=traits)
 
 
-def _bn_nchw_training(op, base, x: TensorArg) -> bool:
+def bn_nchw_training(op, base, x: TensorArg) -> bool:
+    """Training-mode batch norm of a contiguous (NCHW) input: the channel-block kernels."""
     if len(x.shape) < 3 or not is_contiguous(x):  # channels-last and 2-D inputs take other kernels
         return False
     if "backward" in base:
@@ -393,7 +394,7 @@ def batch_norm_nchw(op, base, gpu, x: TensorArg):
 
 def batch_group_norm(op, base, gpu, allow_tf32):
     x = op.args[1] if "backward" in base else op.args[0]
-    if "batch_norm" in base and "cudnn" not in base and _bn_nchw_training(op, base, x):
+    if "batch_norm" in base and "cudnn" not in base and bn_nchw_training(op, base, x):
         return batch_norm_nchw(op, base, gpu, x)
     t = K.cpp(x.dtype)
     c = x.shape[1] if len(x.shape) > 1 else 1
@@ -751,7 +752,8 @@ def elementwise(op, base, gpu, allow_tf32):
     numel = max(ref.numel, 1)
     dtypes = {t.dtype for t in tensors}
     broadcast = any(t.numel != numel or 0 in t.stride for t in ins)
-    noncontig = any(not is_contiguous(t) for t in tensors)
+    # TensorIterator coalesces operands that share one dense layout (channels-last included)
+    noncontig = not one_dense_layout(t for t in tensors if t.numel > 1)
     dtype = ref.dtype
     scalar = len(ins) <= 1 and any(not isinstance(a, TensorArg) and isinstance(a, (int, float))
                                    for a in op.args[1:])

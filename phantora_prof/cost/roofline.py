@@ -156,6 +156,37 @@ def is_contiguous(t: TensorArg) -> bool:
     return True
 
 
+def dense_order(t: TensorArg) -> tuple[int, ...] | None:
+    """The dims of `t` from outermost to innermost if it is dense and non-overlapping in some
+    order (contiguous, channels-last, any permutation of contiguous), else None. Size-1 dims
+    are left out (their stride does not matter)."""
+    dims = [i for i, s in enumerate(t.shape) if s != 1]
+    order = sorted(dims, key=lambda i: -t.stride[i])
+    expected = 1
+    for i in reversed(order):
+        if t.stride[i] != expected:
+            return None
+        expected *= t.shape[i]
+    return tuple(order)
+
+
+def one_dense_layout(tensors) -> bool:
+    """Whether TensorIterator sees these operands as one contiguous block: all of the same
+    shape, each dense in the same dim order (so a channels-last op runs the vectorized kernel
+    a contiguous one does; broadcast or mixed layouts take the strided kernel)."""
+    tensors = list(tensors)
+    if not tensors:
+        return True
+    shape = tensors[0].shape
+    order = dense_order(tensors[0])
+    if order is None:
+        return False
+    for t in tensors[1:]:
+        if t.shape != shape or dense_order(t) != order:
+            return False
+    return True
+
+
 def iter_tensors(values):
     for a in values:
         if isinstance(a, TensorArg):

@@ -1,0 +1,160 @@
+"""Build the family curves (cost/data/h200_families.json.gz) from a profiled family sweep.
+
+    phantora-prof calibrate families SWEEP.pt.trace.json.gz [...] [--out FILE]
+
+Input: traces written by tools/sweep_families.py on a real GPU, where every configuration's
+profiled iterations sit inside a `sweep:{json}` range. Every dispatch-level op inside a range
+(calibrate/trace_ops.py) becomes a point: op name, class key (cost/families.py), roofline
+time on the H200 (`w`, the cost model's own roofline for the captured call rebuilt from the
+trace's shapes, strides and scalars), measured time (`t`: the median over the iterations of
+the summed GPU time of its kernels, memsets and copies) and its kernels. Calls with the same
+signature inside one configuration are one point. Points whose roofline cannot be computed
+(no meta outputs, a tensor list whose dtype the trace does not say) are skipped and counted.
+
+The output is deterministic for the same input (sorted keys, rounded numbers).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+from phantora_prof.calibrate.trace_ops import DispatchOp, dispatch_ops, input_tensors, load_events, meta_outputs, \
+    parse_scalar
+from phantora_prof.cost import families as F
+from phantora_prof.protocol import OpCall, OpKind, TensorArg
+
+log = logging.getLogger(__name__)
+
+_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+def _sweep_ranges(events: list[dict]) -> list[tuple[float, float, dict]]:
+    out = []
+    for e in events:
+        if e.get("cat") == "user_annotation" and e.get("name", "").startswith("sweep:"):
+            out.append((e["ts"], e["ts"] + e["dur"], json.loads(e["name"][len("sweep:"):])))
+    out.sort(key=lambda r: r[0])
+    return out
+
+
+def to_opcall(op: DispatchOp, list_dtype: str) -> OpCall | None:
+    """The captured call the runtime would have made for this trace op (outputs from meta tensors)."""
+    args = []
+    for a in input_tensors(op):
+        if a[0] == "t":
+            _, shape, dt, st = a
+            args.append(TensorArg(tuple(shape), tuple(st), dt, 0))
+        elif a[0] == "l":
+            if a[1] is None:
+                return None
+            args.append(tuple(TensorArg(tuple(s), tuple(st), list_dtype, 0) for _, s, _, st in a[1]))
+        elif a[0] == "n":
+            args.append(None)
+        else:
+            args.append(parse_scalar(a[1]))
+    has_list = any(isinstance(a, tuple) and a and isinstance(a[0], TensorArg) for a in args)
+    outs = None
+    if not has_list:
+        metas = meta_outputs(op)
+        if metas is None:
+            return None
+        outs = tuple(TensorArg(tuple(s), tuple(st), d, 0) for s, d, st in metas)
+    else:  # foreach ops and cat: outputs like the (first) list, which is what the roofline needs
+        first = next(a for a in args if isinstance(a, tuple) and a and isinstance(a[0], TensorArg))
+        outs = first if not op.name.endswith("_") else ()
+    return OpCall(0, 0, op.name, tuple(args), {}, outs, 0, 0, 0, 7, 0, OpKind.COMPUTE)
+
+
+def collect(paths: list[Path]) -> tuple[list[dict], dict]:
+    """Points of every sweep trace in `paths` (see the module docstring), and counts of what was skipped."""
+    from phantora_prof import cost
+
+    gpu = cost.get_gpu(F.GPU_KEY)
+    groups: dict[tuple, list] = defaultdict(list)  # (config index, op name, signature) -> [(op, acts)]
+    configs: list[dict] = []
+    for path in paths:
+        events = load_events(path)
+        ranges = _sweep_ranges(events)
+        base_index = len(configs)
+        configs.extend(r[2] for r in ranges)
+        starts = [r[0] for r in ranges]
+        import bisect
+
+        for op in dispatch_ops(events):
+            if not op.acts:
+                continue
+            i = bisect.bisect_right(starts, op.ts) - 1
+            if i < 0 or op.ts > ranges[i][1]:
+                continue
+            sig = json.dumps([op.name, op.dims, op.types, op.strides, op.concrete])
+            groups[(base_index + i, op.name, sig)].append(op)
+    points, skipped = [], defaultdict(int)
+    for (ci, name, _sig), ops in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
+        params = configs[ci]
+        call = to_opcall(ops[0], _DTYPES.get(params.get("dtype", "fp32"), "float32"))
+        if call is None:
+            skipped["no call"] += 1
+            continue
+        base = name.split("::", 1)[1]
+        try:
+            w = sum(k.duration_ns for k in cost.estimate(call, gpu, use_table=False, use_measured=False))
+        except Exception:  # noqa: BLE001 - a call the roofline cannot read: skipped, counted
+            skipped["no roofline"] += 1
+            continue
+        if w <= 0:
+            skipped["no GPU work in the model"] += 1
+            continue
+        n = len(ops[0].acts)
+        usable = [o for o in ops if len(o.acts) == n and [a.name for a in o.acts] == [a.name for a in ops[0].acts]]
+        kernels = []
+        for j, a in enumerate(ops[0].acts):
+            dur = statistics.median(o.acts[j].dur_ns for o in usable)
+            kernels.append((a.kind, a.name, list(a.grid), list(a.block), a.regs, a.smem, a.nbytes, a.api, int(dur)))
+        t = sum(k[-1] for k in kernels)
+        points.append({"op": base, "key": F.class_key(call, base), "w": round(w, 1), "t": t, "kernels": kernels,
+                       "shape": list(F.first_shape(call)), "family": params.get("fam", "?")})
+    return points, dict(skipped)
+
+
+def build(points: list[dict], sources: list[str]) -> dict:
+    names: list[str] = []
+    apis: list[str] = []
+    idx: dict[str, int] = {}
+    aidx: dict[str, int] = {}
+
+    def nid(n):
+        if n not in idx:
+            idx[n] = len(names)
+            names.append(n)
+        return idx[n]
+
+    def aid(n):
+        if n not in aidx:
+            aidx[n] = len(apis)
+            apis.append(n)
+        return aidx[n]
+
+    ops: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for p in points:
+        ks = [[k[0], nid(k[1]), *k[2], *k[3], k[4], k[5], k[6], aid(k[7]), k[8]] for k in p["kernels"]]
+        ops[p["op"]][p["key"]].append({"w": p["w"], "t": p["t"], "s": p["shape"], "k": ks})
+    for classes in ops.values():
+        for pts in classes.values():
+            pts.sort(key=lambda p: (p["w"], p["t"]))
+    return {"schema": F.SCHEMA, "gpu": F.GPU_KEY, "sources": sources,
+            "kernel_fields": ["kind", "name", "gx", "gy", "gz", "bx", "by", "bz", "regs", "smem", "bytes", "api",
+                              "dur_ns"],
+            "names": names, "apis": apis,
+            "ops": {op: dict(sorted(classes.items())) for op, classes in sorted(ops.items())}}
+
+
+def write(doc: dict, out: Path) -> None:
+    blob = json.dumps(doc, separators=(",", ":"), sort_keys=False).encode()
+    tmp = out.with_suffix(".tmp")
+    with gzip.GzipFile(tmp, "wb", mtime=0) as f:  # mtime 0: the same input gives the same bytes
+        f.write(blob)
+    tmp.replace(out)

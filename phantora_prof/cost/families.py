@@ -1,0 +1,292 @@
+"""Kernel times from the in-training family sweep: measured curves per op and op class.
+
+`tools/sweep_families.py` ran small forward + backward programs per kernel family on an
+H200 (convolution blocks over kernel sizes, strides, groups, layouts and dtypes; pooling;
+activations on contiguous, channels-last and strided tensors; permutes, RoPE, cat,
+repeat_interleave; attention per backend with dropout, GQA, masks; norms; losses; embedding;
+foreach / fused optimizers; cuDNN RNNs) the way training runs them (kernels back to back, a
+warm L2) and profiled them; `phantora-prof calibrate families` (calibrate/families.py)
+turned every dispatch-level op of that trace into a point: the op's class key (below), its
+roofline time on the H200 `w` (roofline.py: what the op reads, writes and computes against
+the GPU's peaks), the measured time `t` and the kernels it launched. The data is
+`data/h200_families.json.gz`.
+
+A query op is answered from the points of the same op name and class key: the ratio t / w
+is interpolated (Gaussian kernel regression) over log w and the log of each dimension of the
+op's first tensor, with bandwidths `BANDWIDTH` and `DIM_BANDWIDTH` in natural-log units, so a
+point of the same shape dominates and neighbours in size and aspect fill in; outside the
+measured range the ratio of the nearest points holds (time scales with the roofline). The
+kernels (names, launch configs) are those of the nearest point, their durations scaled to the
+interpolated total. Ops or classes the sweep did not cover return None and the next source
+answers (the isolated-op sweep, then the roofline).
+
+The class key is what changes the kernel a library picks or the access pattern, beyond
+size: dtype and memory layout of the first tensor (contiguous, channels-last, strided), and
+per family the kernel size / stride / groups of a convolution, the pooling window, the
+attention variant (causal, dropout, mask, grouped-query, head dim). It is computed the same
+way at calibration and at run time (`class_key`), from the captured call alone.
+
+Approximate: kernel launch configs are the nearest point's, not recomputed for the query's
+shape; a class with one point scales by the roofline from it; measured on one H200 (torch
+2.11, cuDNN 9.19), other GPUs scale by their roofline ratio as the other sources do.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from functools import lru_cache
+from pathlib import Path
+
+from phantora_prof.protocol import TensorArg
+
+DATA = Path(__file__).parent / "data" / "h200_families.json.gz"
+SCHEMA = "phantora-families/1"
+GPU_KEY = "h200"
+BANDWIDTH = 0.35  # natural-log units of roofline time (a factor of ~1.4)
+DIM_BANDWIDTH = 0.5  # natural-log units of each dimension of the first tensor (a factor of ~1.6)
+
+CONV_OPS = frozenset(("convolution", "convolution_backward", "cudnn_convolution", "_convolution"))
+ATTN_OPS = frozenset((
+    "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_cudnn_attention_backward",
+    "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_backward",
+    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_efficient_attention_backward",
+))
+POOL_OPS = frozenset(("max_pool2d_with_indices", "max_pool2d_with_indices_backward", "avg_pool2d",
+                      "avg_pool2d_backward"))
+
+
+def _first_tensor(op) -> TensorArg | None:
+    for a in op.args:
+        if isinstance(a, TensorArg):
+            return a
+        if isinstance(a, tuple) and a and isinstance(a[0], TensorArg):
+            return a[0]
+    return None
+
+
+def layout(t: TensorArg | None) -> str:
+    """c: contiguous, cl: channels-last (4-D), s: anything else (strided, broadcast)."""
+    if t is None or not t.shape:
+        return "c"
+    shape, stride = t.shape, t.stride
+    expect = 1
+    contiguous = True
+    for size, st in zip(reversed(shape), reversed(stride)):
+        if size != 1 and st != expect:
+            contiguous = False
+            break
+        expect *= size
+    if contiguous:
+        return "c"
+    if len(shape) == 4:
+        n, c, h, w = shape
+        cl = (1, w * c, c)  # strides of C, H, W in channels-last
+        if all(s == 1 or st == e for s, st, e in zip((c, h, w), stride[1:], cl)):
+            return "cl"
+    return "s"
+
+
+def _arg(op, i, default=None):
+    return op.args[i] if len(op.args) > i else default
+
+
+def _conv_key(op, base: str) -> list[str]:
+    if base == "convolution_backward":
+        x, w = _arg(op, 1), _arg(op, 2)
+        stride, groups, mask = _arg(op, 4), _arg(op, 9), _arg(op, 10)
+    else:
+        x, w = _arg(op, 0), _arg(op, 1)
+        stride, groups, mask = _arg(op, 3), _arg(op, 8), None
+    if not isinstance(w, TensorArg) or not isinstance(x, TensorArg):
+        return []
+    k = w.shape[-1] if w.shape else 1
+    s = stride[0] if isinstance(stride, (tuple, list)) and stride else stride
+    cin = x.shape[1] if len(x.shape) > 1 else 1
+    g = groups if isinstance(groups, int) else 1
+    gk = "dw" if g > 1 and g == cin else ("g" if g > 1 else "1")
+    parts = [f"k{k}", f"s{s}", gk, layout(x)]
+    if mask is not None:
+        parts.append("m" + "".join("1" if b else "0" for b in mask))
+    return parts
+
+
+# positions in each fused attention op's schema: (query, key, attn_bias, dropout_p, is_causal)
+_ATTN_ARGS = {
+    "_scaled_dot_product_cudnn_attention": (0, 1, 3, 5, 6),
+    "_scaled_dot_product_cudnn_attention_backward": (1, 2, 8, 13, 14),
+    "_scaled_dot_product_flash_attention": (0, 1, None, 3, 4),
+    "_scaled_dot_product_flash_attention_backward": (1, 2, None, 10, 11),
+    "_scaled_dot_product_efficient_attention": (0, 1, 3, 5, 6),
+    "_scaled_dot_product_efficient_attention_backward": (1, 2, 4, 9, 11),
+}
+
+
+def _attn_key(op, base: str) -> list[str]:
+    qi, ki, bi, di, ci = _ATTN_ARGS[base]
+    q, k = _arg(op, qi), _arg(op, ki)
+    if not isinstance(q, TensorArg) or not isinstance(k, TensorArg):
+        return []
+    kw = op.kwargs or {}
+    gqa = len(q.shape) == 4 and len(k.shape) == 4 and q.shape[1] != k.shape[1]
+    dropout = _arg(op, di, kw.get("dropout_p", 0.0))
+    causal = _arg(op, ci, kw.get("is_causal", False))
+    bias = _arg(op, bi) if bi is not None else None
+    return [f"d{q.shape[-1]}", "causal" if causal is True else "full",
+            "drop" if isinstance(dropout, (int, float)) and dropout > 0 else "nodrop",
+            "mask" if isinstance(bias, TensorArg) and bias.numel > 0 else "nomask", "gqa" if gqa else "mha"]
+
+
+def class_key(op, base: str) -> str:
+    """The op's class within its name (see the module docstring); '' parts are omitted."""
+    t = _first_tensor(op)
+    parts = [t.dtype if t is not None else "-"]
+    if base in CONV_OPS:
+        parts += _conv_key(op, base)
+    elif base in ATTN_OPS:
+        parts += _attn_key(op, base)
+    elif base in POOL_OPS:
+        ks = _arg(op, 1) if base != "max_pool2d_with_indices_backward" else _arg(op, 2)
+        k = ks[0] if isinstance(ks, (tuple, list)) and ks else ks
+        parts += [f"k{k}", layout(t)]
+    elif base in _INPUT_LAYOUT_OPS:
+        parts.append(layout(t))
+    elif _elementwise(base):
+        parts.append(_operand_layout(op))
+    else:
+        parts.append(_first_layout(t))
+        if base in _REDUCTIONS:
+            parts.append(_reduction_kind(op, t))
+    return "|".join(str(p) for p in parts)
+
+
+# ops whose kernel choice follows the input's memory format (cuDNN / native NHWC kernels)
+_INPUT_LAYOUT_OPS = frozenset(("native_batch_norm", "native_batch_norm_backward", "cudnn_batch_norm",
+                               "cudnn_batch_norm_backward", "_native_batch_norm_legit", "_adaptive_avg_pool2d",
+                               "_adaptive_avg_pool2d_backward", "mean", "native_group_norm",
+                               "native_group_norm_backward", "_cudnn_rnn", "_cudnn_rnn_backward"))
+
+
+_REDUCTIONS = frozenset(("sum", "mean", "amax", "amin", "max", "min", "prod", "norm", "linalg_vector_norm", "var",
+                         "var_mean", "std", "std_mean", "argmax", "argmin", "any", "all", "logsumexp"))
+
+
+def _reduction_kind(op, t: TensorArg | None) -> str:
+    """all: to one value; inner: over the last dim(s); outer: over leading dims (different kernels)."""
+    outs = [o for o in op.outputs if isinstance(o, TensorArg)]
+    if t is None or not outs or outs[0].numel <= 1:
+        return "all"
+    dims = _arg(op, 1)
+    if isinstance(dims, int):
+        dims = (dims,)
+    if isinstance(dims, (tuple, list)) and dims:
+        rank = len(t.shape)
+        norm = sorted(d % rank for d in dims if isinstance(d, int))
+        return "inner" if norm and norm[-1] == rank - 1 else "outer"
+    return "all"
+
+
+def _elementwise(base: str) -> bool:
+    from phantora_prof.cost import ops
+
+    return ops.handler_for(base) is ops.elementwise
+
+
+def _first_layout(t: TensorArg | None) -> str:
+    """Ops with operands of different shapes (norms and their statistics, losses, copies): the
+    layout of the main (first) tensor: dense in some dim order, bcast (a stride of 0), strided."""
+    from phantora_prof.cost.roofline import dense_order
+
+    if t is None:
+        return "dense"
+    if any(st == 0 and sz > 1 for sz, st in zip(t.shape, t.stride)):
+        return "bcast"
+    order = dense_order(t)
+    if order is None:
+        return "strided"
+    return "dense" if list(order) == sorted(order) else "perm"  # contiguous, or dense in another order
+
+
+def _operand_layout(op) -> str:
+    """How TensorIterator sees the operands: dense (one dense layout, any dim order),
+    bcast (an operand broadcast: stride 0 or fewer elements), strided (anything else)."""
+    from phantora_prof.cost.roofline import dense_order, iter_tensors, one_dense_layout
+
+    lists = [a for a in op.args if isinstance(a, tuple) and a and isinstance(a[0], TensorArg)]
+    if lists:  # foreach ops, cat, stack: many tensors, each its own; strided elements read slowly
+        return "list" if all(dense_order(t) is not None for t in lists[0]) else "list-strided"
+    tensors = [t for t in iter_tensors(op.args) if t.numel > 1]
+    outs = [t for t in iter_tensors(op.outputs) if t.numel > 1]
+    if not tensors:
+        return "dense"
+    numel = max(t.numel for t in tensors)
+    if any(t.numel != numel or 0 in t.stride for t in tensors):
+        return "bcast"
+    if all(t.numel == numel for t in outs):
+        return "dense" if one_dense_layout(tensors + outs) else "strided"
+    return "dense" if all(dense_order(t) is not None for t in tensors) else "strided"  # reductions
+
+
+class FamilyModel:
+    """The sweep's points per (op name, class key), sorted by roofline time."""
+
+    def __init__(self, doc: dict):
+        if doc.get("schema") != SCHEMA:
+            raise ValueError(f"family data has schema {doc.get('schema')!r}, expected {SCHEMA!r}")
+        self.names: list[str] = doc["names"]
+        self.apis: list[str] = doc["apis"]
+        self.points: dict[tuple[str, str], tuple] = {}
+        for op, classes in doc["ops"].items():
+            for key, pts in classes.items():
+                pts = sorted(pts, key=lambda p: p["w"])
+                feats = [_features(p["w"], p["s"]) for p in pts]
+                self.points[(op, key)] = (feats, pts)
+
+    def covers(self, op_name: str, key: str) -> bool:
+        return (op_name, key) in self.points
+
+    def predict(self, op_name: str, key: str, w_ns: float, shape: tuple = ()) -> tuple[float, dict] | None:
+        """(time in ns, nearest point) for an op of roofline time w_ns whose first tensor has
+        `shape`, or None when not covered."""
+        entry = self.points.get((op_name, key))
+        if entry is None or not w_ns > 0:
+            return None
+        feats, pts = entry
+        lw = math.log(w_ns)
+        lo, hi = feats[0][0], feats[-1][0]
+        q = _features(w_ns, shape)
+        q = (min(max(lw, lo), hi),) + q[1:]  # outside the range: the ratio at the nearest end
+        best, best_d = 0, float("inf")
+        num = den = 0.0
+        for i, f in enumerate(feats):
+            d2 = ((f[0] - q[0]) / BANDWIDTH) ** 2
+            if len(f) == len(q):
+                d2 += sum(((a - b) / DIM_BANDWIDTH) ** 2 for a, b in zip(f[1:], q[1:]))
+            if d2 < best_d:
+                best, best_d = i, d2
+            if d2 > 72:
+                continue
+            wt = math.exp(-0.5 * d2)
+            num += wt * math.log(pts[i]["t"] / pts[i]["w"])
+            den += wt
+        near = pts[best]
+        if den <= 1e-12:
+            return near["t"] * w_ns / near["w"], near
+        return w_ns * math.exp(num / den), near
+
+
+def _features(w_ns: float, shape) -> tuple[float, ...]:
+    return (math.log(w_ns),) + tuple(math.log(max(int(d), 1)) for d in shape)
+
+
+def first_shape(op) -> tuple:
+    t = _first_tensor(op)
+    return tuple(t.shape) if t is not None else ()
+
+
+@lru_cache(maxsize=1)
+def model() -> FamilyModel | None:
+    if not DATA.exists():
+        return None
+    with gzip.open(DATA, "rt") as f:
+        return FamilyModel(json.load(f))
