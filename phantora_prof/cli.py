@@ -74,13 +74,17 @@ def _console(stderr: bool = True):
 @click.option("--kernel-db", type=click.Path(dir_okay=False, path_type=Path),
               help="A kernel database (`phantora-prof db build`) whose measured times come first; with "
                    "--kernel-times measure, where to keep them (default ~/.cache/phantora-prof/kernels-GPU.json.gz).")
+@click.option("--host-python/--no-host-python", default=True, show_default=True,
+              help="Charge the script's Python between ops (framework layers, data loading, callbacks) as host "
+                   "time on the reference host, from counted calls (deterministic). Off: only ops cost host time.")
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
 @click.version_option(package_name="phantora-prof")
 @click.pass_context
 def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, nnodes: int, collective_timeout: float,
         no_trace: bool, trace_format: str, report_dir: Path | None, summary_json: Path | None,
-        op_costs: tuple[str, ...], kernel_times: str, kernel_db: Path | None, log_level: str) -> None:
+        op_costs: tuple[str, ...], kernel_times: str, kernel_db: Path | None, host_python: bool,
+        log_level: str) -> None:
     """Run an unmodified PyTorch training script on a simulated GPU and write
     torch.profiler-format traces of the simulated run.
 
@@ -93,7 +97,7 @@ def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, nnodes
                "collective_timeout": collective_timeout, "trace": not no_trace,
                "log_level": log_level, "op_costs": op_costs,
                "summary_json": summary_json, "trace_format": trace_format.lower(), "report_dir": report_dir,
-               "kernel_times": kernel_times.lower(), "kernel_db": kernel_db}
+               "kernel_times": kernel_times.lower(), "kernel_db": kernel_db, "host_python": host_python}
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
         ctx.exit(2)
@@ -122,7 +126,8 @@ def execute(obj: dict, command: tuple[str, ...], **overrides):
                       collective_timeout_s=obj["collective_timeout"], trace=obj["trace"], log_level=obj["log_level"],
                       op_costs=dict(parse_op_cost(spec) for spec in obj["op_costs"]),
                       trace_format=obj["trace_format"], report_dir=obj["report_dir"],
-                      kernel_times=obj["kernel_times"], kernel_db=obj["kernel_db"])
+                      kernel_times=obj["kernel_times"], kernel_db=obj["kernel_db"],
+                      host_python=obj.get("host_python", True))
     for k, v in overrides.items():
         setattr(opts, k, v)
     opts.__post_init__()

@@ -62,6 +62,19 @@ AUTOGRAD_NODE_NS: int = TABLE["autograd_node_ns"]  # autograd engine overhead pe
 # zero_grad(set_to_none=True)'s loop. Measured with --host-probe (tools/calibrate_host.py).
 OPTIMIZER_PYTHON_NS: dict[str, int] = TABLE["optimizer_python_ns"]
 
+# Python interpreter work between ops, per counted call (runtime/pyhost.py): Python-level
+# function calls and calls of C functions (builtins, methods of C types).
+PY_CALL_NS: float = TABLE["python"]["py_call_ns"]
+C_CALL_NS: float = TABLE["python"]["c_call_ns"]
+
+# Aten ops on CPU tensors (they run for real; this is their time on the reference host).
+CPU_OP_BASE_NS: float = TABLE["cpu_ops"]["base_ns"]
+CPU_OP_BYTES_PER_NS: float = TABLE["cpu_ops"]["bytes_per_ns"]
+
+# DataLoader's pinning thread (runtime/dataloader.py).
+PIN_BASE_NS: float = TABLE["pin_memory"]["base_ns"]
+PIN_BYTES_PER_NS: float = TABLE["pin_memory"]["bytes_per_ns"]
+
 # Host-side duration of each CUDA API call (unprofiled).
 API_NS: dict[str, int] = TABLE["api_ns"]
 _API_DEFAULT: int = TABLE["api_default_ns"]

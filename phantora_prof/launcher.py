@@ -47,6 +47,7 @@ class RunOptions:
     report_dir: Path | None = None
     kernel_times: str = "model"  # model | measure (time new ops on this machine's GPU)
     kernel_db: Path | None = None  # database to read; with measure, also filled (default: the user cache)
+    host_python: bool = True  # charge the interpreter's work between ops (runtime/pyhost.py)
 
     def __post_init__(self) -> None:
         from phantora_prof.outputs import TRACE_FORMATS
@@ -271,7 +272,8 @@ def run(opts: RunOptions, on_progress=None) -> RunResult:
             local = rank % per_node
             cfg = RankConfig(rank=rank, world_size=world, local_rank=local, device_count=per_node,
                              gpu=gpu.key, op_costs=opts.op_costs, kernel_times=opts.kernel_times,
-                             kernel_db=str(opts.kernel_db) if opts.kernel_db else None)
+                             kernel_db=str(opts.kernel_db) if opts.kernel_db else None,
+                             host_python=opts.host_python)
             env = dict(base_env)
             env.update({
                 "PHANTORA_COORDINATOR": coord.address,

@@ -41,6 +41,17 @@ def print_summary(result: Any, opts: Any, console: Any) -> None:
         parts = ", ".join(f"{SOURCE_LABELS.get(k, k)} {100.0 * v / total:.1f}%"
                           for k, v in sorted(sources.items(), key=lambda kv: (order.get(kv[0], 99), kv[0])) if v)
         console.print(f"GPU time by source of its kernel times: {parts}")
+        from phantora_prof.cost import errorband
+
+        lead = max(result.ranks, key=lambda r: r.sim_time_ns)
+        b = errorband.band(lead.sim_time_ns, lead.gpu_busy_ns, lead.kernel_sources)
+        console.print(f"estimate: {lead.sim_time_ns / 1e6:,.2f} ms +- {100.0 * b['relative']:.1f}% "
+                      f"(90% band: {b['low_ns'] / 1e6:,.2f}-{b['high_ns'] / 1e6:,.2f} ms; the same share applies "
+                      "to the script's own step times; see README, Accuracy)")
+        share = errorband.roofline_share(sources)
+        if share > errorband.ROOFLINE_NOTE_SHARE:
+            console.print(f"{100.0 * share:.0f}% of GPU time comes from the roofline model (ops no sweep covers): "
+                          "a wider band; `phantora-prof db build` on one GPU measures them")
     placeholders = sum(r.placeholders for r in result.ranks)
     if placeholders:
         console.print(f"{placeholders:,} read(s) of GPU values (.item(), .tolist(), bool()) returned placeholders "
@@ -62,5 +73,9 @@ def write_summary_json(result: Any, opts: Any, path: Path) -> None:
         d = asdict(r)
         d["trace_path"] = str(r.trace_path) if r.trace_path else None
         ranks.append(d)
+    from phantora_prof.cost import errorband
+
+    for d, r in zip(ranks, result.ranks):
+        d["error_band_90"] = errorband.band(r.sim_time_ns, r.gpu_busy_ns, r.kernel_sources)
     doc = {"gpu": opts.gpu, "exit_code": result.exit_code, "wall_s": result.wall_s, "ranks": ranks}
     Path(path).write_text(json.dumps(doc, indent=2, sort_keys=True))

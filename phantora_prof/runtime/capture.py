@@ -134,6 +134,17 @@ class CaptureMode(TorchDispatchMode):
         return False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        host = self.st.pyhost
+        if host is None:
+            return self._dispatch(func, types, args, kwargs)
+        pause, resume = host.native.pause, host.native.resume
+        pause()  # the simulator's own Python is not the program's (runtime/pyhost.py)
+        try:
+            return self._dispatch(func, types, args, kwargs)
+        finally:
+            resume()
+
+    def _dispatch(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if types and any(not issubclass(t, FakeTensor) and t is not torch.Tensor and
                          not issubclass(t, torch.nn.Parameter) for t in types):
@@ -200,6 +211,8 @@ class CaptureMode(TorchDispatchMode):
 
         self._track_memory(out, name, args, kwargs)
         tid = st.tid()
+        if tid and st.pyhost is not None:
+            st.pyhost.on_timeline()  # autograd's thread: its Python (hooks) is host work too
         self._track_autograd(tid)
         start = st.clock.now_ns
         device = self._device_of(args, kwargs, out)

@@ -24,9 +24,20 @@ class VirtualClock:
         self.origin_ns = origin_ns
         self.epoch_ns = _time.time_ns() if epoch_ns is None else epoch_ns
         self._lock = threading.Lock()
+        self._pending = None  # () -> ns of host work done since the last read (runtime/pyhost.py)
+
+    def set_pending(self, pending) -> None:
+        """Host work that is counted, not timed (the interpreter's), is charged at every read."""
+        self._pending = pending
 
     @property
     def now_ns(self) -> int:
+        pending = self._pending
+        if pending is not None:
+            ns = pending()
+            if ns:
+                with self._lock:
+                    self._now += ns
         return self._now
 
     def advance(self, ns: int) -> int:

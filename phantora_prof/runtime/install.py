@@ -61,6 +61,19 @@ def _install_kernel_source(config: RankConfig) -> None:
         cost.set_kernel_source(DatabaseSource(KernelDB.load(config.kernel_db), Path(config.kernel_db)))
 
 
+def _install_host_python(st: RuntimeState, clock: _clock.VirtualClock) -> None:
+    """The interpreter's work and DataLoader workers in simulated time (runtime/pyhost.py, dataloader.py)."""
+    from phantora_prof import hostcost
+    from phantora_prof.runtime import dataloader, pyhost
+
+    if st.config.host_python:
+        host = pyhost.install(hostcost.PY_CALL_NS, hostcost.C_CALL_NS)
+        if host is not None:
+            clock.set_pending(host.pending_ns)
+            st.pyhost = host
+    dataloader.install(clock)
+
+
 def check_real_cuda(device_count: int, cuda_version: str | None, real_gpus: int, torch_version: str) -> None:
     """A CUDA build of torch simulates only as many GPUs per node as the machine has.
 
@@ -90,6 +103,7 @@ def install(config: RankConfig) -> InstalledRuntime:
     _state.set_state(st)
     channel.send(Hello(config.rank, config.world_size, os.getpid()))
     _clock.install(clock)
+    _install_host_python(st, clock)
     cuda_api.install()
     from phantora_prof.runtime import cuda_graphs
 

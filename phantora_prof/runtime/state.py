@@ -30,6 +30,7 @@ class RankConfig:
     placeholder_int: int = 1
     placeholder_bool: bool = True
     op_costs: dict = field(default_factory=dict)  # op name -> GPU time in ns (--op-cost)
+    host_python: bool = True  # charge the interpreter's work between ops (runtime/pyhost.py)
 
     def __post_init__(self) -> None:
         if not 0 <= self.rank < self.world_size:
@@ -66,6 +67,7 @@ class RuntimeState:
     syncs: int = 0
     placeholders_used: int = 0
     warned: set = field(default_factory=set)
+    pyhost: Any = None  # runtime.pyhost.PythonHostTime when the interpreter's work is charged
 
     def stream_of(self, device: int | None = None) -> int:
         d = self.current_device if device is None else device

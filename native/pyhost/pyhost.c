@@ -1,0 +1,206 @@
+/* Count the Python interpreter's work of a simulated rank, deterministically (issue #15).
+ *
+ * A C-level profile function (PyEval_SetProfile) counts, per OS thread, the Python-level
+ * function calls (PyTrace_CALL) and C-level calls (PyTrace_C_CALL) the user's program makes:
+ * its own code, the frameworks it calls (DTensor dispatch, FSDP2 hooks, DDP's reducer
+ * glue, optimizer loops, DataLoader collate, trainer callbacks) and torch's Python layers.
+ * The simulator turns the counts into host time on the reference host (runtime/pyhost.py).
+ * Counts do not depend on the simulating machine's speed or load, so runs stay reproducible.
+ *
+ * Work of the simulator itself is not counted: a call into a code object whose file lies
+ * in phantora_prof's package directory (the capture mode, patched torch.cuda functions,
+ * the clock) starts an uncounted region that ends when that frame returns, and everything
+ * it calls (FakeTensor's Python, the cost model) is inside it. Files named as exempt (the
+ * bootstrap that runs the user's script with runpy) count as the user's.
+ *
+ * Built as a CPython extension module with the C compiler alone (no torch), by
+ * phantora_prof/runtime/pyhost.py, so it works with CPU and CUDA builds of torch.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <frameobject.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+    long long py_calls;
+    long long c_calls;
+    long long depth;  /* > 0: inside the simulator's own frames */
+    int attached;
+    int paused;       /* > 0: the hook is off while the simulator runs (pause/resume) */
+} Counters;
+
+static __thread Counters tls;
+
+static char *g_prefix = NULL;
+static size_t g_prefix_len = 0;
+static PyObject *g_exempt = NULL; /* set of file names (str) that count as user code */
+
+/* code object -> 1 (ours) / 2 (not ours), open addressing; code objects of a program are
+ * long-lived (module, class and function constants), so their addresses identify them. */
+#define CACHE_BITS 16
+#define CACHE_SIZE (1u << CACHE_BITS)
+static void *cache_key[CACHE_SIZE];
+static unsigned char cache_val[CACHE_SIZE];
+
+static int is_ours_uncached(PyCodeObject *code) {
+    if (g_prefix == NULL) {
+        return 0;
+    }
+    PyObject *fn = code->co_filename;
+    if (fn == NULL || !PyUnicode_Check(fn)) {
+        return 0;
+    }
+    if (g_exempt != NULL) {
+        int r = PySet_Contains(g_exempt, fn);
+        if (r == 1) {
+            return 0;
+        }
+        if (r < 0) {
+            PyErr_Clear();
+        }
+    }
+    const char *s = PyUnicode_AsUTF8(fn);
+    if (s == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    return strncmp(s, g_prefix, g_prefix_len) == 0;
+}
+
+static int is_ours(PyCodeObject *code) {
+    uintptr_t h = ((uintptr_t)code >> 4) * 2654435761u;
+    unsigned i = (unsigned)(h & (CACHE_SIZE - 1));
+    for (unsigned probe = 0; probe < 64; ++probe, i = (i + 1) & (CACHE_SIZE - 1)) {
+        if (cache_key[i] == (void *)code) {
+            return cache_val[i] == 1;
+        }
+        if (cache_key[i] == NULL) {
+            int ours = is_ours_uncached(code);
+            cache_key[i] = (void *)code;
+            cache_val[i] = ours ? 1 : 2;
+            return ours;
+        }
+    }
+    return is_ours_uncached(code); /* a crowded neighbourhood: no caching */
+}
+
+static int profile(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg) {
+    (void)obj;
+    (void)arg;
+    switch (what) {
+        case PyTrace_CALL: {
+            PyCodeObject *code = PyFrame_GetCode(frame);
+            int ours = is_ours(code);
+            Py_DECREF(code);
+            if (ours) {
+                tls.depth++;
+            } else if (tls.depth == 0) {
+                tls.py_calls++;
+            }
+            break;
+        }
+        case PyTrace_RETURN: {
+            if (tls.depth > 0) {
+                PyCodeObject *code = PyFrame_GetCode(frame);
+                if (is_ours(code)) {
+                    tls.depth--;
+                }
+                Py_DECREF(code);
+            }
+            break;
+        }
+        case PyTrace_C_CALL:
+            if (tls.depth == 0) {
+                tls.c_calls++;
+            }
+            break;
+        default:
+            break;
+    }
+    return 0;
+}
+
+static PyObject *configure(PyObject *self, PyObject *args) {
+    const char *prefix;
+    PyObject *exempt;
+    if (!PyArg_ParseTuple(args, "sO", &prefix, &exempt)) {
+        return NULL;
+    }
+    free(g_prefix);
+    g_prefix = strdup(prefix);
+    g_prefix_len = strlen(prefix);
+    Py_XDECREF(g_exempt);
+    g_exempt = PySet_New(exempt);
+    if (g_exempt == NULL) {
+        return NULL;
+    }
+    memset(cache_key, 0, sizeof(cache_key));
+    Py_RETURN_NONE;
+}
+
+/* Start counting on the calling thread (idempotent). */
+static PyObject *attach(PyObject *self, PyObject *noargs) {
+    if (!tls.attached) {
+        PyEval_SetProfile(profile, NULL);
+        tls.attached = 1;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *detach(PyObject *self, PyObject *noargs) {
+    if (tls.attached) {
+        PyEval_SetProfile(NULL, NULL);
+        tls.attached = 0;
+    }
+    Py_RETURN_NONE;
+}
+
+/* The simulator's hot path (the capture mode) runs with the hook off: with a profile
+ * function set, CPython 3.11 materializes every frame and leaves its specialized fast path,
+ * which would make the simulator's own Python several times slower. pause() at its entry,
+ * resume() before it returns (nested calls count, the outermost resume restores the hook);
+ * the frame that paused is one of ours, so its return event, seen after resume, balances
+ * the depth its call event added. */
+static PyObject *pause_hook(PyObject *self, PyObject *noargs) {
+    if (tls.attached && tls.paused++ == 0) {
+        PyEval_SetProfile(NULL, NULL);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *resume_hook(PyObject *self, PyObject *noargs) {
+    if (tls.attached && tls.paused > 0 && --tls.paused == 0) {
+        PyEval_SetProfile(profile, NULL);
+    }
+    Py_RETURN_NONE;
+}
+
+/* (python calls, C calls, attached) of the calling thread since it started. */
+static PyObject *counts(PyObject *self, PyObject *noargs) {
+    return Py_BuildValue("(LLi)", tls.py_calls, tls.c_calls, tls.attached);
+}
+
+/* In a child process after fork: the thread that forked keeps its counts; start over. */
+static PyObject *reset(PyObject *self, PyObject *noargs) {
+    tls.py_calls = 0;
+    tls.c_calls = 0;
+    tls.depth = 0;
+    tls.paused = 0;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"configure", configure, METH_VARARGS, "configure(prefix, exempt_files): what counts as the simulator's code"},
+    {"attach", attach, METH_NOARGS, "start counting on this thread"},
+    {"detach", detach, METH_NOARGS, "stop counting on this thread"},
+    {"counts", counts, METH_NOARGS, "(python calls, C calls, attached) of this thread"},
+    {"pause", pause_hook, METH_NOARGS, "switch the hook off on this thread (nested)"},
+    {"resume", resume_hook, METH_NOARGS, "switch it back on after the outermost pause"},
+    {"reset", reset, METH_NOARGS, "zero this thread's counts"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "phantora_pyhost", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit_phantora_pyhost(void) { return PyModule_Create(&module); }

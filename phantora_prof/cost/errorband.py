@@ -1,0 +1,74 @@
+"""An error band on every estimate (issue #14): how far the simulated time may be from a real run's.
+
+The simulated time of a run is GPU work where the GPU bounds it and host work where the host
+does. Each part carries the measured error of where its numbers come from:
+
+- GPU time, per kernel-time source (cost/__init__.py): `sigma` per source from
+  data/source_errors.json (phantora_prof/calibrate/errors.py: GPU-time-weighted RMS of the
+  relative error of each source on real H200 traces, exact-shape table off). Errors are taken
+  as fully correlated within a source (one source tends to be off the same way across a
+  model's ops) and independent between sources.
+- Host time (the part of the run the GPU is idle: what the host model decides): `HOST_SIGMA`,
+  the relative error of the host model on host-bound workloads of one reference host plus the
+  spread between hosts of the same GPU machine (see hostcost / README "Host time").
+
+sigma_run^2 = sum_s (sigma_s * t_s)^2 + (HOST_SIGMA * t_host)^2, and the 90% band is
++-1.645 sigma_run around the simulated time. The band was checked on held-out models (README,
+"Accuracy"): the real time falls inside it for the share of cases stated there.
+"""
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from pathlib import Path
+
+DATA = Path(__file__).parent / "data" / "source_errors.json"
+Z90 = 1.645
+# Sources that data/source_errors.json does not measure: their error as set here.
+DEFAULT_SIGMA = {
+    "measured": 0.03,  # a kernel database of the user's own GPU: re-measurement noise, in-training vs isolated timing
+    "table": 0.02,  # exact shapes of the reference traces: the spread of reruns on one machine
+    "bandwidth": 0.05,  # host<->device copies: the streams reference, pinned and pageable
+    "user": 0.25,  # --op-cost: whatever the user said; a wide band
+    "roofline": 0.15,
+}
+HOST_SIGMA = 0.15  # host-bound time: model error and machine-to-machine spread (README "Host time")
+ROOFLINE_NOTE_SHARE = 0.3  # above this share of GPU time from the roofline, the summary says so
+
+
+@lru_cache(maxsize=1)
+def source_sigmas() -> dict[str, float]:
+    sig = dict(DEFAULT_SIGMA)
+    if DATA.exists():
+        for k, v in json.loads(DATA.read_text())["sigma"].items():
+            if v == v:  # not NaN
+                sig[k] = float(v)
+    return sig
+
+
+def band(sim_ns: int, gpu_busy_ns: int, gpu_ns_by_source: dict[str, int]) -> dict:
+    """The 90% band of a simulated time: {"low_ns", "high_ns", "relative", "parts"}."""
+    sig = source_sigmas()
+    total_gpu = sum(gpu_ns_by_source.values()) or 1
+    # GPU time counted per source covers every stream; scale it to the run's GPU-busy span
+    scale = min(1.0, gpu_busy_ns / total_gpu) if total_gpu else 0.0
+    parts = {}
+    var = 0.0
+    for src, ns in gpu_ns_by_source.items():
+        s = sig.get(src, DEFAULT_SIGMA["roofline"])
+        contrib = s * ns * scale
+        parts[src] = contrib
+        var += contrib * contrib
+    host_ns = max(0, sim_ns - gpu_busy_ns)
+    parts["host"] = HOST_SIGMA * host_ns
+    var += parts["host"] ** 2
+    half = Z90 * math.sqrt(var)
+    return {"low_ns": int(max(0, sim_ns - half)), "high_ns": int(sim_ns + half),
+            "relative": half / sim_ns if sim_ns else 0.0,
+            "parts": {k: round(v / sim_ns, 4) if sim_ns else 0.0 for k, v in parts.items()}}
+
+
+def roofline_share(gpu_ns_by_source: dict[str, int]) -> float:
+    total = sum(gpu_ns_by_source.values())
+    return gpu_ns_by_source.get("roofline", 0) / total if total else 0.0

@@ -1,0 +1,156 @@
+"""Python's own work on the simulated host: counted calls turned into host time (issue #15).
+
+The interpreter work of a training loop between captured ops (the script's code, framework
+layers such as DTensor's dispatch or FSDP2's hooks, DDP's Python, optimizer loops, trainer
+callbacks, DataLoader collate) is real host time on a GPU machine. It is measured here by
+counting, per thread, the Python-level and C-level calls the program makes
+(native/pyhost/pyhost.c, a C profile hook that leaves the simulator's own frames out) and
+charged as `py_call_ns * calls + c_call_ns * C calls` of the host profile
+(cost/hostprofile.py) whenever the simulated clock is read (an op is captured, the script
+reads the time, a sync). Counts do not depend on the simulating machine, so runs stay
+reproducible.
+
+The extension is compiled with the C compiler on first use (cached next to the fake-CUDA
+library). Without a compiler, Python work is not charged and a warning says so.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+MODULE = "phantora_pyhost"
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # phantora_prof/
+_SOURCE_REL = Path("native") / "pyhost" / "pyhost.c"
+
+
+def _source() -> Path | None:
+    for root in (PACKAGE_DIR.parent, PACKAGE_DIR / "native_src"):
+        p = root / _SOURCE_REL
+        if p.exists():
+            return p
+    return None
+
+
+def _cache_dir() -> Path:
+    from phantora_prof.runtime.native_loader import cache_root
+
+    return cache_root() / "pyhost"
+
+
+def build() -> Path | None:
+    """The compiled extension for this Python (built once per source and interpreter)."""
+    src = _source()
+    if src is None:
+        return None
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    key = hashlib.sha256(src.read_bytes() + sys.version.encode() + suffix.encode()).hexdigest()[:16]
+    out = _cache_dir() / key / f"{MODULE}{suffix}"
+    if out.exists():
+        return out
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        return None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent)) / out.name
+    cmd = [cc, "-O2", "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}", str(src), "-o", str(tmp)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        log.warning("compiling %s failed: %s", src.name, r.stderr.strip()[-500:])
+        return None
+    os.replace(tmp, out)  # atomic: concurrent ranks may build at once
+    shutil.rmtree(tmp.parent, ignore_errors=True)
+    return out
+
+
+def load() -> Any | None:
+    mod = sys.modules.get(MODULE)
+    if mod is not None:
+        return mod
+    path = build()
+    if path is None:
+        return None
+    spec = importlib.util.spec_from_file_location(MODULE, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    sys.modules[MODULE] = mod
+    return mod
+
+
+class PythonHostTime:
+    """Turns each thread's counted calls into simulated host time, charged on demand."""
+
+    def __init__(self, native: Any, py_call_ns: float, c_call_ns: float):
+        self.native = native
+        self.py_call_ns = py_call_ns
+        self.c_call_ns = c_call_ns
+        self._tls = threading.local()
+        self.charged_ns = 0  # total charged, for the summary
+        # Threads whose work is on the simulated host's timeline: the script's thread and the
+        # threads the capture mode has seen run ops (autograd's). Others (DataLoader's pinning
+        # thread, a user's background thread) run in parallel: their Python is not charged.
+        self.timeline: set[int] = {threading.get_ident()}
+
+    def on_timeline(self) -> None:
+        """The calling thread runs captured ops: its Python counts from now on."""
+        ident = threading.get_ident()
+        if ident not in self.timeline:
+            self.timeline.add(ident)
+            self.attach()
+
+    def attach(self) -> None:
+        """Count on the calling thread (threads the simulator sees are attached on first use)."""
+        self.native.attach()
+        self._tls.last = self.native.counts()[:2]
+
+    def pending_ns(self) -> int:
+        """Host time of the calling thread's Python work since the last charge (and mark it charged)."""
+        if threading.get_ident() not in self.timeline:
+            return 0
+        tls = self._tls
+        last = getattr(tls, "last", None)
+        py, c, attached = self.native.counts()
+        if not attached:
+            self.native.attach()
+            tls.last = (py, c)
+            return 0
+        if last is None:
+            tls.last = (py, c)
+            return 0
+        tls.last = (py, c)
+        ns = int((py - last[0]) * self.py_call_ns + (c - last[1]) * self.c_call_ns)
+        self.charged_ns += ns
+        return ns
+
+    def after_fork(self) -> None:
+        """In a forked child (DataLoader worker): its own count starts at zero."""
+        self.native.reset()
+        self._tls = threading.local()
+        self.timeline = {threading.get_ident()}
+        self.attach()
+
+
+def install(py_call_ns: float, c_call_ns: float) -> PythonHostTime | None:
+    native = load()
+    if native is None:
+        log.warning("no C compiler found: Python code between ops costs no simulated time in this run "
+                    "(install gcc or clang to have it counted)")
+        return None
+    exempt = [str(PACKAGE_DIR / "runtime" / "bootstrap.py")]
+    native.configure(str(PACKAGE_DIR) + os.sep, exempt)
+    host = PythonHostTime(native, py_call_ns, c_call_ns)
+    host.attach()
+    os.register_at_fork(after_in_child=host.after_fork)
+    return host

@@ -1,0 +1,177 @@
+"""Host time of the interpreter and of DataLoader workers (issue #15): runtime/pyhost.py,
+runtime/dataloader.py, native/pyhost/pyhost.c."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from phantora_prof.runtime import pyhost
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def native():
+    mod = pyhost.load()
+    if mod is None:
+        pytest.skip("no C compiler: the Python-call counter cannot be built")
+    return mod
+
+
+def _fib(n):
+    return n if n < 2 else _fib(n - 1) + _fib(n - 2)
+
+
+def test_counts_python_and_c_calls_exactly(native):
+    native.configure(str(pyhost.PACKAGE_DIR) + os.sep, [])
+    native.attach()
+    try:
+        py0, c0, _ = native.counts()
+        _fib(10)  # 177 Python calls
+        py1, c1, _ = native.counts()
+        len("x")
+        sum((1, 2))
+        py2, c2, _ = native.counts()
+    finally:
+        native.detach()
+    assert py1 - py0 == 177  # fib(10) makes 177 calls; counts() is a C call, not a Python one
+    assert c2 - c1 == 3  # len, sum, counts
+
+
+def test_the_simulators_own_frames_are_not_counted(native):
+    """Everything under a frame whose file lies in phantora_prof/ is the simulator's work."""
+    native.configure(str(pyhost.PACKAGE_DIR) + os.sep, [])
+    from phantora_prof.cost import families
+
+    native.attach()
+    try:
+        py0, _, _ = native.counts()
+        families.layout(None)  # a call into the package: its frames and callees are not counted
+        py1, _, _ = native.counts()
+        _fib(5)
+        py2, _, _ = native.counts()
+    finally:
+        native.detach()
+    assert py1 - py0 == 0
+    assert py2 - py1 == 15
+
+
+def test_pause_resume_skips_a_region_and_counts_stay_balanced(native):
+    native.configure("/nonexistent/", [])
+    native.attach()
+    try:
+        py0, _, _ = native.counts()
+        native.pause()
+        native.pause()  # nested
+        _fib(8)
+        native.resume()
+        _fib(3)  # still paused: the outermost resume restores counting
+        native.resume()
+        _fib(4)
+        py1, _, _ = native.counts()
+    finally:
+        native.detach()
+    assert py1 - py0 == 9  # fib(4)'s 9 calls only
+
+
+def _run(script: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    path = tmp_path / "train.py"
+    path.write_text(textwrap.dedent(script))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "phantora_prof", "--no-trace", *args, "python", str(path)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+
+
+PYTHON_LOOP = """
+import time, torch
+x = torch.zeros(8, device="cuda")
+
+def busy(n):
+    acc = 0
+    for i in range(n):
+        acc += len(str(i))
+    return acc
+
+for n in (0, 20000, 0):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    busy(n)
+    y = x + 1
+    torch.cuda.synchronize()
+    print("step_ms", (time.perf_counter() - t0) * 1e3)
+"""
+
+
+def _steps(stdout: str) -> list[float]:
+    return [float(line.split()[1]) for line in stdout.splitlines() if line.startswith("step_ms")]
+
+
+def test_python_between_ops_costs_simulated_time_deterministically(tmp_path):
+    r1 = _run(PYTHON_LOOP, tmp_path)
+    assert r1.returncode == 0, r1.stderr[-2000:]
+    s = _steps(r1.stdout)
+    assert len(s) == 3
+    # 20,000 iterations of Python (60,000 C calls) take simulated time; the empty steps do not
+    assert s[1] > s[0] + 1.0 and s[1] > s[2] + 1.0
+    r2 = _run(PYTHON_LOOP, tmp_path)
+    assert _steps(r2.stdout) == s  # counted, not timed: the same on every run
+    off = _run(PYTHON_LOOP, tmp_path, "--no-host-python")
+    assert off.returncode == 0, off.stderr[-2000:]
+    so = _steps(off.stdout)
+    assert so[1] == pytest.approx(so[0], rel=0.05)  # without it, Python is free
+
+
+LOADER = """
+import sys, time, torch
+from torch.utils.data import DataLoader, Dataset
+
+class Slow(Dataset):
+    def __len__(self):
+        return 64
+    def __getitem__(self, i):
+        acc = 0
+        for j in range(3000):   # per-sample Python work
+            acc += len(str(j))
+        return torch.full((16,), float(i))
+
+workers = int(sys.argv[1])
+dl = DataLoader(Slow(), batch_size=4, num_workers=workers)
+model = torch.nn.Linear(16, 16).cuda()
+times = []
+it = iter(dl)
+for step in range(12):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    batch = next(it).cuda()
+    model(batch).sum().backward()
+    torch.cuda.synchronize()
+    times.append((time.perf_counter() - t0) * 1e3)
+print("median_ms", sorted(times[4:])[len(times[4:]) // 2])
+"""
+
+
+def _median(stdout: str) -> float:
+    return next(float(line.split()[1]) for line in stdout.splitlines() if line.startswith("median_ms"))
+
+
+def test_dataloader_workers_overlap_the_training_loop(tmp_path):
+    (tmp_path / "loader.py").write_text(LOADER)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+
+    def run(workers: int) -> float:
+        r = subprocess.run([sys.executable, "-m", "phantora_prof", "--no-trace", "python", "loader.py", str(workers)],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return _median(r.stdout)
+
+    inline, four = run(0), run(4)
+    # inline, each step pays for fetching its batch (4 samples of Python); with 4 workers the
+    # fetches overlap the loop and each other: the loop waits for a quarter of a fetch per step
+    assert inline > 1.0
+    assert four < inline / 2
+    assert run(4) == four  # deterministic
