@@ -179,7 +179,7 @@ def _sample() -> list[int]:
 
 def test_sample_end_to_end_runs_the_measured_ops(cli):
     """The sample through the simulator (torch's composite, autograd, the capture mode): the
-    forward op and, where the case needs grad, the backward op the H200 ran."""
+    forward op and, where the case needs grad, the backward op the H200 ran; autocast's cast."""
     idx = _sample()
     out = cli.cwd / "sdpa_sim.json"
     r = cli("python", str(SCRIPTS / "sdpa_cases.py"), str(DATA), str(out), *map(str, idx), timeout=600)
@@ -191,6 +191,10 @@ def test_sample_end_to_end_runs_the_measured_ops(cli):
     sim = json.loads(out.read_text())
     eager, meta = sim.pop("meta_choice")
     assert eager == meta == sdpa.CUDNN
+    assert sim.pop("bf16_autocast") == ["aten::_scaled_dot_product_cudnn_attention",
+                                        "aten::_scaled_dot_product_cudnn_attention_backward"]
+    assert sim.pop("fp32") == ["aten::_scaled_dot_product_efficient_attention",
+                               "aten::_scaled_dot_product_efficient_attention_backward"]
     wrong = []
     for i in idx:
         c, s = CASES[i], sim[str(i)]

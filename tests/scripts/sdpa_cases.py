@@ -34,5 +34,15 @@ eager = torch._fused_sdp_choice(q, q, q, is_causal=True)
 with in_kernel_invocation_manager(q.fake_mode):
     meta = torch.ops.aten._fused_sdp_choice.default(q, q, q, is_causal=True)
 results["meta_choice"] = [int(eager), int(meta)]
+
+# Autocast casts inside the composite (scaled_dot_product_attention is on autocast's lower-precision
+# list): fp32 inputs under bf16 autocast take cuDNN, plain fp32 the memory-efficient kernel.
+for label, autocast in (("bf16_autocast", True), ("fp32", False)):
+    x = torch.randn(2, 16, 1024, 64, device="cuda", requires_grad=True)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+            out = torch.nn.functional.scaled_dot_product_attention(x, x, x, is_causal=True)
+        out.float().sum().backward()
+    results[label] = sorted({e.name for e in prof.events() if e.name.startswith("aten::_scaled_dot_product")})
 Path(out_path).write_text(json.dumps(results))
 print(f"{len(indices)} cases")
