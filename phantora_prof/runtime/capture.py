@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from phantora_prof import cost, hostcost
 from phantora_prof.errors import UnsupportedOpError
 from phantora_prof.protocol import CPU_DEVICE, AutogradSpan, OpCall, OpKind, SyncKind, TensorArg
-from phantora_prof.runtime import annotations, conv_layout, cuda_dispatch, memory, pinned, values
+from phantora_prof.runtime import annotations, conv_layout, cuda_dispatch, memory, pinned, sdpa, values
 from phantora_prof.runtime import state as _state
 from phantora_prof.runtime.distributed.pending import PENDING as _DIST_PENDING
 from phantora_prof.runtime.distributed.pending import consume as _dist_consume
@@ -50,6 +50,7 @@ _VIEW_OPS = {
 _MEMSET_OPS = {"aten::zero_", "aten::zeros", "aten::zeros_like", "aten::new_zeros"}
 
 _PRIM_DEVICE = torch.ops.prim.device.default
+_SDP_CHOICE = aten._fused_sdp_choice.default
 _FAKE_KEY = torch._C._TorchDispatchModeKey.FAKE
 
 # Ops taken on the fast path (see CaptureMode._fast_fake): frequent in training steps, with
@@ -146,6 +147,11 @@ class CaptureMode(TorchDispatchMode):
 
     def _dispatch(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func is _SDP_CHOICE and sdpa.answers(args):
+            # SDPA's backend choice (runtime/sdpa.py): answered from the inputs' metadata, for any
+            # tensor kind (fake, DTensor) and under any FakeTensorMode, as the CUDA build's C++
+            # answers it. It launches no kernel and a real profile has no op for it: not recorded.
+            return sdpa.fused_sdp_choice(*args, **kwargs)
         if types and any(not issubclass(t, FakeTensor) and t is not torch.Tensor and
                          not issubclass(t, torch.nn.Parameter) for t in types):
             # Other tensor subclasses (e.g. DTensor) dispatch themselves.

@@ -384,3 +384,12 @@ def load_fake_cuda(device_count: int) -> Path | None:
     atexit.register(_let_autograd_device_threads_settle)
     log.debug("loaded %s with %d fake CUDA devices", lib_path, device_count)
     return lib_path
+
+
+def route_sdp_choice() -> bool:
+    """Give scaled_dot_product_attention's backend-choice stub its CUDA entry (native/sdp_choice.cpp);
+    False when the library is not loaded in this process (a CUDA build, or no simulator)."""
+    handles = _loaded.get("handles")
+    if not handles:
+        return False
+    return bool(handles[-1].phantora_route_sdp_choice())
