@@ -40,11 +40,70 @@ CBID = {
 DRIVER_APIS = frozenset({"cuLaunchKernelEx", "cuLaunchKernel"})
 
 
+ENV_PROFILE = "PHANTORA_HOST_PROFILE"  # a host profile's name or file (the CLI's --host)
+DEFAULT_PROFILE = "h200"
+HOSTS_DIR = "cost/data/hosts"
+
+
 def _load() -> dict:
     return json.loads(resources.files("phantora_prof").joinpath("cost/data/host_costs.json").read_text())
 
 
-TABLE = _load()
+def profile_names() -> list[str]:
+    d = resources.files("phantora_prof").joinpath(HOSTS_DIR)
+    return sorted(p.name[:-5] for p in d.iterdir() if p.name.endswith(".json"))
+
+
+def load_profile(spec: str | None) -> dict:
+    """A host profile by built-in name (cost/data/hosts/NAME.json) or file path.
+
+    A profile says how fast a host is relative to the measured tables: `scale` multiplies the
+    per-op costs of the script's thread (forward), autograd's thread (backward, with the
+    per-node engine cost), CUDA API calls (api) and CPU-tensor ops (cpu_ops); `python` gives
+    the cost per counted call. See README, "Host time"."""
+    import os
+
+    from phantora_prof.errors import ConfigError
+
+    spec = spec or DEFAULT_PROFILE
+    if os.sep in spec or spec.endswith(".json"):
+        path = os.path.expanduser(spec)
+        try:
+            with open(path) as f:
+                prof = json.load(f)
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"--host {spec}: cannot read the host profile ({e})") from e
+    else:
+        f = resources.files("phantora_prof").joinpath(f"{HOSTS_DIR}/{spec}.json")
+        if not f.is_file():
+            raise ConfigError(f"--host {spec}: no such host profile; built-in: {', '.join(profile_names())}, "
+                              "or give a profile file (phantora-prof calibrate host --out FILE)")
+        prof = json.loads(f.read_text())
+    for key in ("name", "scale", "python"):
+        if key not in prof:
+            raise ConfigError(f"--host {spec}: the host profile has no {key!r}")
+    return prof
+
+
+def _apply(table: dict, prof: dict) -> dict:
+    sc = prof["scale"]
+    fwd, bwd, api, cpu = (float(sc.get(k, 1.0)) for k in ("forward", "backward", "api", "cpu_ops"))
+    t = json.loads(json.dumps(table))
+    t["ops"]["forward"] = {k: int(v * fwd) for k, v in t["ops"]["forward"].items()}
+    t["ops"]["backward"] = {k: int(v * bwd) for k, v in t["ops"]["backward"].items()}
+    t["default"]["forward"] = {k: int(v * fwd) for k, v in t["default"]["forward"].items()}
+    t["default"]["backward"] = {k: int(v * bwd) for k, v in t["default"]["backward"].items()}
+    t["autograd_node_ns"] = int(t["autograd_node_ns"] * bwd)
+    t["api_ns"] = {k: int(v * api) for k, v in t["api_ns"].items()}
+    t["api_default_ns"] = int(t["api_default_ns"] * api)
+    t["cpu_ops"]["base_ns"] *= cpu
+    t["cpu_ops"]["bytes_per_ns"] /= cpu
+    t["python"] = dict(t["python"], **prof["python"])
+    return t
+
+
+PROFILE = load_profile(__import__("os").environ.get(ENV_PROFILE))
+TABLE = _apply(_load(), PROFILE)
 
 _FWD: dict[str, int] = TABLE["ops"]["forward"]
 _BWD: dict[str, int] = TABLE["ops"]["backward"]
@@ -70,6 +129,13 @@ C_CALL_NS: float = TABLE["python"]["c_call_ns"]
 # Aten ops on CPU tensors (they run for real; this is their time on the reference host).
 CPU_OP_BASE_NS: float = TABLE["cpu_ops"]["base_ns"]
 CPU_OP_BYTES_PER_NS: float = TABLE["cpu_ops"]["bytes_per_ns"]
+
+
+
+def cpu_op_ns(nbytes: int) -> int:
+    """Host time of an aten op on CPU tensors that reads and writes `nbytes` in all."""
+    return int(CPU_OP_BASE_NS + nbytes / CPU_OP_BYTES_PER_NS)
+
 
 # DataLoader's pinning thread (runtime/dataloader.py).
 PIN_BASE_NS: float = TABLE["pin_memory"]["base_ns"]

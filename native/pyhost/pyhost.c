@@ -176,6 +176,24 @@ static PyObject *resume_hook(PyObject *self, PyObject *noargs) {
     Py_RETURN_NONE;
 }
 
+/* A wrapper of ours that calls back into the program's code (a DataLoader fetch in a
+ * worker) lets that code count: user_begin() returns the depth of our frames and clears it,
+ * user_end(depth) puts it back. */
+static PyObject *user_begin(PyObject *self, PyObject *noargs) {
+    long long d = tls.depth;
+    tls.depth = 0;
+    return PyLong_FromLongLong(d);
+}
+
+static PyObject *user_end(PyObject *self, PyObject *arg) {
+    long long d = PyLong_AsLongLong(arg);
+    if (d == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    tls.depth = d;
+    Py_RETURN_NONE;
+}
+
 /* (python calls, C calls, attached) of the calling thread since it started. */
 static PyObject *counts(PyObject *self, PyObject *noargs) {
     return Py_BuildValue("(LLi)", tls.py_calls, tls.c_calls, tls.attached);
@@ -196,6 +214,8 @@ static PyMethodDef methods[] = {
     {"detach", detach, METH_NOARGS, "stop counting on this thread"},
     {"counts", counts, METH_NOARGS, "(python calls, C calls, attached) of this thread"},
     {"pause", pause_hook, METH_NOARGS, "switch the hook off on this thread (nested)"},
+    {"user_begin", user_begin, METH_NOARGS, "count the program's code called from a wrapper of ours"},
+    {"user_end", user_end, METH_O, "back to the wrapper (user_begin's value)"},
     {"resume", resume_hook, METH_NOARGS, "switch it back on after the outermost pause"},
     {"reset", reset, METH_NOARGS, "zero this thread's counts"},
     {NULL, NULL, 0, NULL},

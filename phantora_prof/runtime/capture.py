@@ -169,7 +169,10 @@ class CaptureMode(TorchDispatchMode):
                 return args[0].device
             return func(*args, **kwargs)
         if not self._touches_cuda(args, kwargs):
-            return func(*args, **kwargs)
+            out = func(*args, **kwargs)
+            if self.st.pyhost is not None:  # an op on CPU tensors: its time on the reference host
+                self.st.clock.advance(hostcost.cpu_op_ns(_cpu_bytes(args, out)))
+            return out
         return self._cuda_op(func, args, kwargs)
 
     # ---- CUDA ops ----
@@ -595,6 +598,15 @@ def _forward_sequence_nr(tid: int, args: tuple) -> int:
         if isinstance(a, torch.Tensor) and a.requires_grad:
             return torch._C._autograd._get_sequence_nr() - 1
     return -1
+
+
+def _cpu_bytes(args: tuple, out: Any) -> int:
+    n = 0
+    for t in _iter_tensors(args):
+        n += t.numel() * t.element_size()
+    for t in _iter_tensors(out):
+        n += t.numel() * t.element_size()
+    return n
 
 
 def _iter_tensors(x: Any):

@@ -77,7 +77,7 @@ def _nbytes(data: Any) -> int:
     return 0
 
 
-def install(clock: Any) -> None:
+def install(clock: Any, pyhost: Any = None) -> None:
     """Patch torch.utils.data so that worker batches carry their cost and the loop waits for them."""
     import torch.utils.data.dataloader as dl
     from torch.utils.data import get_worker_info
@@ -85,6 +85,7 @@ def install(clock: Any) -> None:
     if _STATE:
         return
     _STATE["clock"] = clock
+    _STATE["pyhost"] = pyhost
     kind = dl._DatasetKind
     orig_create = kind.create_fetcher
     mp_iter = dl._MultiProcessingDataLoaderIter
@@ -98,8 +99,14 @@ def install(clock: Any) -> None:
         fetch = fetcher.fetch
 
         def costed_fetch(index):
+            host = _STATE.get("pyhost")
             t0 = clock.now_ns
-            data = fetch(index)
+            depth = host.native.user_begin() if host is not None else None
+            try:  # the dataset's and collate's Python is the program's: counted
+                data = fetch(index)
+            finally:
+                if depth is not None:
+                    host.native.user_end(depth)
             return CostedBatch(data, clock.now_ns - t0)
 
         fetcher.fetch = costed_fetch

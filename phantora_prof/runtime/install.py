@@ -71,7 +71,7 @@ def _install_host_python(st: RuntimeState, clock: _clock.VirtualClock) -> None:
         if host is not None:
             clock.set_pending(host.pending_ns)
             st.pyhost = host
-    dataloader.install(clock)
+    dataloader.install(clock, st.pyhost)
 
 
 def check_real_cuda(device_count: int, cuda_version: str | None, real_gpus: int, torch_version: str) -> None:
@@ -114,7 +114,8 @@ def install(config: RankConfig) -> InstalledRuntime:
     modules.install()
     from phantora_prof.runtime import optim_host
 
-    optim_host.install()  # per-parameter Python of optimizer steps and zero_grad
+    if st.pyhost is None:  # a stand-in for the optimizers' Python when it is not counted
+        optim_host.install()
     sdpa.install()
     profiler.install()
     from phantora_prof.runtime import extensions
