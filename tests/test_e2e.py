@@ -227,3 +227,29 @@ def test_channels_last_convolutions_stay_channels_last(cli):
     assert "y (1568, 1, 112, 8) True torch.bfloat16" in r.stdout
     assert "z (1568, 1, 112, 8)" in r.stdout  # batch norm follows its input
     assert "grad w True" in r.stdout
+
+
+def test_checkpoints_round_trip_and_load_in_a_plain_cpu_process(cli):
+    """torch.save of model and optimizer state on the simulated GPU writes a real checkpoint:
+    it loads back onto the simulated GPU (values of small tensors, shared storages, map_location)
+    and, with map_location="cpu", in a plain CPU process as a real GPU checkpoint would."""
+    import torch
+
+    r = cli("--no-trace", PY, str(SCRIPTS / "checkpoint.py"), str(cli.cwd))
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = r.stdout
+    assert "step cuda:0 7" in out
+    assert "big cuda:0 (512, 1024) shares 2097152 12288" in out  # one storage, the view 3 rows in
+    assert "weights equal True" in out
+    assert "optim step 2.0 cuda:0" in out
+    assert "cpu cpu True" in out
+    assert "map device cuda:0 7" in out
+    assert "module Sequential True cuda:0" in out
+    ck = torch.load(cli.cwd / "ckpt.pt", map_location="cpu")
+    assert torch.equal(ck["model"]["0.weight"], torch.load(cli.cwd / "w0.pt"))  # small tensors hold their values
+    assert ck["step"].item() == 7 and float(ck["optim"]["state"][0]["step"]) == 2.0
+    assert ck["big"].shape == (512, 1024) and ck["big"].dtype == torch.float32
+    assert ck["big_rows"].untyped_storage().data_ptr() == ck["big"].untyped_storage().data_ptr()
+    assert int(ck["big"].count_nonzero()) == 0  # large simulated tensors have no values: zeros
+    with pytest.raises(RuntimeError, match="CUDA"):  # the storages are on the GPU, as in a real checkpoint
+        torch.load(cli.cwd / "ckpt.pt")

@@ -106,6 +106,9 @@ def install(config: RankConfig) -> InstalledRuntime:
     from phantora_prof.runtime import extensions
 
     extensions.install()  # CUDA extension builds stop with a clear error
+    from phantora_prof.runtime import serialization
+
+    serialization.install()  # torch.save / torch.load of simulated CUDA tensors
     torch._C._set_only_lift_cpu_tensors(True)
     from phantora_prof.runtime.capture import CaptureMode
 
