@@ -152,7 +152,23 @@ def execute(obj: dict, command: tuple[str, ...], **overrides):
         click.echo(f"phantora-prof: error: {result.error}", err=True)
     if obj["summary_json"]:
         write_summary_json(result, opts, obj["summary_json"])
+    if result.interrupted is not None:
+        click.echo(_interrupted_line(result, opts), err=True)
     return result
+
+
+def _interrupted_line(result, opts) -> str:
+    import signal
+
+    try:
+        name = signal.Signals(result.interrupted).name
+    except ValueError:
+        name = f"signal {result.interrupted}"
+    sim_ms = max((r.sim_time_ns for r in result.ranks), default=0) / 1e6
+    where = (f"traces of the run until then in {opts.out_dir}/" if opts.trace
+             else "no traces (--no-trace)")
+    return (f"phantora-prof: interrupted by {name} after {result.wall_s:.1f} s ({sim_ms:,.2f} ms simulated): "
+            f"stopped {len(result.ranks)} rank(s); {where}")
 
 
 @cli.command("validate")

@@ -26,19 +26,34 @@ class InstalledRuntime:
     state: RuntimeState
     mode: Any
 
+    def _summary(self) -> dict:
+        st = self.state
+        from phantora_prof.runtime import memory
+
+        models = [memory.model(d) for d in range(st.config.device_count)]
+        return {"ops": st.ops_captured, "syncs": st.syncs, "placeholders": st.placeholders_used,
+                "peak_allocated": max(m.peak_allocated for m in models),
+                "peak_reserved": max(m.peak_reserved for m in models),
+                "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+
+    def abort(self, signum: int) -> None:
+        """The rank is being stopped by a signal (the CLI was interrupted): send the coordinator
+        what was captured so far, without touching the capture mode (the signal may have come
+        in the middle of an op). Called from the signal handler."""
+        st = self.state
+        try:
+            st.channel.close_from_signal_handler(Goodbye(st.config.rank, st.clock.now_ns, 128 + signum,
+                                                         self._summary()))
+        except Exception:  # noqa: BLE001 - the process ends anyway
+            pass
+
     def finish(self, exit_code: int) -> None:
         st = self.state
         try:
             self.mode.flush()
         except Exception:  # noqa: BLE001 - never lose the trace because of the flush
             log.exception("flushing the capture mode failed")
-        from phantora_prof.runtime import memory
-
-        models = [memory.model(d) for d in range(st.config.device_count)]
-        summary = {"ops": st.ops_captured, "syncs": st.syncs, "placeholders": st.placeholders_used,
-                   "peak_allocated": max(m.peak_allocated for m in models),
-                   "peak_reserved": max(m.peak_reserved for m in models),
-                   "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+        summary = self._summary()
         src = cost.kernel_source()
         if src is not None:
             try:
