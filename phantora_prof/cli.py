@@ -126,6 +126,9 @@ def execute(obj: dict, command: tuple[str, ...], **overrides):
     for k, v in overrides.items():
         setattr(opts, k, v)
     opts.__post_init__()
+    from phantora_prof.outputs import check_output_paths
+
+    check_output_paths(opts.out_dir if opts.trace else None, opts.report_dir, obj["summary_json"])
     console = _console(stderr=True)
     if console.is_terminal:
         # Progress on long runs: simulated time reached so far, on a status line that goes away.
@@ -146,12 +149,23 @@ def execute(obj: dict, command: tuple[str, ...], **overrides):
 
         print_report_table(result.report, console)
         console.print(f"report: {opts.report_dir}")
+    output_errors = list(result.output_errors)
     if result.report_error:
-        click.echo(f"phantora-prof: error: the report could not be written: {result.report_error}", err=True)
+        output_errors.append(f"the report could not be written: {result.report_error}")
     if result.error:
         click.echo(f"phantora-prof: error: {result.error}", err=True)
     if obj["summary_json"]:
-        write_summary_json(result, opts, obj["summary_json"])
+        try:
+            write_summary_json(result, opts, obj["summary_json"])
+        except OSError as exc:
+            output_errors.append(f"--summary-json {obj['summary_json']} could not be written: {exc}")
+    for err in output_errors:
+        click.echo(f"phantora-prof: error: {err}", err=True)
+    if output_errors and result.exit_code == 0:
+        # never silently: the script succeeded, its outputs did not
+        click.echo("phantora-prof: exit status 1 because outputs are missing (the script itself exited 0)",
+                   err=True)
+        result.exit_code = 1
     if result.interrupted is not None:
         click.echo(_interrupted_line(result, opts), err=True)
     return result

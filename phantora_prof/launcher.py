@@ -109,6 +109,7 @@ class RunResult:
     report: dict | None = None
     report_error: str | None = None
     interrupted: int | None = None  # the signal (SIGTERM, SIGINT, ...) that stopped the run
+    output_errors: list[str] = field(default_factory=list)  # outputs that could not be written
 
 
 _UNITS_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -383,9 +384,14 @@ def _run(opts: RunOptions, on_progress, stopper: _SignalStop) -> RunResult:
     paths: dict[int, Path] = {}
     perfetto_path = None
     kept: dict = {}
+    output_errors: list[str] = []
     if opts.trace:
-        paths, perfetto_path, kept = write_traces(coord, world, epoch_ns, opts.out_dir, opts.trace_format,
-                                                  keep=opts.report_dir is not None and opts.trace_format == "perfetto")
+        try:
+            paths, perfetto_path, kept = write_traces(
+                coord, world, epoch_ns, opts.out_dir, opts.trace_format,
+                keep=opts.report_dir is not None and opts.trace_format == "perfetto")
+        except OSError as exc:  # checked before the run; the disk can still fill up or go away
+            output_errors.append(f"the traces could not be written to {opts.out_dir}: {exc}")
     elif opts.report_dir is not None:
         kept = kept_traces(coord, world, epoch_ns)
     summaries = []
@@ -414,12 +420,12 @@ def _run(opts: RunOptions, on_progress, stopper: _SignalStop) -> RunResult:
     else:
         exit_code = next((c for c in codes if c != 0), 0)
     result = RunResult(exit_code, summaries, time.monotonic() - t0, error, perfetto_path=perfetto_path,
-                       interrupted=coord.stop_signal)
+                       interrupted=coord.stop_signal, output_errors=output_errors)
     if opts.report_dir is not None:
         from phantora_prof.report import ReportError, write_report
 
         try:
             result.report = write_report(result, kept or None, opts.report_dir, gpu=opts.gpu)
-        except (ReportError, ValueError) as exc:
+        except (ReportError, ValueError, OSError) as exc:
             result.report_error = str(exc)
     return result

@@ -253,3 +253,41 @@ def test_checkpoints_round_trip_and_load_in_a_plain_cpu_process(cli):
     assert int(ck["big"].count_nonzero()) == 0  # large simulated tensors have no values: zeros
     with pytest.raises(RuntimeError, match="CUDA"):  # the storages are on the GPU, as in a real checkpoint
         torch.load(cli.cwd / "ckpt.pt")
+
+
+def test_bad_output_paths_are_found_before_the_script_starts(cli):
+    """A bad --out / --summary-json / --report is a one-line error (exit 2) before the script
+    runs; the script never starts (it would print 'exiting')."""
+    (cli.cwd / "afile").write_text("x")
+    for args, needle in ((["--out", "afile"], "--out afile: afile is a file, not a directory"),
+                         (["--out", "afile/sub"], "--out afile/sub: cannot write in afile/sub"),
+                         (["--summary-json", "afile/s.json"], "--summary-json afile/s.json: afile is a file"),
+                         (["--summary-json", "."], "--summary-json .: is a directory"),
+                         (["--report", "afile/r"], "--report afile/r: cannot write in afile/r")):
+        r = cli(*args, PY, str(SCRIPTS / "behaviours.py"), "exit", "3")
+        assert r.returncode == 2, (args, r.stderr[-2000:])
+        assert "exiting" not in r.stdout and "Traceback" not in r.stderr
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and needle in lines[0], (args, r.stderr)
+    # --no-trace does not use --out
+    r = cli("--no-trace", "--out", "afile", PY, str(SCRIPTS / "behaviours.py"), "exit", "3")
+    assert r.returncode == 3 and "exiting" in r.stdout
+
+
+def test_output_error_at_the_end_keeps_the_scripts_exit_code_and_says_so(cli, tmp_path):
+    """The output directory disappears under the run (replaced by a file): the script's own
+    exit code stays; when the script succeeded, exit 1 with a line saying why."""
+    script = tmp_path / "sabotage.py"
+    script.write_text("import os, shutil, sys, torch\n"
+                      "torch.ones(4, device='cuda').sum().item()\n"
+                      "shutil.rmtree('t'); open('t', 'w').close()\n"
+                      "sys.exit(int(sys.argv[1]))\n")
+    r = cli("--out", "t", PY, str(script), "3")
+    assert r.returncode == 3, r.stderr[-2000:]
+    assert "phantora-prof: error: the traces could not be written to t" in r.stderr
+    assert "Traceback" not in r.stderr
+    script.write_text(script.read_text().replace("'t'", "'t3'"))
+    r = cli("--out", "t3", PY, str(script), "0")
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "the traces could not be written to t3" in r.stderr
+    assert "exit status 1 because outputs are missing (the script itself exited 0)" in r.stderr
