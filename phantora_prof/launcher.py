@@ -424,8 +424,11 @@ def _run(opts: RunOptions, on_progress, stopper: _SignalStop) -> RunResult:
     if opts.report_dir is not None:
         from phantora_prof.report import ReportError, write_report
 
+        memory = {}
+        for rank, res in coord.ranks.items():
+            memory[rank] = [((t - ORIGIN_NS) / 1e6, a, r) for t, _d, a, r in res.timeline.memory.samples()]
         try:
-            result.report = write_report(result, kept or None, opts.report_dir, gpu=opts.gpu)
+            result.report = write_report(result, kept or None, opts.report_dir, gpu=opts.gpu, memory=memory)
         except (ReportError, ValueError, OSError) as exc:
             result.report_error = str(exc)
     return result

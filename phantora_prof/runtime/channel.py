@@ -79,7 +79,7 @@ class Channel:
             self._sock.close()
 
 
-    def close_from_signal_handler(self, final: Any) -> bool:
+    def close_from_signal_handler(self, final: Any, before: list | None = None) -> bool:
         """`close(final)` from a signal handler (the process is being stopped): not when the
         interrupted code was writing a frame (a second frame would corrupt the stream), nor
         when another thread holds the connection. Returns whether it closed."""
@@ -90,6 +90,7 @@ class Channel:
         try:
             if self._sending:
                 return False
+            self._buf.extend(before or [])
             self.close(final)
             return True
         finally:

@@ -40,10 +40,13 @@ class InstalledRuntime:
         """The rank is being stopped by a signal (the CLI was interrupted): send the coordinator
         what was captured so far, without touching the capture mode (the signal may have come
         in the middle of an op). Called from the signal handler."""
+        from phantora_prof.runtime import memory_counters
+
         st = self.state
         try:
+            last = memory_counters.final_message(st.config.rank)
             st.channel.close_from_signal_handler(Goodbye(st.config.rank, st.clock.now_ns, 128 + signum,
-                                                         self._summary()))
+                                                         self._summary()), before=[last] if last else [])
         except Exception:  # noqa: BLE001 - the process ends anyway
             pass
 
@@ -60,6 +63,11 @@ class InstalledRuntime:
                 src.close()  # a measuring source merges what it measured into the database file
             except Exception:  # noqa: BLE001 - the run's own outcome comes first
                 log.exception("saving the kernel database failed")
+        from phantora_prof.runtime import memory_counters
+
+        last = memory_counters.final_message(st.config.rank)
+        if last is not None:
+            st.channel.send(last)
         st.channel.close(Goodbye(st.config.rank, st.clock.now_ns, exit_code, summary))
 
 
@@ -106,6 +114,9 @@ def install(config: RankConfig) -> InstalledRuntime:
     channel.send(Hello(config.rank, config.world_size, os.getpid()))
     _clock.install(clock)
     cuda_api.install()
+    from phantora_prof.runtime import memory_counters
+
+    memory_counters.install()  # GPU memory over the run: run.pftrace counters, the report's memory.png
     from phantora_prof.runtime import cuda_graphs
 
     cuda_graphs.install()  # torch.cuda.CUDAGraph: capture and replay
