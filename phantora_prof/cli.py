@@ -17,7 +17,24 @@ EXAMPLES = """
 Examples:
   phantora-prof python examples/gpt/train.py --steps 4
   phantora-prof --gpu h100 --out traces python -m mypkg.train --lr 3e-4
+  phantora-prof --nproc-per-node 8 python examples/ddp/train.py
+  phantora-prof torchrun --standalone --nproc-per-node=8 examples/ddp/train.py
   phantora-prof validate traces/rank0.pt.trace.json.gz
+"""
+
+TORCHRUN_HELP = """\
+Usage: phantora-prof [OPTIONS] torchrun [TORCHRUN OPTIONS] SCRIPT [ARGS]...
+       phantora-prof [OPTIONS] torchrun [TORCHRUN OPTIONS] -m MODULE [ARGS]...
+
+Runs SCRIPT as `torchrun` would, on simulated GPUs: `--nproc-per-node N` and `--nnodes M`
+set the simulated cluster (as phantora-prof's own options do; `--nnodes MIN:MAX` takes MAX),
+`-m/--module` runs a module; --standalone, --no-python, --run-path and the rendezvous,
+restart, logging and address options are accepted and ignored (there is one simulated
+rendezvous on this machine). phantora-prof's own options (--gpu, --out, ...) go before
+`torchrun`.
+
+Example:
+  phantora-prof --gpu h100 torchrun --standalone --nproc-per-node=8 train.py --lr 3e-4
 """
 
 
@@ -30,7 +47,9 @@ class _RunOrSubcommand(click.Group):
         return "run", _run_command, args
 
     def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        formatter.write_usage("phantora-prof", "[OPTIONS] python SCRIPT [ARGS]...  |  phantora-prof COMMAND ...")
+        formatter.write_usage("phantora-prof", "[OPTIONS] python SCRIPT [ARGS]...  |  phantora-prof [OPTIONS] "
+                                               "torchrun [TORCHRUN OPTIONS] SCRIPT [ARGS]...  |  "
+                                               "phantora-prof COMMAND ...")
 
 
 def _setup_logging(level: str) -> None:
@@ -43,7 +62,11 @@ def _setup_logging(level: str) -> None:
 def _console(stderr: bool = True):
     from rich.console import Console
 
-    return Console(stderr=stderr)
+    console = Console(stderr=stderr)
+    if not console.is_terminal and not os.environ.get("COLUMNS"):
+        # a log file or a pipe: rich would wrap tables and lines at 80 columns
+        console = Console(stderr=stderr, width=200)
+    return console
 
 
 @click.group(cls=_RunOrSubcommand, invoke_without_command=True,
@@ -114,9 +137,13 @@ def execute(obj: dict, command: tuple[str, ...], **overrides):
     command = list(command)
     nproc, nnodes = obj["nproc_per_node"], obj["nnodes"]
     if command and os.path.basename(command[0]) == "torchrun":  # `phantora-prof torchrun --nproc-per-node 8 x.py`
-        from phantora_prof.launcher import torchrun_command
+        from phantora_prof.launcher import TorchrunHelp, torchrun_command
 
-        nproc, nnodes, command = torchrun_command(command)
+        try:
+            nproc, nnodes, command = torchrun_command(command)
+        except TorchrunHelp:
+            click.echo(TORCHRUN_HELP, nl=False)
+            raise click.exceptions.Exit(0) from None
     opts = RunOptions(command=command, gpu=obj["gpu"], out_dir=obj["out_dir"],
                       nproc_per_node=nproc, nnodes=nnodes,
                       collective_timeout_s=obj["collective_timeout"], trace=obj["trace"], log_level=obj["log_level"],

@@ -143,6 +143,10 @@ _TORCHRUN_VALUED = {"--nproc-per-node", "--nproc_per_node", "--nnodes", "--node-
                     "--start-method", "--start_method", "--local-ranks-filter", "--local_ranks_filter"}
 
 
+class TorchrunHelp(Exception):
+    """`phantora-prof torchrun --help`: the CLI prints how torchrun is run here."""
+
+
 def torchrun_command(command: list[str]) -> tuple[int, int, list[str]]:
     """`torchrun [OPTIONS] SCRIPT ARGS` -> (nproc_per_node, nnodes, `python SCRIPT ARGS`)."""
     rest = list(command[1:])
@@ -150,6 +154,8 @@ def torchrun_command(command: list[str]) -> tuple[int, int, list[str]]:
     while rest and rest[0].startswith("-"):
         opt = rest.pop(0)
         name, eq, value = opt.partition("=")
+        if name in ("-h", "--help"):
+            raise TorchrunHelp
         if name in ("-m", "--module"):
             module = True
             continue
@@ -292,6 +298,10 @@ def _run(opts: RunOptions, on_progress, stopper: _SignalStop) -> RunResult:
         check_can_measure(opts.kernel_db, gpu.key)  # a clear error before any rank starts
     world = opts.nproc_per_node * opts.nnodes
     per_node = opts.nproc_per_node
+    if opts.trace:
+        from phantora_prof.outputs import clear_previous_outputs
+
+        clear_previous_outputs(Path(opts.out_dir))  # the directory holds this run's traces only
     epoch_ns = time.time_ns()
     t0 = time.monotonic()
     sock_dir = tempfile.mkdtemp(prefix="phantora-")

@@ -4,6 +4,7 @@ streamed to the writers, so memory stays bounded by one rank's trace."""
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -35,6 +36,28 @@ def check_output_paths(out_dir: Path | None, report_dir: Path | None, summary_js
         if path.is_dir():
             raise ConfigError(f"--summary-json {path}: is a directory; give a file name (e.g. {path / 'summary.json'})")
         _check_dir(path.parent if str(path.parent) else Path("."), "--summary-json", of=path)
+
+
+_OUR_TRACE = re.compile(r"rank\d+\.pt\.trace\.json\.gz")
+
+
+def clear_previous_outputs(out_dir: Path) -> list[Path]:
+    """Remove what an earlier run wrote in `out_dir` (`rank{R}.pt.trace.json.gz`, `run.pftrace`),
+    so that the directory holds this run's traces only: a larger earlier run's extra ranks
+    would otherwise stay, and `phantora-prof merge` would combine them with this run's."""
+    removed = []
+    if not out_dir.is_dir():
+        return removed
+    for p in sorted(out_dir.iterdir()):
+        if (p.name == "run.pftrace" or _OUR_TRACE.fullmatch(p.name)) and p.is_file():
+            try:
+                p.unlink()
+                removed.append(p)
+            except OSError as exc:
+                log.warning("could not remove %s of an earlier run: %s", p, exc)
+    if removed:
+        log.info("removed %d trace file(s) of an earlier run from %s", len(removed), out_dir)
+    return removed
 
 
 def _check_dir(path: Path, option: str, of: Path | None = None) -> None:

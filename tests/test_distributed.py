@@ -226,3 +226,9 @@ def test_fsdp2_tp_eight_ranks_byte_identical_reruns(cli):
             text = re.sub(r'"baseTimeNanoseconds": \d+', '"baseTimeNanoseconds": 0', text)
             texts.append(text)
         assert texts[0] == texts[1], f"rank {rank} differs"
+
+
+def test_rank0_store_listens_on_master_addr_only(cli):
+    r = cli("--nproc-per-node", "2", "--no-trace", PY, str(SCRIPTS / "store_address.py"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "[rank0]: master 127.0.0.1 listening ['127.0.0.1']" in r.stdout, r.stdout

@@ -291,3 +291,35 @@ def test_output_error_at_the_end_keeps_the_scripts_exit_code_and_says_so(cli, tm
     assert r.returncode == 1, r.stderr[-2000:]
     assert "the traces could not be written to t3" in r.stderr
     assert "exit status 1 because outputs are missing (the script itself exited 0)" in r.stderr
+
+
+def test_summary_is_not_wrapped_at_80_columns_in_a_log(cli):
+    """Output to a file or pipe (no terminal, no COLUMNS): the table and lines keep their width."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env["PYTHONPATH"] = str(SCRIPTS.parent.parent) + os.pathsep + env.get("PYTHONPATH", "")
+    import subprocess
+
+    r = subprocess.run([PY, "-m", "phantora_prof", "--no-trace", PY, str(SCRIPTS / "behaviours.py"), "cuda"],
+                       cwd=cli.cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    header = next(ln for ln in r.stderr.splitlines() if "rank" in ln and "exit" in ln)
+    assert "reserved" in header and "peak mem" in header  # one line, not wrapped
+    assert any(ln.startswith("GPU time by source of its kernel times:") and ln.rstrip().endswith("%")
+               for ln in r.stderr.splitlines())
+
+
+def test_traces_of_an_earlier_run_are_removed_from_out(cli):
+    """A larger earlier run left rank1..3 in --out: this 1-rank run leaves only its own traces
+    there (merge would combine them), and files that are not ours stay."""
+    out = cli.cwd / "t"
+    out.mkdir()
+    for name in ("rank1.pt.trace.json.gz", "rank3.pt.trace.json.gz", "run.pftrace", "notes.txt",
+                 "rank0.pt.trace.json"):
+        (out / name).write_text("old")
+    r = cli("--out", "t", PY, str(SCRIPTS / "behaviours.py"), "argv")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "rank0.pt.trace.json", "rank0.pt.trace.json.gz",
+                                                     "run.pftrace"]
+    assert (out / "run.pftrace").read_bytes() != b"old"
