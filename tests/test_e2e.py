@@ -37,6 +37,29 @@ def test_tiny_gpt_runs_and_writes_a_valid_trace(cli):
     assert "aten::_scaled_dot_product_cudnn_attention" in names  # fused attention, not the math path
     assert "aten::_fused_adamw_" in names
     assert any(n.startswith("autograd::engine::evaluate_function: ") for n in names)
+    assert _touching_host_events(doc) == []
+
+
+def _touching_host_events(doc: dict) -> list:
+    """Host events of one thread that touch or partly overlap: as in real traces (Python runs
+    between ops), siblings are strictly apart and children inside their parents (TensorBoard's
+    profiler plugin rejects ranges that intersect)."""
+    by_tid: dict = {}
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver"):
+            by_tid.setdefault(e["tid"], []).append((round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000),
+                                                    e["name"]))
+    bad = []
+    for events in by_tid.values():
+        events.sort(key=lambda x: (x[0], -x[1]))
+        stack: list = []
+        for start, end, name in events:
+            while stack and stack[-1][1] < start:
+                stack.pop()
+            if stack and (stack[-1][1] == start or stack[-1][1] < end):
+                bad.append((stack[-1], (start, end, name)))
+            stack.append((start, end, name))
+    return bad
 
 
 def test_two_runs_give_identical_traces(cli):

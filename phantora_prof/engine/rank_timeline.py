@@ -359,6 +359,13 @@ class RankTimeline:
         """The RankTrace of the whole run (no window) or of a profiler window."""
         self._host_tid(0)
         spans = self._window_spans(start_ns, end_ns)
+        for s in spans:  # (copies)
+            # Host events are simulated back to back (the next op starts when one ends); in a
+            # real trace Python runs between them, so siblings never touch, and tools that build
+            # the op tree (TensorBoard's plugin: "ranges should not intersect") reject touching
+            # ones. End each 1 ns early: siblings are apart, a child still ends within its parent.
+            if not s.on_gpu and s.dur_ns > 1:
+                s.dur_ns -= 1
         instants = self._memory_instants(start_ns, end_ns) if profile_memory else []
         # Kineto numbers host ops, annotations and memory events together, in time order.
         host_events = [(s.ts_ns, -s.dur_ns, s) for s in spans if s.cat in ("cpu_op", "user_annotation")]
