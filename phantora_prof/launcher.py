@@ -419,8 +419,13 @@ def _run(opts: RunOptions, on_progress, stopper: _SignalStop) -> RunResult:
             tl.stats.memcpys, tl.stats.memsets, path, dict(tl.stats.estimated_ops),
             placeholders=int(goodbye.get("placeholders", 0)), peak_allocated=int(goodbye.get("peak_allocated", 0)),
             peak_reserved=int(goodbye.get("peak_reserved", 0)), max_rss_bytes=int(goodbye.get("max_rss_bytes", 0))))
-    if coord.stop_signal is not None:
-        exit_code = 128 + coord.stop_signal  # the shell's convention for a process ended by a signal
+    # the signal may have reached the ranks first (a scheduler signals the whole job): they
+    # ended, the coordinator reported a failed rank, and our handler ran just after
+    interrupted = coord.stop_signal if coord.stop_signal is not None else stopper.signum
+    if interrupted is not None:
+        exit_code = 128 + interrupted  # the shell's convention for a process ended by a signal
+        if coord.error is None:
+            error = None  # not "rank N exited with code -15": the run was stopped
     elif coord.error is not None:
         exit_code = 1
     elif coord.failed_rank is not None:
@@ -430,7 +435,7 @@ def _run(opts: RunOptions, on_progress, stopper: _SignalStop) -> RunResult:
     else:
         exit_code = next((c for c in codes if c != 0), 0)
     result = RunResult(exit_code, summaries, time.monotonic() - t0, error, perfetto_path=perfetto_path,
-                       interrupted=coord.stop_signal, output_errors=output_errors)
+                       interrupted=interrupted, output_errors=output_errors)
     if opts.report_dir is not None:
         from phantora_prof.report import ReportError, write_report
 
