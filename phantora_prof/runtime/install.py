@@ -44,7 +44,7 @@ class InstalledRuntime:
 
         st = self.state
         try:
-            last = memory_counters.final_message(st.config.rank)
+            last = memory_counters.final_message(st.config.rank, blocking=False)
             st.channel.close_from_signal_handler(Goodbye(st.config.rank, st.clock.now_ns, 128 + signum,
                                                          self._summary()), before=[last] if last else [])
         except Exception:  # noqa: BLE001 - the process ends anyway

@@ -49,10 +49,15 @@ def take() -> list[tuple[int, int, int, int]]:
     return out
 
 
-def final_message(rank: int) -> Any:
-    """What is left to send at the end of the run (None if nothing)."""
-    with _lock:
+def final_message(rank: int, blocking: bool = True) -> Any:
+    """What is left to send at the end of the run (None if nothing). A signal handler passes
+    blocking=False: the code it interrupted may hold the lock."""
+    if not _lock.acquire(blocking):
+        return None
+    try:
         batch = take()
+    finally:
+        _lock.release()
     return MemoryCounters(rank, batch) if batch else None
 
 
