@@ -19,6 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from phantora_prof.cost import get_gpu
 from phantora_prof.engine.coordinator import Coordinator
@@ -108,6 +109,8 @@ class RunResult:
     perfetto_path: Path | None = None
     report: dict | None = None
     report_error: str | None = None
+    interrupted: int | None = None  # the signal (SIGTERM, SIGINT, ...) that stopped the run
+    output_errors: list[str] = field(default_factory=list)  # outputs that could not be written
 
 
 _UNITS_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -141,6 +144,10 @@ _TORCHRUN_VALUED = {"--nproc-per-node", "--nproc_per_node", "--nnodes", "--node-
                     "--start-method", "--start_method", "--local-ranks-filter", "--local_ranks_filter"}
 
 
+class TorchrunHelp(Exception):
+    """`phantora-prof torchrun --help`: the CLI prints how torchrun is run here."""
+
+
 def torchrun_command(command: list[str]) -> tuple[int, int, list[str]]:
     """`torchrun [OPTIONS] SCRIPT ARGS` -> (nproc_per_node, nnodes, `python SCRIPT ARGS`)."""
     rest = list(command[1:])
@@ -148,6 +155,8 @@ def torchrun_command(command: list[str]) -> tuple[int, int, list[str]]:
     while rest and rest[0].startswith("-"):
         opt = rest.pop(0)
         name, eq, value = opt.partition("=")
+        if name in ("-h", "--help"):
+            raise TorchrunHelp
         if name in ("-m", "--module"):
             module = True
             continue
@@ -234,7 +243,54 @@ def _stop(procs: list[subprocess.Popen], grace_s: float = 3.0) -> None:
             p.kill()
 
 
+STOP_SIGNALS = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGINT", None),
+                                  getattr(signal, "SIGHUP", None)) if s is not None)
+
+
+class _SignalStop:
+    """While a run is on, SIGTERM / SIGINT / SIGHUP stop it cleanly: the coordinator stops the
+    ranks (SIGTERM, then SIGKILL after a grace period; a second signal kills them at once) and
+    the traces of what was simulated until then are written. The handler only sets flags; a
+    second signal while the traces are written stops the writing."""
+
+    def __init__(self) -> None:
+        self.coord: Coordinator | None = None
+        self.signum: int | None = None
+        self.serving = True
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> _SignalStop:
+        if threading.current_thread() is threading.main_thread():
+            for s in STOP_SIGNALS:
+                try:
+                    self._old[s] = signal.signal(s, self._handle)
+                except (ValueError, OSError):
+                    pass
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for s, old in self._old.items():
+            signal.signal(s, old)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        first = self.signum is None
+        if first:
+            self.signum = signum
+        if self.serving:
+            if self.coord is not None:
+                self.coord.request_stop(signum)
+        elif not first:
+            raise KeyboardInterrupt  # a second signal while the traces are written: stop writing
+
+
 def run(opts: RunOptions, on_progress=None) -> RunResult:
+    """Run the command under the simulator: start the coordinator and the ranks, serve them
+    until they end (or a signal stops them), write the traces."""
+    with _SignalStop() as stopper:
+        return _run(opts, on_progress, stopper)
+
+
+def _run(opts: RunOptions, on_progress, stopper: _SignalStop) -> RunResult:
     argv = python_argv(opts.command)
     gpu = get_gpu(opts.gpu)
     if opts.kernel_times == "measure":
@@ -243,6 +299,10 @@ def run(opts: RunOptions, on_progress=None) -> RunResult:
         check_can_measure(opts.kernel_db, gpu.key)  # a clear error before any rank starts
     world = opts.nproc_per_node * opts.nnodes
     per_node = opts.nproc_per_node
+    if opts.trace:
+        from phantora_prof.outputs import clear_previous_outputs
+
+        clear_previous_outputs(Path(opts.out_dir))  # the directory holds this run's traces only
     epoch_ns = time.time_ns()
     t0 = time.monotonic()
     sock_dir = tempfile.mkdtemp(prefix="phantora-")
@@ -261,6 +321,7 @@ def run(opts: RunOptions, on_progress=None) -> RunResult:
 
     coord = Coordinator(world, sock_dir, timeline, collective_timeout_s=opts.collective_timeout_s,
                         model_factory=model)
+    stopper.coord = coord
     procs: list[subprocess.Popen] = []
     pumps: list[threading.Thread] = []
     master_port = base_env.get("MASTER_PORT") if world == 1 else None
@@ -280,6 +341,7 @@ def run(opts: RunOptions, on_progress=None) -> RunResult:
                 "PHANTORA_RANK_CONFIG": cfg.to_env(),
                 "PHANTORA_EPOCH_NS": str(epoch_ns),
                 "PHANTORA_LOG_LEVEL": opts.log_level,
+                "PHANTORA_CLI_PID": str(os.getpid()),
                 "RANK": str(rank), "LOCAL_RANK": str(local), "WORLD_SIZE": str(world),
                 "LOCAL_WORLD_SIZE": str(per_node), "GROUP_RANK": str(rank // per_node), "ROLE_RANK": str(rank),
                 "ROLE_WORLD_SIZE": str(world), "ROLE_NAME": "default", "NODE_RANK": str(rank // per_node),
@@ -288,6 +350,8 @@ def run(opts: RunOptions, on_progress=None) -> RunResult:
                 "TORCHELASTIC_MAX_RESTARTS": "0", "GLOO_SOCKET_IFNAME": base_env.get("GLOO_SOCKET_IFNAME", "lo"),
             })
             cmd = [sys.executable, "-m", "phantora_prof.runtime.bootstrap", *argv]
+            if stopper.signum is not None:  # interrupted while starting: start no more ranks
+                break
             if world == 1:
                 procs.append(subprocess.Popen(cmd, env=env))
             else:
@@ -298,14 +362,13 @@ def run(opts: RunOptions, on_progress=None) -> RunResult:
                     t = threading.Thread(target=_pump_output, args=(stream, sink, f"[rank{rank}]: "), daemon=True)
                     t.start()
                     pumps.append(t)
-        try:
-            coord.serve(procs, on_progress=on_progress)
-        except KeyboardInterrupt:
-            for p in procs:
-                if p.poll() is None:
-                    p.send_signal(signal.SIGINT)
-            raise
-        if coord.error is not None:
+        if stopper.signum is not None:
+            coord.request_stop(stopper.signum)
+        coord.serve(procs, on_progress=on_progress)
+        stopper.serving = False
+        if coord.stop_signal is not None:
+            _stop(procs, grace_s=0.0)
+        elif coord.error is not None:
             error = str(coord.error)
             _stop(procs)
         elif coord.failed_rank is not None:
@@ -313,10 +376,17 @@ def run(opts: RunOptions, on_progress=None) -> RunResult:
             error = (f"rank {coord.failed_rank} exited with code {procs[coord.failed_rank].returncode}; "
                      "the other ranks were stopped")
         codes = [p.wait() for p in procs]
+        codes += [None] * (world - len(codes))  # ranks never started (interrupted while starting)
     finally:
+        stopper.serving = False
         for p in procs:
             if p.poll() is None:
                 p.kill()
+        for p in procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
         for t in pumps:
             t.join(timeout=5)
         shutil.rmtree(sock_dir, ignore_errors=True)
@@ -326,9 +396,14 @@ def run(opts: RunOptions, on_progress=None) -> RunResult:
     paths: dict[int, Path] = {}
     perfetto_path = None
     kept: dict = {}
+    output_errors: list[str] = []
     if opts.trace:
-        paths, perfetto_path, kept = write_traces(coord, world, epoch_ns, opts.out_dir, opts.trace_format,
-                                                  keep=opts.report_dir is not None and opts.trace_format == "perfetto")
+        try:
+            paths, perfetto_path, kept = write_traces(
+                coord, world, epoch_ns, opts.out_dir, opts.trace_format,
+                keep=opts.report_dir is not None and opts.trace_format == "perfetto")
+        except OSError as exc:  # checked before the run; the disk can still fill up or go away
+            output_errors.append(f"the traces could not be written to {opts.out_dir}: {exc}")
     elif opts.report_dir is not None:
         kept = kept_traces(coord, world, epoch_ns)
     summaries = []
@@ -346,7 +421,14 @@ def run(opts: RunOptions, on_progress=None) -> RunResult:
             tl.stats.memcpys, tl.stats.memsets, path, dict(tl.stats.estimated_ops),
             placeholders=int(goodbye.get("placeholders", 0)), peak_allocated=int(goodbye.get("peak_allocated", 0)),
             peak_reserved=int(goodbye.get("peak_reserved", 0)), max_rss_bytes=int(goodbye.get("max_rss_bytes", 0))))
-    if coord.error is not None:
+    # the signal may have reached the ranks first (a scheduler signals the whole job): they
+    # ended, the coordinator reported a failed rank, and our handler ran just after
+    interrupted = coord.stop_signal if coord.stop_signal is not None else stopper.signum
+    if interrupted is not None:
+        exit_code = 128 + interrupted  # the shell's convention for a process ended by a signal
+        if coord.error is None:
+            error = None  # not "rank N exited with code -15": the run was stopped
+    elif coord.error is not None:
         exit_code = 1
     elif coord.failed_rank is not None:
         exit_code = codes[coord.failed_rank] or 1
@@ -354,12 +436,16 @@ def run(opts: RunOptions, on_progress=None) -> RunResult:
             exit_code = 1
     else:
         exit_code = next((c for c in codes if c != 0), 0)
-    result = RunResult(exit_code, summaries, time.monotonic() - t0, error, perfetto_path=perfetto_path)
+    result = RunResult(exit_code, summaries, time.monotonic() - t0, error, perfetto_path=perfetto_path,
+                       interrupted=interrupted, output_errors=output_errors)
     if opts.report_dir is not None:
         from phantora_prof.report import ReportError, write_report
 
+        memory = {}
+        for rank, res in coord.ranks.items():
+            memory[rank] = [((t - ORIGIN_NS) / 1e6, a, r) for t, _d, a, r in res.timeline.memory.samples()]
         try:
-            result.report = write_report(result, kept or None, opts.report_dir, gpu=opts.gpu)
-        except (ReportError, ValueError) as exc:
+            result.report = write_report(result, kept or None, opts.report_dir, gpu=opts.gpu, memory=memory)
+        except (ReportError, ValueError, OSError) as exc:
             result.report_error = str(exc)
     return result

@@ -4,6 +4,7 @@ streamed to the writers, so memory stays bounded by one rank's trace."""
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -14,6 +15,67 @@ from tracing.model import RankTrace
 log = logging.getLogger(__name__)
 
 TRACE_FORMATS = ("kineto", "perfetto", "both")
+
+
+def check_output_paths(out_dir: Path | None, report_dir: Path | None, summary_json: Path | None) -> None:
+    """Before the script starts: every output can be written (directories are created), so a
+    bad `--out`, `--report` or `--summary-json` is a one-line error now, not after the run."""
+    from phantora_prof.errors import ConfigError
+
+    if out_dir is not None:
+        _check_dir(Path(out_dir), "--out")
+    if report_dir is not None:
+        _check_dir(Path(report_dir), "--report")
+        import importlib.util
+
+        if importlib.util.find_spec("matplotlib") is None:
+            raise ConfigError("--report draws its plots with matplotlib, which is not installed: "
+                              "pip install matplotlib (or phantora-prof[plot])")
+    if summary_json is not None:
+        path = Path(summary_json)
+        if path.is_dir():
+            raise ConfigError(f"--summary-json {path}: is a directory; give a file name (e.g. {path / 'summary.json'})")
+        _check_dir(path.parent if str(path.parent) else Path("."), "--summary-json", of=path)
+
+
+_OUR_TRACE = re.compile(r"rank\d+\.pt\.trace\.json\.gz")
+
+
+def clear_previous_outputs(out_dir: Path) -> list[Path]:
+    """Remove what an earlier run wrote in `out_dir` (`rank{R}.pt.trace.json.gz`, `run.pftrace`),
+    so that the directory holds this run's traces only: a larger earlier run's extra ranks
+    would otherwise stay, and `phantora-prof merge` would combine them with this run's."""
+    removed = []
+    if not out_dir.is_dir():
+        return removed
+    for p in sorted(out_dir.iterdir()):
+        if (p.name == "run.pftrace" or _OUR_TRACE.fullmatch(p.name)) and p.is_file():
+            try:
+                p.unlink()
+                removed.append(p)
+            except OSError as exc:
+                log.warning("could not remove %s of an earlier run: %s", p, exc)
+    if removed:
+        log.info("removed %d trace file(s) of an earlier run from %s", len(removed), out_dir)
+    return removed
+
+
+def _check_dir(path: Path, option: str, of: Path | None = None) -> None:
+    import tempfile
+
+    from phantora_prof.errors import ConfigError
+
+    what = f"{option} {of if of is not None else path}"
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{what}: {path} is a file, not a directory"
+                          + ("" if of is not None else "; give a directory (it is created if missing)"))
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"{what}: cannot write in {path}: {exc.strerror or exc}; "
+                          "choose a directory you can write to") from None
 
 
 def _rank_traces(coord: Any, world: int, epoch_ns: int) -> Iterator[tuple[int, RankTrace]]:

@@ -261,6 +261,16 @@ class MemoryEvent:
 
 
 @dataclass(slots=True)
+class MemoryCounters:
+    """Simulated GPU memory over the whole run (the Perfetto trace's counter tracks, the
+    report's memory plot): samples (host_ns, device, total_allocated, total_reserved), one per
+    host time at which the allocator's totals changed, sent in batches."""
+
+    rank: int
+    samples: list
+
+
+@dataclass(slots=True)
 class ProfileExportRequest:
     """Write the trace of the host-time window [start_ns, end_ns] to `path` (torch.profiler's
     export_chrome_trace); reply: the path written."""

@@ -12,11 +12,13 @@ from the repeated op structure / synchronize calls) and writes:
   null: the traces do not carry kernel FLOPs (see `notes`);
   Also per rank: `whole_trace` (the same figures from the first to the last event) and
   `step_coverage` (the steps' share of it; below 0.5 a note says the detected steps may
-  be a repeated setup phase, not training steps);
+  be a repeated setup phase, not training steps, unless they are ProfilerStep#N spans or
+  were detected from the optimizer's steps: `steps_reliable`);
 - `step_breakdown.png`: a stacked bar per rank (compute, exposed comm., other GPU, idle),
   per step, or over the whole trace when the steps cover less than half of it;
 - `memory.png`: allocated (and reserved, dashed) GPU memory over simulated time per rank,
-  when the traces hold `[memory]` events (profile_memory=True);
+  from the traces' `[memory]` events (profile_memory=True), else from the simulator's own
+  samples of the run (`memory`);
 - `link_utilization.png`: only when `link_utilization` is given ({link name: [(t_ns,
   fraction 0..1), ...]}, e.g. the most loaded netsim links).
 
@@ -119,12 +121,13 @@ def rank_figures(doc: dict, path: str | Path) -> tuple[dict, list[tuple[float, i
     covered = sum(st.wall_ns for st in s.steps) / 1e6
     coverage = round(covered / whole["wall_ms"], 3) if whole["wall_ms"] else None
     notes = list(s.notes)
-    if coverage is not None and coverage < 0.5 and s.plan.source != "ProfilerStep":
+    reliable = s.plan.source == "ProfilerStep" or s.plan.training  # steps of the training loop
+    if coverage is not None and coverage < 0.5 and not reliable:
         notes.append(f"the detected steps cover only {100 * coverage:.0f}% of the trace: they may be a repeated "
                      "setup phase, not training steps (record ProfilerStep#N with prof.step() for exact steps); "
                      "see whole_trace")
     fig = {"rank": tr.rank if tr.rank is not None else None, "trace": str(path), "step_source": s.plan.source,
-           "steps_found": len(s.steps), "step_coverage": coverage, **mean, "steps": steps, "whole_trace": whole,
+           "steps_found": len(s.steps), "step_coverage": coverage, "steps_reliable": reliable, **mean, "steps": steps, "whole_trace": whole,
            "peak_allocated_bytes": max((m[1] for m in mem), default=None),
            "peak_reserved_bytes": max((m[2] for m in mem), default=None),
            "mfu": None, "notes": notes}
@@ -157,8 +160,11 @@ def _inputs(run_result: Any, traces: Any) -> Iterable[tuple[int | None, Any, str
 
 def write_report(run_result: Any, traces: Any, out_dir: str | Path, *, plots: bool = True,
                  link_utilization: Mapping[str, list[tuple[int, float]]] | None = None,
-                 gpu: str | None = None) -> dict:
-    """Write summary.json (and the PNG plots) under `out_dir`; returns the summary."""
+                 gpu: str | None = None,
+                 memory: Mapping[int, list[tuple[float, int, int]]] | None = None) -> dict:
+    """Write summary.json (and the PNG plots) under `out_dir`; returns the summary. `memory`:
+    per rank, (ms, allocated, reserved) samples of the whole run (the simulator's), drawn in
+    memory.png where a trace has no `[memory]` events."""
     out_dir = Path(out_dir)
     ranks: list[dict] = []
     series: dict[int, list[tuple[float, int, int]]] = {}
@@ -180,6 +186,11 @@ def write_report(run_result: Any, traces: Any, out_dir: str | Path, *, plots: bo
             fig["run"] = {"exit_code": rs.exit_code, "sim_time_ms": _ms(rs.sim_time_ns),
                           "gpu_busy_ms": _ms(rs.gpu_busy_ns), "ops": rs.ops, "kernels": rs.kernels,
                           "memcpys": rs.memcpys, "memsets": rs.memsets, "placeholders": rs.placeholders}
+        if not mem and memory and memory.get(fig["rank"]):
+            mem = list(memory[fig["rank"]])
+            if fig["peak_allocated_bytes"] is None:
+                fig["peak_allocated_bytes"] = max(m[1] for m in mem)
+                fig["peak_reserved_bytes"] = max(m[2] for m in mem)
         ranks.append(fig)
         series[fig["rank"]] = mem
     if not ranks:
@@ -219,7 +230,7 @@ def _plots(ranks: list[dict], series: dict, links: Mapping | None, out_dir: Path
     # per-rank step breakdown
     fig, ax = plt.subplots(figsize=(max(6, min(24, 0.35 * len(ranks) + 4)), 4.5))
     x = [f["rank"] for f in ranks]
-    whole = any((f.get("step_coverage") or 0) < 0.5 and f["step_source"] != "ProfilerStep" for f in ranks)
+    whole = any((f.get("step_coverage") or 0) < 0.5 and not f.get("steps_reliable") for f in ranks)
     rows = [f["whole_trace"] for f in ranks] if whole else ranks
     bottom = [0.0] * len(ranks)
     for key, label, color in (("compute_ms", "compute", "#4c72b0"), ("comm_exposed_ms", "exposed comm.", "#c44e52"),

@@ -36,3 +36,14 @@ def test_validate_reference_and_help():
     assert "phantora-prof python examples/gpt/train.py" in r.output
     for sub in ("diff", "validate", "collective"):
         assert sub in r.output
+
+
+def test_torchrun_help_and_top_level_help_name_torchrun():
+    r = CliRunner().invoke(cli, ["torchrun", "--help"])
+    assert r.exit_code == 0, r.output
+    assert r.output.startswith("Usage: phantora-prof [OPTIONS] torchrun [TORCHRUN OPTIONS] SCRIPT")
+    r = CliRunner().invoke(cli, ["torchrun", "--nproc-per-node", "8", "-h"])
+    assert r.exit_code == 0 and "--nproc-per-node" in r.output
+    r = CliRunner().invoke(cli, ["--help"])
+    assert r.exit_code == 0 and "torchrun [TORCHRUN OPTIONS] SCRIPT" in r.output
+    assert "phantora-prof torchrun --standalone --nproc-per-node=8" in r.output

@@ -98,8 +98,9 @@ LAYER = (("aten::addmm", "nvjet_sm90_tst_128x128", 50, [[3072], [4096, 768], [76
 
 
 def synth(iterations=6, layers=4, profiler_steps=True, setup=20, comm=False, sync=True, optimizer=True,
-          rank=None, scale=1.0, outer_sync=False) -> tuple[RankTrace, list[tuple[int, int]]]:
-    """A training-loop-like trace: setup kernels, then iterations of
+          rank=None, scale=1.0, outer_sync=False, param_copies=0) -> tuple[RankTrace, list[tuple[int, int]]]:
+    """A training-loop-like trace: setup kernels (and `param_copies` parameters copied to the GPU
+    one by one, each an H2D copy and a stream synchronize, as `.to("cuda")` does), then iterations of
     [H2D copy, layers x (linear->addmm, gelu, layer_norm), (all-reduce), Optimizer.step(_fused_adamw_),
     cudaDeviceSynchronize], each optionally inside ProfilerStep#i. Returns it and the iterations' spans."""
     spans: list[Span] = []
@@ -149,6 +150,14 @@ def synth(iterations=6, layers=4, profiler_steps=True, setup=20, comm=False, syn
         spans.append(Span("cuda_runtime", "cudaDeviceSynchronize", MAIN, ds, st["t"] - ds,
                           {"cbid": 165, "correlation": st["corr"]}))
 
+    for _ in range(param_copies):
+        launch("aten::copy_", [[768, 768], [768, 768], []], "Memcpy HtoD (Pageable -> Device)", 400,
+               cat="gpu_memcpy", wrapper="aten::_to_copy")
+        ss = st["t"]
+        st["t"] = max(st["t"] + 5 * US, max(gpu_free.values()) + 2 * US)
+        st["corr"] += 1
+        spans.append(Span("cuda_runtime", "cudaStreamSynchronize", MAIN, ss, st["t"] - ss,
+                          {"cbid": 131, "correlation": st["corr"]}))
     iters = []
     if outer_sync:
         device_sync()
@@ -351,6 +360,19 @@ def test_step_detection_prefers_the_training_step(tmp_path):
     p = write_kineto(tr, tmp_path / "t.json")
     j = diff_traces(p, p).to_json()["base"]
     assert "'Optimizer.step#AdamW.step'" in j["step_detection"] and j["n_steps"] == 5
+
+
+def test_short_run_steps_are_the_optimizer_steps_not_a_longer_setup(tmp_path):
+    """Three training steps after 150 parameters copied one by one with a synchronize each: the
+    setup repeats 50x more often and spans longer than the steps, but the steps are the
+    training iterations (the README's 4-rank DDP example reported 0.3 ms steps from 51)."""
+    tr, iters = synth(iterations=3, profiler_steps=False, sync=True, param_copies=150)
+    p = write_kineto(tr, tmp_path / "t.json")
+    j = diff_traces(p, p).to_json()["base"]
+    assert j["step_source"] == "detected" and j["n_steps"] == 2, j["step_detection"]
+    assert "'Optimizer.step#AdamW.step'" in j["step_detection"] or "cudaDeviceSynchronize" in j["step_detection"]
+    walls = [(iters[k + 1][1] - iters[k][1]) / 1e6 for k in range(2)]  # one iteration each
+    assert [s["step_time_ms"] for s in j["per_step"]] == pytest.approx(walls, rel=0.05)
 
 
 def test_no_repetition_is_one_step_with_warning(tmp_path):

@@ -37,6 +37,29 @@ def test_tiny_gpt_runs_and_writes_a_valid_trace(cli):
     assert "aten::_scaled_dot_product_cudnn_attention" in names  # fused attention, not the math path
     assert "aten::_fused_adamw_" in names
     assert any(n.startswith("autograd::engine::evaluate_function: ") for n in names)
+    assert _touching_host_events(doc) == []
+
+
+def _touching_host_events(doc: dict) -> list:
+    """Host events of one thread that touch or partly overlap: as in real traces (Python runs
+    between ops), siblings are strictly apart and children inside their parents (TensorBoard's
+    profiler plugin rejects ranges that intersect)."""
+    by_tid: dict = {}
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver"):
+            by_tid.setdefault(e["tid"], []).append((round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000),
+                                                    e["name"]))
+    bad = []
+    for events in by_tid.values():
+        events.sort(key=lambda x: (x[0], -x[1]))
+        stack: list = []
+        for start, end, name in events:
+            while stack and stack[-1][1] < start:
+                stack.pop()
+            if stack and (stack[-1][1] == start or stack[-1][1] < end):
+                bad.append((stack[-1], (start, end, name)))
+            stack.append((start, end, name))
+    return bad
 
 
 def test_two_runs_give_identical_traces(cli):
@@ -227,3 +250,99 @@ def test_channels_last_convolutions_stay_channels_last(cli):
     assert "y (1568, 1, 112, 8) True torch.bfloat16" in r.stdout
     assert "z (1568, 1, 112, 8)" in r.stdout  # batch norm follows its input
     assert "grad w True" in r.stdout
+
+
+def test_checkpoints_round_trip_and_load_in_a_plain_cpu_process(cli):
+    """torch.save of model and optimizer state on the simulated GPU writes a real checkpoint:
+    it loads back onto the simulated GPU (values of small tensors, shared storages, map_location)
+    and, with map_location="cpu", in a plain CPU process as a real GPU checkpoint would."""
+    import torch
+
+    r = cli("--no-trace", PY, str(SCRIPTS / "checkpoint.py"), str(cli.cwd))
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = r.stdout
+    assert "step cuda:0 7" in out
+    assert "big cuda:0 (512, 1024) shares 2097152 12288" in out  # one storage, the view 3 rows in
+    assert "weights equal True" in out
+    assert "optim step 2.0 cuda:0" in out
+    assert "cpu cpu True" in out
+    assert "map device cuda:0 7" in out
+    assert "module Sequential True cuda:0" in out
+    ck = torch.load(cli.cwd / "ckpt.pt", map_location="cpu")
+    assert torch.equal(ck["model"]["0.weight"], torch.load(cli.cwd / "w0.pt"))  # small tensors hold their values
+    assert ck["step"].item() == 7 and float(ck["optim"]["state"][0]["step"]) == 2.0
+    assert ck["big"].shape == (512, 1024) and ck["big"].dtype == torch.float32
+    assert ck["big_rows"].untyped_storage().data_ptr() == ck["big"].untyped_storage().data_ptr()
+    assert int(ck["big"].count_nonzero()) == 0  # large simulated tensors have no values: zeros
+    with pytest.raises(RuntimeError, match="CUDA"):  # the storages are on the GPU, as in a real checkpoint
+        torch.load(cli.cwd / "ckpt.pt")
+
+
+def test_bad_output_paths_are_found_before_the_script_starts(cli):
+    """A bad --out / --summary-json / --report is a one-line error (exit 2) before the script
+    runs; the script never starts (it would print 'exiting')."""
+    (cli.cwd / "afile").write_text("x")
+    for args, needle in ((["--out", "afile"], "--out afile: afile is a file, not a directory"),
+                         (["--out", "afile/sub"], "--out afile/sub: cannot write in afile/sub"),
+                         (["--summary-json", "afile/s.json"], "--summary-json afile/s.json: afile is a file"),
+                         (["--summary-json", "."], "--summary-json .: is a directory"),
+                         (["--report", "afile/r"], "--report afile/r: cannot write in afile/r")):
+        r = cli(*args, PY, str(SCRIPTS / "behaviours.py"), "exit", "3")
+        assert r.returncode == 2, (args, r.stderr[-2000:])
+        assert "exiting" not in r.stdout and "Traceback" not in r.stderr
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and needle in lines[0], (args, r.stderr)
+    # --no-trace does not use --out
+    r = cli("--no-trace", "--out", "afile", PY, str(SCRIPTS / "behaviours.py"), "exit", "3")
+    assert r.returncode == 3 and "exiting" in r.stdout
+
+
+def test_output_error_at_the_end_keeps_the_scripts_exit_code_and_says_so(cli, tmp_path):
+    """The output directory disappears under the run (replaced by a file): the script's own
+    exit code stays; when the script succeeded, exit 1 with a line saying why."""
+    script = tmp_path / "sabotage.py"
+    script.write_text("import os, shutil, sys, torch\n"
+                      "torch.ones(4, device='cuda').sum().item()\n"
+                      "shutil.rmtree('t'); open('t', 'w').close()\n"
+                      "sys.exit(int(sys.argv[1]))\n")
+    r = cli("--out", "t", PY, str(script), "3")
+    assert r.returncode == 3, r.stderr[-2000:]
+    assert "phantora-prof: error: the traces could not be written to t" in r.stderr
+    assert "Traceback" not in r.stderr
+    script.write_text(script.read_text().replace("'t'", "'t3'"))
+    r = cli("--out", "t3", PY, str(script), "0")
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "the traces could not be written to t3" in r.stderr
+    assert "exit status 1 because outputs are missing (the script itself exited 0)" in r.stderr
+
+
+def test_summary_is_not_wrapped_at_80_columns_in_a_log(cli):
+    """Output to a file or pipe (no terminal, no COLUMNS): the table and lines keep their width."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env["PYTHONPATH"] = str(SCRIPTS.parent.parent) + os.pathsep + env.get("PYTHONPATH", "")
+    import subprocess
+
+    r = subprocess.run([PY, "-m", "phantora_prof", "--no-trace", PY, str(SCRIPTS / "behaviours.py"), "cuda"],
+                       cwd=cli.cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    header = next(ln for ln in r.stderr.splitlines() if "rank" in ln and "exit" in ln)
+    assert "reserved" in header and "peak mem" in header  # one line, not wrapped
+    assert any(ln.startswith("GPU time by source of its kernel times:") and ln.rstrip().endswith("%")
+               for ln in r.stderr.splitlines())
+
+
+def test_traces_of_an_earlier_run_are_removed_from_out(cli):
+    """A larger earlier run left rank1..3 in --out: this 1-rank run leaves only its own traces
+    there (merge would combine them), and files that are not ours stay."""
+    out = cli.cwd / "t"
+    out.mkdir()
+    for name in ("rank1.pt.trace.json.gz", "rank3.pt.trace.json.gz", "run.pftrace", "notes.txt",
+                 "rank0.pt.trace.json"):
+        (out / name).write_text("old")
+    r = cli("--out", "t", PY, str(SCRIPTS / "behaviours.py"), "argv")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "rank0.pt.trace.json", "rank0.pt.trace.json.gz",
+                                                     "run.pftrace"]
+    assert (out / "run.pftrace").read_bytes() != b"old"

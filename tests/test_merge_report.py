@@ -149,3 +149,35 @@ def test_merged_file_is_valid_json(tmp_path, run_dir):
     out = merge_kineto(d, tmp_path / "m.json.gz")
     doc = orjson.loads(gzip.decompress(out.read_bytes()))
     assert isinstance(doc["traceEvents"], list) and doc["displayTimeUnit"] == "ms"
+
+
+def test_report_of_a_short_run_finds_its_training_steps_and_draws_memory(cli):
+    """The README's DDP example, 3 steps, no ProfilerStep annotations: the report's steps are
+    the training steps (as long as the script's own step times), memory.png is drawn from the
+    simulator's samples, and run.pftrace has the memory counters of the whole run."""
+    import re
+    import sys
+
+    from conftest import REPO
+    from test_perfetto import Decoded
+
+    r = cli("--nproc-per-node", "2", "--out", "t", "--report", "rep", sys.executable,
+            str(REPO / "examples" / "ddp" / "train.py"), "--steps", "3", "--layers", "2", timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    printed = [float(t) for t in re.findall(r"\[rank0\]: rank 0 step \d+ .* time_ms ([0-9.]+)", r.stdout)]
+    assert len(printed) == 3
+    summary = json.loads((cli.cwd / "rep" / "summary.json").read_text())
+    for fig in summary["ranks"]:
+        assert fig["step_source"] == "detected" and fig["steps_found"] == 2 and fig["steps_reliable"]
+        # a detected step runs from the end of one optimizer step to the next (the script times
+        # from one synchronize to the next): the same length within a few percent
+        assert 0.9 * printed[-1] < fig["step_time_ms"] < 1.1 * printed[-1], (fig["step_time_ms"], printed)
+        assert not fig["notes"]
+        assert fig["peak_allocated_bytes"] > 1 << 30
+    assert sorted(summary["plots"]) == ["memory.png", "step_breakdown.png"]
+    assert (cli.cwd / "rep" / "memory.png").stat().st_size > 10_000
+    d = Decoded((cli.cwd / "t" / "run.pftrace").read_bytes())
+    counters = {t.name: u for u, t in d.tracks.items() if t.name.startswith("GPU 0 memory")}
+    assert set(counters) == {"GPU 0 memory allocated", "GPU 0 memory reserved"}  # per rank (2 tracks each)
+    values = [v for u, vals in d.counters.items() for _, v in vals]
+    assert len(values) > 1000 and max(values) > 1 << 30

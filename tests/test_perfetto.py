@@ -292,3 +292,15 @@ def test_kineto_files_to_pftrace(tmp_path):
     assert stats.ranks == 3 and stats.collectives == 6
     for tr in traces:
         _check_rank(d, tr, 3)
+
+
+def test_whole_run_memory_samples_become_the_counters(tmp_path):
+    """A simulated run's memory samples (RankTrace.memory_counters) are the counter tracks, in
+    place of the [memory] instants of a profile_memory window."""
+    tr = synthetic_rank(0, 1, steps=1, memory=True)
+    tr.memory_counters = [(1_000, 0, 100, 2048), (2_000, 0, 300, 2048), (2_500, 0, 50, 4096)]
+    d = Decoded(write_perfetto([tr], tmp_path / "m.pftrace", compress=False).read_bytes())
+    base = tr.base_time_ns
+    got = {t.name: d.counters.get(u, []) for u, t in d.tracks.items() if t.name.startswith("GPU 0 memory")}
+    assert got == {"GPU 0 memory allocated": [(base + 1_000, 100), (base + 2_000, 300), (base + 2_500, 50)],
+                   "GPU 0 memory reserved": [(base + 1_000, 2048), (base + 2_000, 2048), (base + 2_500, 4096)]}

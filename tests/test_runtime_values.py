@@ -40,3 +40,14 @@ def test_cuda_extension_build_is_refused_cpu_extension_passes():
     with pytest.raises(extensions.CudaExtensionError):
         inline("k", "int f();", cuda_sources="__global__ void k(){}")
     assert inline("k", "int f();") == "ok"
+
+
+def test_grad_scaler_scale_grows_and_backs_off_as_on_a_gpu(cli):
+    """growth_interval=2: with finite gradients the scale doubles every second step; an inf
+    in a (small, valued) gradient makes that step back off by half and restart the count."""
+    r = cli("--no-trace", PY, str(Path(__file__).resolve().parent / "scripts" / "grad_scaler.py"), "7", "4")
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = [(float(s), int(t)) for s, t in __import__("re").findall(r"scale ([0-9.e+]+) tracker (\d+)", r.stdout)]
+    # torch's _amp_update_scale_ on a GPU: finite -> tracker += 1, doubling (and reset) at 2;
+    # non-finite -> scale * 0.5, tracker 0
+    assert got == [(1024.0, 1), (2048.0, 0), (2048.0, 1), (4096.0, 0), (2048.0, 0), (2048.0, 1), (4096.0, 0)]

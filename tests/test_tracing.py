@@ -254,6 +254,9 @@ def test_distributed_info_and_memory_flags(tmp_path):
         < keys.index("distributedInfo") < keys.index("cuda_driver_version")
     assert d["distributedInfo"] == info
     assert validate_trace(d) == []
+    # written as torch writes it (json.dumps): HTA finds a file's rank with the regex '"rank":\\s+(\\d+)'
+    text = (tmp_path / "d.json").read_text()
+    assert '"distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 2,' in text
 
 
 # ------------------------------------------------------------------ validator catches planted errors

@@ -205,7 +205,8 @@ def render_kineto(trace: RankTrace, trace_name: str | None = None) -> bytes:
     if trace.record_shapes:
         w('\n      "record_shapes": 1,')
     if trace.distributed_info is not None:
-        w(f'\n      "distributedInfo": {_dumps(trace.distributed_info)},')
+        # as torch writes it (Python's json.dumps: `"rank": 0`, with the spaces HTA's rank regex needs)
+        w(f'\n      "distributedInfo": {json.dumps(trace.distributed_info, default=_json_default)},')
     w(f'\n      "cuda_driver_version": {int(trace.cuda_driver_version)},')
     w(f'\n      "cuda_runtime_version": {int(trace.cuda_runtime_version)},')
     w(f'\n      "cupti_version": {int(trace.cupti_version)},')

@@ -94,3 +94,7 @@ class RankTrace:
     # simulated program start, kineto's "program loading time"), so `ts` is the simulated
     # time since start and stays exact as a double.
     trace_base_ns: int | None = None
+    # GPU memory over the whole run, (ts_ns, device, total allocated, total reserved) in time
+    # order: not part of the Kineto file (torch writes memory only as `[memory]` instants of a
+    # profile_memory window); the Perfetto writer makes its counter tracks from it.
+    memory_counters: list[tuple[int, int, int, int]] = field(default_factory=list)

@@ -25,7 +25,8 @@ for all ranks, into one file that ui.perfetto.dev opens directly:
   group on the rank), since the traces carry no sequence number) share one flow id, so
   the UI draws arrows linking the collective's kernels across all participating ranks;
 - counter tracks per GPU, "GPU d memory allocated" / "GPU d memory reserved" (bytes),
-  from `[memory]` instants (args Total Allocated / Total Reserved, Device Type 1).
+  from the rank's whole-run memory samples (`RankTrace.memory_counters`), else from
+  `[memory]` instants (args Total Allocated / Total Reserved, Device Type 1).
 
 The encoder writes the protobuf wire format directly (the perfetto package's generated
 classes cost ~20 us per event; these bytes decode with them, see tests/test_perfetto.py).
@@ -326,7 +327,10 @@ class _Writer:
         # -- memory counter tracks
         counter_uuid: dict[tuple[int, int], int] = {}
         mem_devices: set[int] = set()
-        for ins in tr.instants:
+        samples = tr.memory_counters
+        if samples:
+            mem_devices = {d for _, d, _, _ in samples if d >= 0}
+        for ins in tr.instants if not samples else ():
             a = ins.args
             if ins.name == "[memory]" and a.get("Device Type", 1) == 1 and isinstance(a.get("Device Id"), int) \
                     and a["Device Id"] >= 0 and any(key in a for key, _ in MEMORY_COUNTERS):
@@ -384,6 +388,7 @@ class _Writer:
         # -- events in time order: ends (inner first), then begins (longer first), then instants
         items: list[tuple] = [(ts_of[i], 1, -dur_of[i], i) for i in range(len(spans))]
         items.extend((ins.ts_ns, 2, 0, j) for j, ins in enumerate(tr.instants))
+        items.extend((sample[0], 3, 0, j) for j, sample in enumerate(samples))
         items.sort()
         pending_ends: list[tuple[int, int, int]] = []  # (end, -order, uuid)
         write = self.f.write
@@ -479,6 +484,12 @@ class _Writer:
                     emit(abs_base + ts, end_event(u))
                 else:
                     heapq.heappush(pending_ends, (ts + dur_of[i], -order, u))
+            elif kind == 3:
+                _, d, allocated, reserved = samples[i]
+                if d in mem_devices:
+                    for j, v in enumerate((allocated, reserved)):
+                        emit(abs_base + ts, _vf(9, _COUNTER) + _vf(11, counter_uuid[(d, j)]) + _vf(30, int(v)))
+                        st.counter_values += 1
             else:
                 ins = instants[i]
                 k = (0, 0, ins.tid)
@@ -497,7 +508,8 @@ class _Writer:
                 st.instants += 1
                 a = ins.args
                 d = a.get("Device Id")
-                if ins.name == "[memory]" and isinstance(d, int) and d in mem_devices and a.get("Device Type", 1) == 1:
+                if not samples and ins.name == "[memory]" and isinstance(d, int) and d in mem_devices \
+                        and a.get("Device Type", 1) == 1:
                     for j, (key, _) in enumerate(MEMORY_COUNTERS):
                         v = a.get(key)
                         if isinstance(v, (int, float)) and not isinstance(v, bool):

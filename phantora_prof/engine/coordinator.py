@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import selectors
+import signal
 import socket
 import subprocess
 import time
@@ -76,15 +77,49 @@ class Coordinator:
         self.failed_rank: int | None = None
         self.collectives_resolved = 0
         self._close_order: dict[int, int] = {}
+        self.stop_signal: int | None = None  # set by request_stop: the run is being interrupted
+        self._stop_deadline: float | None = None
+        self._stop_now = False
+
+    def request_stop(self, signum: int) -> None:
+        """Interrupt the run (called from a signal handler, so it only sets flags): `serve` sends
+        SIGTERM to the rank processes still running, goes on receiving what they flush until
+        they are gone, and kills those still there after the grace period (at once on a
+        second request)."""
+        if self.stop_signal is None:
+            self.stop_signal = signum
+        else:
+            self._stop_now = True
+
+    def _stopping(self, procs: list[subprocess.Popen], grace_s: float) -> None:
+        now = time.monotonic()
+        if self._stop_deadline is None:
+            self._stop_deadline = now + grace_s
+            for p in procs:
+                if p.poll() is None:
+                    try:
+                        p.send_signal(signal.SIGTERM)  # as torchrun does: the rank flushes and ends
+                    except OSError:
+                        pass
+        if self._stop_now or now > self._stop_deadline:
+            for p in procs:
+                if p.poll() is None:
+                    try:
+                        p.kill()
+                    except OSError:
+                        pass
 
     def serve(self, procs: list[subprocess.Popen], on_progress: Callable[[dict[int, int]], None] | None = None,
-              poll_s: float = 0.2, rank_of_proc: list[int] | None = None) -> None:
+              poll_s: float = 0.2, rank_of_proc: list[int] | None = None, stop_grace_s: float = 3.0) -> None:
         """Run until every rank process has exited and every connection is drained; stops
-        early (setting `error` / `failed_rank`) when the simulation cannot go on."""
+        early (setting `error` / `failed_rank`) when the simulation cannot go on, or when
+        `request_stop` was called (the ranks are stopped first, see there)."""
         last_progress = time.monotonic()
         rank_of = rank_of_proc or list(range(len(procs)))
         while True:
-            events = self._sel.select(timeout=poll_s)
+            if self.stop_signal is not None:
+                self._stopping(procs, stop_grace_s)
+            events = self._sel.select(timeout=poll_s if self.stop_signal is None else min(poll_s, 0.05))
             for key, _ in events:
                 if key.data is None:
                     conn, _ = self._server.accept()
@@ -103,13 +138,14 @@ class Coordinator:
                     self._exited.add(rank_of[i])
                     if code != 0 and len(procs) > 1:
                         failed.append(rank_of[i])
-            if failed:
+            if failed and self.stop_signal is None:
                 # blame the rank that went first (the others often fail because of it): the one
                 # whose connection closed first
                 self.failed_rank = min(failed, key=lambda r: (self._close_order.get(r, 1 << 30), r))
                 break
             try:
-                self._check_stuck()
+                if self.stop_signal is None:
+                    self._check_stuck()
             except _coll.CollectiveError as exc:
                 self.error = exc
                 break
@@ -124,7 +160,7 @@ class Coordinator:
             if on_progress is not None and time.monotonic() - last_progress > 1.0:
                 last_progress = time.monotonic()
                 on_progress({r.rank: r.timeline.stats.host_end_ns for r in self.ranks.values()})
-        if self.error is None and self.failed_rank is None and self._pending:
+        if self.error is None and self.failed_rank is None and self._pending and self.stop_signal is None:
             try:
                 self._check_stuck(final=True)
             except _coll.CollectiveError as exc:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,7 @@ from phantora_prof.protocol import (
     EventElapsedRequest,
     EventQueryRequest,
     EventRecord,
+    MemoryCounters,
     MemoryEvent,
     OpCall,
     ProfileExportRequest,
@@ -62,6 +64,44 @@ class _GpuWork:
     device: int
 
 
+class _MemorySeries:
+    """A rank's GPU memory samples (host_ns, allocated, reserved) per device, in compact arrays.
+    Past `limit` samples on a device, neighbours are merged in pairs keeping the one with the
+    larger allocation, so the peaks stay and a long run holds a bounded amount."""
+
+    def __init__(self, limit: int = 1 << 15):
+        self.limit = limit
+        self._dev: dict[int, tuple[array, array, array]] = {}
+
+    def add(self, samples: list) -> None:
+        for t, d, allocated, reserved in samples:
+            cols = self._dev.get(d)
+            if cols is None:
+                cols = self._dev[d] = (array("q"), array("q"), array("q"))
+            cols[0].append(t)
+            cols[1].append(allocated)
+            cols[2].append(reserved)
+            if len(cols[0]) > self.limit:
+                self._dev[d] = self._halve(cols)
+
+    @staticmethod
+    def _halve(cols: tuple[array, array, array]) -> tuple[array, array, array]:
+        ts, al, re = cols
+        out = (array("q"), array("q"), array("q"))
+        for i in range(0, len(ts), 2):
+            j = i + 1 if i + 1 < len(ts) and al[i + 1] >= al[i] else i
+            out[0].append(ts[j])
+            out[1].append(al[j])
+            out[2].append(re[j])
+        return out
+
+    def samples(self) -> list[tuple[int, int, int, int]]:
+        """All samples, (host_ns, device, allocated, reserved) in time order."""
+        out = [(t, d, a, r) for d, (ts, al, re) in self._dev.items() for t, a, r in zip(ts, al, re)]
+        out.sort()
+        return out
+
+
 class RankTimeline:
     """Simulates one rank's GPU(s) and collects its trace."""
 
@@ -78,6 +118,7 @@ class RankTimeline:
         self.flows: list[Flow] = []
         self.annotations: list[Annotation] = []
         self.memory_events: list[MemoryEvent] = []
+        self.memory = _MemorySeries()  # allocated / reserved over the whole run, per device
         self.work: list[_GpuWork] = []  # in launch order (host time is non-decreasing)
         self.threads: dict[int, str] = {}
         self.stats = RankStats()
@@ -133,6 +174,8 @@ class RankTimeline:
             self.annotations.append(msg)
         elif isinstance(msg, MemoryEvent):
             self.memory_events.append(msg)
+        elif isinstance(msg, MemoryCounters):
+            self.memory.add(msg.samples)
         elif isinstance(msg, AutogradSpan):
             self._autograd(msg)
         elif isinstance(msg, SyncRequest):
@@ -316,6 +359,13 @@ class RankTimeline:
         """The RankTrace of the whole run (no window) or of a profiler window."""
         self._host_tid(0)
         spans = self._window_spans(start_ns, end_ns)
+        for s in spans:  # (copies)
+            # Host events are simulated back to back (the next op starts when one ends); in a
+            # real trace Python runs between them, so siblings never touch, and tools that build
+            # the op tree (TensorBoard's plugin: "ranges should not intersect") reject touching
+            # ones. End each 1 ns early: siblings are apart, a child still ends within its parent.
+            if not s.on_gpu and s.dur_ns > 1:
+                s.dur_ns -= 1
         instants = self._memory_instants(start_ns, end_ns) if profile_memory else []
         # Kineto numbers host ops, annotations and memory events together, in time order.
         host_events = [(s.ts_ns, -s.dur_ns, s) for s in spans if s.cat in ("cpu_op", "user_annotation")]
@@ -339,6 +389,8 @@ class RankTimeline:
             record_shapes=record_shapes, profile_memory=profile_memory,
         )
         trace.instants = instants
+        if start_ns is None:
+            trace.memory_counters = self.memory.samples()
         if start_ns is not None:
             trace.profiler_start_ns = start_ns
             trace.profiler_end_ns = max(end_ns or start_ns, max((s.ts_ns + s.dur_ns for s in spans), default=0))

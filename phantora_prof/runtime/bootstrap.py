@@ -63,6 +63,7 @@ def main() -> None:
     except PhantoraError as exc:  # a setup the simulator cannot run: one clear line, no traceback
         print(f"phantora-prof: error: {exc}", file=sys.stderr, flush=True)
         sys.exit(2)
+    _stop_with_the_cli(runtime)
     exit_code = 0
     profiler = None
     if os.environ.get("PHANTORA_CPROFILE"):  # developer aid: where does the simulation's own time go?
@@ -98,6 +99,34 @@ def main() -> None:
             pass
         runtime.finish(exit_code)
     os._exit(exit_code) if os.environ.get("PHANTORA_HARD_EXIT") else sys.exit(exit_code)
+
+
+def _stop_with_the_cli(runtime) -> None:
+    """A rank ends when the CLI that started it ends, as a torchrun worker does.
+
+    SIGTERM (the CLI sends it when it is interrupted) ends the process as its default action
+    would, after sending the coordinator what was captured so far, so the traces hold the run
+    up to the signal. A script that installs its own SIGTERM handler replaces this one. If the
+    CLI itself is killed (SIGKILL), the kernel sends SIGTERM here (Linux's parent-death
+    signal), so no rank is left running."""
+    import signal
+
+    def on_sigterm(signum, frame):
+        runtime.abort(signum)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+            if os.environ.get("PHANTORA_CLI_PID", str(os.getppid())) != str(os.getppid()):
+                os.kill(os.getpid(), signal.SIGTERM)  # the CLI was gone before the call
+        except (OSError, AttributeError):
+            pass
 
 
 def _setup_logging(rank: int) -> None:

@@ -24,6 +24,7 @@ class Channel:
         self._buf: list = []
         self._lock = threading.RLock()
         self.closed = False
+        self._sending = False  # a frame is being written (a signal handler must not start another)
 
     def send(self, msg: Any) -> None:
         with self._lock:
@@ -38,7 +39,14 @@ class Channel:
     def _flush_locked(self) -> None:
         if self._buf and not self.closed:
             batch, self._buf = self._buf, []
+            self._send(batch)
+
+    def _send(self, batch: list) -> None:
+        self._sending = True
+        try:
             protocol.send_batch(self._sock, batch)
+        finally:
+            self._sending = False
 
     def request(self, msg: Any) -> Any:
         with self._lock:
@@ -46,7 +54,7 @@ class Channel:
                 raise ProtocolError("the coordinator connection is closed")
             self._buf.append(msg)
             batch, self._buf = self._buf, []
-            protocol.send_batch(self._sock, batch)
+            self._send(batch)
             reply = protocol.recv_batch(self._sock)
             if reply is None:
                 raise ProtocolError("the coordinator closed the connection (did it crash? see its log)")
@@ -69,6 +77,24 @@ class Channel:
             except OSError:
                 pass
             self._sock.close()
+
+
+    def close_from_signal_handler(self, final: Any, before: list | None = None) -> bool:
+        """`close(final)` from a signal handler (the process is being stopped): not when the
+        interrupted code was writing a frame (a second frame would corrupt the stream), nor
+        when another thread holds the connection. Returns whether it closed."""
+        if self.closed or self._sending:
+            return False
+        if not self._lock.acquire(timeout=1.0):
+            return False
+        try:
+            if self._sending:
+                return False
+            self._buf.extend(before or [])
+            self.close(final)
+            return True
+        finally:
+            self._lock.release()
 
 
 def connect_from_env() -> Channel:

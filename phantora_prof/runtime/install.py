@@ -26,25 +26,48 @@ class InstalledRuntime:
     state: RuntimeState
     mode: Any
 
+    def _summary(self) -> dict:
+        st = self.state
+        from phantora_prof.runtime import memory
+
+        models = [memory.model(d) for d in range(st.config.device_count)]
+        return {"ops": st.ops_captured, "syncs": st.syncs, "placeholders": st.placeholders_used,
+                "peak_allocated": max(m.peak_allocated for m in models),
+                "peak_reserved": max(m.peak_reserved for m in models),
+                "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+
+    def abort(self, signum: int) -> None:
+        """The rank is being stopped by a signal (the CLI was interrupted): send the coordinator
+        what was captured so far, without touching the capture mode (the signal may have come
+        in the middle of an op). Called from the signal handler."""
+        from phantora_prof.runtime import memory_counters
+
+        st = self.state
+        try:
+            last = memory_counters.final_message(st.config.rank, blocking=False)
+            st.channel.close_from_signal_handler(Goodbye(st.config.rank, st.clock.now_ns, 128 + signum,
+                                                         self._summary()), before=[last] if last else [])
+        except Exception:  # noqa: BLE001 - the process ends anyway
+            pass
+
     def finish(self, exit_code: int) -> None:
         st = self.state
         try:
             self.mode.flush()
         except Exception:  # noqa: BLE001 - never lose the trace because of the flush
             log.exception("flushing the capture mode failed")
-        from phantora_prof.runtime import memory
-
-        models = [memory.model(d) for d in range(st.config.device_count)]
-        summary = {"ops": st.ops_captured, "syncs": st.syncs, "placeholders": st.placeholders_used,
-                   "peak_allocated": max(m.peak_allocated for m in models),
-                   "peak_reserved": max(m.peak_reserved for m in models),
-                   "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+        summary = self._summary()
         src = cost.kernel_source()
         if src is not None:
             try:
                 src.close()  # a measuring source merges what it measured into the database file
             except Exception:  # noqa: BLE001 - the run's own outcome comes first
                 log.exception("saving the kernel database failed")
+        from phantora_prof.runtime import memory_counters
+
+        last = memory_counters.final_message(st.config.rank)
+        if last is not None:
+            st.channel.send(last)
         st.channel.close(Goodbye(st.config.rank, st.clock.now_ns, exit_code, summary))
 
 
@@ -105,6 +128,9 @@ def install(config: RankConfig) -> InstalledRuntime:
     _clock.install(clock)
     _install_host_python(st, clock)
     cuda_api.install()
+    from phantora_prof.runtime import memory_counters
+
+    memory_counters.install()  # GPU memory over the run: run.pftrace counters, the report's memory.png
     from phantora_prof.runtime import cuda_graphs
 
     cuda_graphs.install()  # torch.cuda.CUDAGraph: capture and replay
@@ -121,6 +147,9 @@ def install(config: RankConfig) -> InstalledRuntime:
     from phantora_prof.runtime import extensions
 
     extensions.install()  # CUDA extension builds stop with a clear error
+    from phantora_prof.runtime import serialization
+
+    serialization.install()  # torch.save / torch.load of simulated CUDA tensors
     torch._C._set_only_lift_cpu_tensors(True)
     from phantora_prof.runtime import cuda_dispatch
 

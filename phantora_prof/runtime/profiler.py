@@ -26,7 +26,7 @@ from torch.autograd import DeviceType
 from torch.autograd.profiler_util import EventList, FunctionEvent
 
 from phantora_prof.protocol import MemoryEvent, ProfileExportRequest, ProfileStatsRequest
-from phantora_prof.runtime import annotations, memory
+from phantora_prof.runtime import annotations
 from phantora_prof.runtime import state as _state
 
 log = logging.getLogger(__name__)
@@ -123,18 +123,18 @@ class SimProfile(torch_profiler.profile):
 def _memory_events(enabled: bool) -> None:
     """Send every simulated allocation and free to the coordinator while a profile_memory
     window may be recording (the `[memory]` instant events of the trace)."""
+    from phantora_prof.runtime import memory_counters
+
+    if not enabled:
+        memory_counters.listener = None
+        return
     st = _state.get()
-    for device in range(st.config.device_count):
-        m = memory.model(device)
-        if not enabled:
-            m.on_event = None
-            continue
 
-        def on_event(addr: int, delta: int, allocated: int, reserved: int, _device: int = device) -> None:
-            st.channel.send(MemoryEvent(st.config.rank, st.tid(), st.clock.now_ns, _device, addr, delta,
-                                        allocated, reserved))
+    def on_event(device: int, addr: int, delta: int, allocated: int, reserved: int) -> None:
+        st.channel.send(MemoryEvent(st.config.rank, st.tid(), st.clock.now_ns, device, addr, delta,
+                                    allocated, reserved))
 
-        m.on_event = on_event
+    memory_counters.listener = on_event
 
 
 def _event_list(start_ns: int, end_ns: int, profile_memory: bool, with_flops: bool) -> EventList:

@@ -122,6 +122,10 @@ def propagate(func, args: tuple, kwargs: dict, out: Any) -> Any:
     """After a CUDA op: compute it on the shadows when all its CUDA inputs have one; else
     forget what it wrote. `out` are the op's (fake, or real CPU) outputs; returned as is."""
     name = func._schema.name
+    if name == "aten::_amp_foreach_non_finite_check_and_unscale_":
+        with _disable_current_modes():
+            _amp_check_and_unscale(func, args, kwargs)
+        return out
     if name not in _ASSUME_TRUE and name not in _ASSUME_FALSE and not _finite_decided(name, args) \
             and name not in _UNKNOWN_REDUCE and _has_large_input(args, kwargs):
         # the common case (training-step ops), kept cheap: computed from data that does not
@@ -181,6 +185,33 @@ def _propagate(func, name: str, args: tuple, kwargs: dict, out: Any) -> None:
         forget(out)
         return
     _store(out, r)
+
+
+def _amp_check_and_unscale(func, args: tuple, kwargs: dict) -> None:
+    """GradScaler's overflow check, `_amp_foreach_non_finite_check_and_unscale_(grads, found_inf,
+    inv_scale)`, as a GPU runs it on finite gradients: gradients without values (large ones) are
+    assumed finite, so they leave `found_inf` as it was; gradients with values are checked and
+    unscaled for real (an inf in a small gradient sets it). Without this, large gradients made
+    `found_inf` unknown, and the scale and growth tracker that `_amp_update_scale_` computes
+    from it lost their values (`get_scale()` read the placeholder 0.0)."""
+    bound = dict(zip(("self", "found_inf", "inv_scale"), args))
+    bound.update(kwargs)
+    grads, found_inf, inv_scale = bound["self"], bound["found_inf"], bound["inv_scale"]
+    found = shadow(found_inf) if isinstance(found_inf, FakeTensor) else None
+    inv = shadow(inv_scale) if isinstance(inv_scale, FakeTensor) else None
+    known = [(g, shadow(g)) for g in grads if isinstance(g, FakeTensor)]
+    known = [(g, v) for g, v in known if v is not None]
+    if found is None:
+        forget([g for g, _ in known])
+        return
+    if not known:
+        return  # every gradient assumed finite: found_inf keeps its value
+    if inv is None:  # cannot unscale, but the check still sees the values
+        if any(not bool(v.isfinite().all()) for _, v in known):
+            found.fill_(1.0)
+        forget([g for g, _ in known])
+        return
+    func([v for _, v in known], found, inv)
 
 
 _COMPARE = {"aten::eq", "aten::ne", "aten::lt", "aten::le", "aten::gt", "aten::ge"}

@@ -14,7 +14,12 @@ op starts earliest):
    qualifies when at least 60% of its pieces equal its most common piece (so a
    synchronize called twice per iteration, whose pieces alternate, does not); its block
    length L is that piece's length and its coverage m x L (m = pieces equal to it).
-3. The anchor, among tokens whose coverage is at least a quarter of the best:
+3. If optimizer tokens qualify (`Optimizer.step#...` / `Optimizer.zero_grad#...`
+   annotations, optimizer ops), only tokens with the block length of the best of them stay
+   candidates: the training loop is where the optimizer steps, even when a setup phase
+   repeats more (a short run that copies its parameters to the GPU one by one, each with a
+   synchronize). The anchor, among the candidates whose coverage is at least a quarter of
+   the best:
    - if any is a step-ending kind (a `cuda*Synchronize` call, an `Optimizer.step#...` or
      `Optimizer.zero_grad#...` annotation, an optimizer op: `_fused_adam*`,
      `_fused_sgd*`, `_foreach_*`): the one with the shortest block (one training step,
@@ -72,6 +77,7 @@ class StepPlan:
     source: str  # "ProfilerStep", "detected" or "whole trace"
     description: str
     notes: list[str] = field(default_factory=list)
+    training: bool = False  # detected from the optimizer's steps: training iterations, not some setup
 
 
 def _priority(name: str, is_runtime: bool) -> tuple[int, bool]:
@@ -164,6 +170,14 @@ def _detect(tr: TraceEvents) -> StepPlan:
         cands.append((cls, m * mode_key[0], mode_key[0], pos[0], t, keys, mode_key))
     if not cands:
         return _whole(tr, why)
+    # A training loop is where the optimizer steps: its block (one iteration, or one optimizer step
+    # of several micro-batches) is the step, even when some setup repeats more often or for longer
+    # (a short run: `.to("cuda")` copying parameter by parameter, each with a synchronize, spans more
+    # than three training steps do)
+    optimizer = [c for c in cands if c[0] in (1, 2, 3)]
+    if optimizer:
+        length = max(optimizer, key=lambda c: (c[1], -c[0]))[2]
+        cands = [c for c in cands if c[2] == length]
     best = max((c[1] for c in cands if c[0] == 4 or len(c[5]) >= 2), default=max(c[1] for c in cands))
     good = [c for c in cands if c[1] >= 0.25 * best]
     marked = [c for c in good if c[0] < 4 and len(c[5]) >= 2] or [c for c in good if c[0] < 4]
@@ -189,7 +203,7 @@ def _detect(tr: TraceEvents) -> StepPlan:
     if irregular:
         notes.append(f"{tr.path}: detected steps {_ranges(irregular)} differ from the repeated pattern "
                      "and are left out (select them with --steps)")
-    return StepPlan(steps, "detected", desc, notes)
+    return StepPlan(steps, "detected", desc, notes, training=bool(optimizer))
 
 
 def _ranges(nums: list[int]) -> str:

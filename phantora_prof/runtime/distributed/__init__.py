@@ -133,3 +133,47 @@ def install() -> None:
     except Exception:  # noqa: BLE001
         pass
     c10d.is_nccl_available = dist.is_nccl_available
+    _store_on_master_addr()
+
+
+def _store_on_master_addr() -> None:
+    """Rank 0's TCPStore (the env:// rendezvous) listens on MASTER_ADDR only.
+
+    torch's store daemon binds to every interface (`*:MASTER_PORT`); the simulated cluster is
+    on this machine (MASTER_ADDR is 127.0.0.1), so nothing else should be able to reach it.
+    torch lets the daemon take a socket already listening (`master_listen_fd`, as torchelastic
+    does): one bound to MASTER_ADDR. If that cannot be made, torch's own way is kept."""
+    import importlib
+    import socket
+
+    from torch.distributed import TCPStore
+
+    _rdzv = importlib.import_module("torch.distributed.rendezvous")  # the module (the package exports a function)
+
+    orig = getattr(_rdzv, "_create_c10d_store", None)
+    if orig is None or getattr(orig, "_phantora", False):
+        return
+
+    def _create_c10d_store(hostname, port, rank, world_size, timeout, use_libuv=True):
+        if rank != 0 or _rdzv._torchelastic_use_agent_store():
+            return orig(hostname, port, rank, world_size, timeout, use_libuv)
+        try:
+            family = socket.getaddrinfo(hostname, port, type=socket.SOCK_STREAM)[0][0]
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((hostname, port))
+            sock.listen(max(128, world_size))
+        except OSError as exc:
+            log.debug("could not listen on %s:%s only (%s); the store listens on all interfaces", hostname,
+                      port, exc)
+            return orig(hostname, port, rank, world_size, timeout, use_libuv)
+        store = TCPStore(host_name=hostname, port=port, world_size=world_size, is_master=True, timeout=timeout,
+                         multi_tenant=True, master_listen_fd=sock.fileno(), use_libuv=use_libuv)
+        _LISTENERS.append(sock)  # the daemon uses the descriptor: keep the socket open
+        return store
+
+    _create_c10d_store._phantora = True
+    _rdzv._create_c10d_store = _create_c10d_store
+
+
+_LISTENERS: list = []

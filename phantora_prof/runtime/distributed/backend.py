@@ -35,7 +35,7 @@ HOST_NS = 25_000  # host time of one c10d collective call (launch included)
 LAUNCH_AT_NS = 12_000
 
 from phantora_prof.runtime.distributed.pending import PENDING, consume as consume_pending
-from phantora_prof.runtime.distributed.pending import storage_key as _storage_key
+from phantora_prof.runtime.distributed import pending as _pending
 
 
 def _dtype(t: torch.Tensor) -> str:
@@ -92,9 +92,8 @@ class SimWork(dist.Work):
                 st.channel.send(CollectiveWait(st.config.rank, key[0], key[1], stream, self._device,
                                                st.clock.now_ns))
             for t in _flat(self._outputs):
-                k = _storage_key(t)
-                if k is not None and PENDING.get(k) in keys:
-                    PENDING.pop(k, None)
+                if _pending.pending_of(t) in keys:
+                    _pending.clear(t)
         return True
 
     def is_completed(self) -> bool:
@@ -218,9 +217,7 @@ class PhantoraProcessGroup(dist.ProcessGroup):
             st.channel.send(call)
             st.channel.flush()  # other ranks may be waiting for this collective at the coordinator
         for t in outputs:
-            k = _storage_key(t)
-            if k is not None:
-                PENDING[k] = (group, seq)
+            _pending.mark(t, (group, seq))
         from phantora_prof.runtime import values  # small outputs' real values (flags, counts)
 
         complete_values = None
@@ -396,7 +393,7 @@ class PhantoraProcessGroup(dist.ProcessGroup):
         with torch.no_grad():
             t = torch.empty(1, dtype=torch.float32, device=f"cuda:{device}")
         work = self._launch("all_reduce", "barrier", [t], [t], 4, 1, 1, None)
-        PENDING.pop(_storage_key(t), None)
+        _pending.clear(t)
         host_sync(SyncKind.STREAM, self._comm_stream(device), device)
         return SimWork(self, None, [t], device)
 
