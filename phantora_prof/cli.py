@@ -97,6 +97,9 @@ def _console(stderr: bool = True):
 @click.option("--kernel-db", type=click.Path(dir_okay=False, path_type=Path),
               help="A kernel database (`phantora-prof db build`) whose measured times come first; with "
                    "--kernel-times measure, where to keep them (default ~/.cache/phantora-prof/kernels-GPU.json.gz).")
+@click.option("--host", "host_profile", default="h200", show_default=True, metavar="PROFILE|FILE",
+              help="The host (CPU) whose speed simulated host time stands for: a built-in profile (h200: the "
+                   "reference traces' machine; h200-2026-12-01: a 1.18x slower one) or a profile file.")
 @click.option("--host-python/--no-host-python", default=True, show_default=True,
               help="Charge the script's Python between ops (framework layers, data loading, callbacks) as host "
                    "time on the reference host, from counted calls (deterministic). Off: only ops cost host time.")
@@ -106,8 +109,8 @@ def _console(stderr: bool = True):
 @click.pass_context
 def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, nnodes: int, collective_timeout: float,
         no_trace: bool, trace_format: str, report_dir: Path | None, summary_json: Path | None,
-        op_costs: tuple[str, ...], kernel_times: str, kernel_db: Path | None, host_python: bool,
-        log_level: str) -> None:
+        op_costs: tuple[str, ...], kernel_times: str, kernel_db: Path | None, host_profile: str,
+        host_python: bool, log_level: str) -> None:
     """Run an unmodified PyTorch training script on a simulated GPU and write
     torch.profiler-format traces of the simulated run.
 
@@ -120,7 +123,8 @@ def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, nnodes
                "collective_timeout": collective_timeout, "trace": not no_trace,
                "log_level": log_level, "op_costs": op_costs,
                "summary_json": summary_json, "trace_format": trace_format.lower(), "report_dir": report_dir,
-               "kernel_times": kernel_times.lower(), "kernel_db": kernel_db, "host_python": host_python}
+               "kernel_times": kernel_times.lower(), "kernel_db": kernel_db, "host_python": host_python,
+               "host_profile": host_profile}
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
         ctx.exit(2)
@@ -154,7 +158,7 @@ def execute(obj: dict, command: tuple[str, ...], **overrides):
                       op_costs=dict(parse_op_cost(spec) for spec in obj["op_costs"]),
                       trace_format=obj["trace_format"], report_dir=obj["report_dir"],
                       kernel_times=obj["kernel_times"], kernel_db=obj["kernel_db"],
-                      host_python=obj.get("host_python", True))
+                      host_python=obj.get("host_python", True), host_profile=obj.get("host_profile", "h200"))
     for k, v in overrides.items():
         setattr(opts, k, v)
     opts.__post_init__()

@@ -79,7 +79,7 @@ def load_profile(spec: str | None) -> dict:
             raise ConfigError(f"--host {spec}: no such host profile; built-in: {', '.join(profile_names())}, "
                               "or give a profile file (phantora-prof calibrate host --out FILE)")
         prof = json.loads(f.read_text())
-    for key in ("name", "scale", "python"):
+    for key in ("name", "scale"):
         if key not in prof:
             raise ConfigError(f"--host {spec}: the host profile has no {key!r}")
     return prof
@@ -87,7 +87,9 @@ def load_profile(spec: str | None) -> dict:
 
 def _apply(table: dict, prof: dict) -> dict:
     sc = prof["scale"]
-    fwd, bwd, api, cpu = (float(sc.get(k, 1.0)) for k in ("forward", "backward", "api", "cpu_ops"))
+    speed = float(sc.get("all", 1.0))  # the whole host: slower (> 1) or faster than the reference
+    fwd, bwd, api, cpu, py = (speed * float(sc.get(k, 1.0)) for k in ("forward", "backward", "api", "cpu_ops",
+                                                                       "python"))
     t = json.loads(json.dumps(table))
     t["ops"]["forward"] = {k: int(v * fwd) for k, v in t["ops"]["forward"].items()}
     t["ops"]["backward"] = {k: int(v * bwd) for k, v in t["ops"]["backward"].items()}
@@ -98,7 +100,12 @@ def _apply(table: dict, prof: dict) -> dict:
     t["api_default_ns"] = int(t["api_default_ns"] * api)
     t["cpu_ops"]["base_ns"] *= cpu
     t["cpu_ops"]["bytes_per_ns"] /= cpu
-    t["python"] = dict(t["python"], **prof["python"])
+    t["python"] = dict(t["python"], **prof.get("python", {}))
+    t["python"]["py_call_ns"] *= py
+    t["python"]["opcode_ns"] *= py
+    t["subclass_dispatch"]["ns"] *= py
+    t["pin_memory"]["base_ns"] *= cpu
+    t["pin_memory"]["bytes_per_ns"] /= cpu
     return t
 
 
@@ -121,10 +128,11 @@ AUTOGRAD_NODE_NS: int = TABLE["autograd_node_ns"]  # autograd engine overhead pe
 # zero_grad(set_to_none=True)'s loop. Measured with --host-probe (tools/calibrate_host.py).
 OPTIMIZER_PYTHON_NS: dict[str, int] = TABLE["optimizer_python_ns"]
 
-# Python interpreter work between ops, per counted call (runtime/pyhost.py): Python-level
-# function calls and calls of C functions (builtins, methods of C types).
+# Python interpreter work between ops (runtime/pyhost.py): per Python-level function call and
+# per bytecode instruction executed.
 PY_CALL_NS: float = TABLE["python"]["py_call_ns"]
-C_CALL_NS: float = TABLE["python"]["c_call_ns"]
+OPCODE_NS: float = TABLE["python"]["opcode_ns"]
+SUBCLASS_DISPATCH_NS: int = int(TABLE["subclass_dispatch"]["ns"])  # per tensor-subclass (DTensor) dispatch
 
 # Aten ops on CPU tensors (they run for real; this is their time on the reference host).
 CPU_OP_BASE_NS: float = TABLE["cpu_ops"]["base_ns"]

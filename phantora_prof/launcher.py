@@ -49,6 +49,7 @@ class RunOptions:
     kernel_times: str = "model"  # model | measure (time new ops on this machine's GPU)
     kernel_db: Path | None = None  # database to read; with measure, also filled (default: the user cache)
     host_python: bool = True  # charge the interpreter's work between ops (runtime/pyhost.py)
+    host_profile: str = "h200"  # the simulated host's speed (hostcost.load_profile: a built-in name or a file)
 
     def __post_init__(self) -> None:
         from phantora_prof.outputs import TRACE_FORMATS
@@ -64,6 +65,11 @@ class RunOptions:
         if self.collective_timeout_s <= 0:
             raise ConfigError("--collective-timeout must be positive")
         get_gpu(self.gpu)  # validates the name
+        from phantora_prof import hostcost
+
+        hostcost.load_profile(self.host_profile)  # a clear error now rather than one per rank
+        if os.sep in self.host_profile or self.host_profile.endswith(".json"):
+            self.host_profile = str(Path(self.host_profile).expanduser().resolve())
         if self.kernel_times not in ("model", "measure"):
             raise ConfigError(f"--kernel-times must be 'model' or 'measure', not {self.kernel_times!r}")
         if self.kernel_times == "measure" and self.kernel_db is None:
@@ -340,6 +346,7 @@ def _run(opts: RunOptions, on_progress, stopper: _SignalStop) -> RunResult:
                 "PHANTORA_COORDINATOR": coord.address,
                 "PHANTORA_RANK_CONFIG": cfg.to_env(),
                 "PHANTORA_EPOCH_NS": str(epoch_ns),
+                "PHANTORA_HOST_PROFILE": opts.host_profile,
                 "PHANTORA_LOG_LEVEL": opts.log_level,
                 "PHANTORA_CLI_PID": str(os.getpid()),
                 "RANK": str(rank), "LOCAL_RANK": str(local), "WORLD_SIZE": str(world),

@@ -27,20 +27,25 @@ def _fib(n):
     return n if n < 2 else _fib(n - 1) + _fib(n - 2)
 
 
-def test_counts_python_and_c_calls_exactly(native):
+def test_counts_python_calls_and_instructions_exactly(native):
     native.configure(str(pyhost.PACKAGE_DIR) + os.sep, [])
     native.attach()
     try:
-        py0, c0, _ = native.counts()
+        py0, op0, _ = native.counts()
         _fib(10)  # 177 Python calls
-        py1, c1, _ = native.counts()
-        len("x")
-        sum((1, 2))
-        py2, c2, _ = native.counts()
+        py1, op1, _ = native.counts()
+        _fib(10)
+        py2, op2, _ = native.counts()
+        x = 0
+        for i in range(100):  # instructions without calls count too
+            x += i
+        py3, op3, _ = native.counts()
     finally:
         native.detach()
     assert py1 - py0 == 177  # fib(10) makes 177 calls; counts() is a C call, not a Python one
-    assert c2 - c1 == 3  # len, sum, counts
+    assert op1 - op0 > 177 * 5  # each call runs several instructions
+    assert (py2 - py1, op2 - op1) == (py1 - py0, op1 - op0)  # the same work, the same counts
+    assert py3 == py2 and op3 - op2 > 100 * 3  # a loop: instructions, no calls
 
 
 def test_the_simulators_own_frames_are_not_counted(native):
@@ -50,14 +55,14 @@ def test_the_simulators_own_frames_are_not_counted(native):
 
     native.attach()
     try:
-        py0, _, _ = native.counts()
+        py0, op0, _ = native.counts()
         families.layout(None)  # a call into the package: its frames and callees are not counted
-        py1, _, _ = native.counts()
+        py1, op1, _ = native.counts()
         _fib(5)
         py2, _, _ = native.counts()
     finally:
         native.detach()
-    assert py1 - py0 == 0
+    assert py1 - py0 == 0 and op1 - op0 < 10  # only the caller's own few instructions around the call
     assert py2 - py1 == 15
 
 
@@ -116,7 +121,7 @@ def test_python_between_ops_costs_simulated_time_deterministically(tmp_path):
     assert r1.returncode == 0, r1.stderr[-2000:]
     s = _steps(r1.stdout)
     assert len(s) == 3
-    # 20,000 iterations of Python (60,000 C calls) take simulated time; the empty steps do not
+    # 20,000 iterations of Python take simulated time; the empty steps do not
     assert s[1] > s[0] + 1.0 and s[1] > s[2] + 1.0
     r2 = _run(PYTHON_LOOP, tmp_path)
     assert _steps(r2.stdout) == s  # counted, not timed: the same on every run

@@ -1,7 +1,8 @@
 /* Count the Python interpreter's work of a simulated rank, deterministically (issue #15).
  *
- * A C-level profile function (PyEval_SetProfile) counts, per OS thread, the Python-level
- * function calls (PyTrace_CALL) and C-level calls (PyTrace_C_CALL) the user's program makes:
+ * A C-level trace function (PyEval_SetTrace) counts, per OS thread, the Python-level function
+ * calls (PyTrace_CALL) and the bytecode instructions (PyTrace_OPCODE: every frame is asked for
+ * opcode events and no line events when it starts) the user's program executes:
  * its own code, the frameworks it calls (DTensor dispatch, FSDP2 hooks, DDP's reducer
  * glue, optimizer loops, DataLoader collate, trainer callbacks) and torch's Python layers.
  * The simulator turns the counts into host time on the reference host (runtime/pyhost.py).
@@ -24,7 +25,7 @@
 
 typedef struct {
     long long py_calls;
-    long long c_calls;
+    long long c_calls;  /* bytecode instructions (opcodes) executed */
     long long depth;  /* > 0: inside the simulator's own frames */
     int attached;
     int paused;       /* > 0: the hook is off while the simulator runs (pause/resume) */
@@ -85,10 +86,18 @@ static int is_ours(PyCodeObject *code) {
     return is_ours_uncached(code); /* a crowded neighbourhood: no caching */
 }
 
+static PyObject *str_trace_opcodes = NULL;
+static PyObject *str_trace_lines = NULL;
+
 static int profile(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg) {
     (void)obj;
     (void)arg;
     switch (what) {
+        case PyTrace_OPCODE:
+            if (tls.depth == 0) {
+                tls.c_calls++;
+            }
+            break;
         case PyTrace_CALL: {
             PyCodeObject *code = PyFrame_GetCode(frame);
             int ours = is_ours(code);
@@ -97,6 +106,11 @@ static int profile(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
                 tls.depth++;
             } else if (tls.depth == 0) {
                 tls.py_calls++;
+                /* opcode events for this frame, and no line events */
+                if (PyObject_SetAttr((PyObject *)frame, str_trace_opcodes, Py_True) < 0 ||
+                    PyObject_SetAttr((PyObject *)frame, str_trace_lines, Py_False) < 0) {
+                    PyErr_Clear();
+                }
             }
             break;
         }
@@ -110,9 +124,11 @@ static int profile(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
             }
             break;
         }
-        case PyTrace_C_CALL:
-            if (tls.depth == 0) {
-                tls.c_calls++;
+        case PyTrace_LINE:
+            /* a frame that started before counting began still reports lines: stop that */
+            if (PyObject_SetAttr((PyObject *)frame, str_trace_lines, Py_False) < 0 ||
+                PyObject_SetAttr((PyObject *)frame, str_trace_opcodes, Py_True) < 0) {
+                PyErr_Clear();
             }
             break;
         default:
@@ -142,7 +158,7 @@ static PyObject *configure(PyObject *self, PyObject *args) {
 /* Start counting on the calling thread (idempotent). */
 static PyObject *attach(PyObject *self, PyObject *noargs) {
     if (!tls.attached) {
-        PyEval_SetProfile(profile, NULL);
+        PyEval_SetTrace(profile, NULL);
         tls.attached = 1;
     }
     Py_RETURN_NONE;
@@ -150,7 +166,7 @@ static PyObject *attach(PyObject *self, PyObject *noargs) {
 
 static PyObject *detach(PyObject *self, PyObject *noargs) {
     if (tls.attached) {
-        PyEval_SetProfile(NULL, NULL);
+        PyEval_SetTrace(NULL, NULL);
         tls.attached = 0;
     }
     Py_RETURN_NONE;
@@ -164,14 +180,14 @@ static PyObject *detach(PyObject *self, PyObject *noargs) {
  * the depth its call event added. */
 static PyObject *pause_hook(PyObject *self, PyObject *noargs) {
     if (tls.attached && tls.paused++ == 0) {
-        PyEval_SetProfile(NULL, NULL);
+        PyEval_SetTrace(NULL, NULL);
     }
     Py_RETURN_NONE;
 }
 
 static PyObject *resume_hook(PyObject *self, PyObject *noargs) {
     if (tls.attached && tls.paused > 0 && --tls.paused == 0) {
-        PyEval_SetProfile(profile, NULL);
+        PyEval_SetTrace(profile, NULL);
     }
     Py_RETURN_NONE;
 }
@@ -194,7 +210,7 @@ static PyObject *user_end(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
-/* (python calls, C calls, attached) of the calling thread since it started. */
+/* (python calls, bytecode instructions, attached) of the calling thread since it started. */
 static PyObject *counts(PyObject *self, PyObject *noargs) {
     return Py_BuildValue("(LLi)", tls.py_calls, tls.c_calls, tls.attached);
 }
@@ -212,7 +228,7 @@ static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS, "configure(prefix, exempt_files): what counts as the simulator's code"},
     {"attach", attach, METH_NOARGS, "start counting on this thread"},
     {"detach", detach, METH_NOARGS, "stop counting on this thread"},
-    {"counts", counts, METH_NOARGS, "(python calls, C calls, attached) of this thread"},
+    {"counts", counts, METH_NOARGS, "(python calls, bytecode instructions, attached) of this thread"},
     {"pause", pause_hook, METH_NOARGS, "switch the hook off on this thread (nested)"},
     {"user_begin", user_begin, METH_NOARGS, "count the program's code called from a wrapper of ours"},
     {"user_end", user_end, METH_O, "back to the wrapper (user_begin's value)"},
@@ -223,4 +239,11 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "phantora_pyhost", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit_phantora_pyhost(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit_phantora_pyhost(void) {
+    str_trace_opcodes = PyUnicode_InternFromString("f_trace_opcodes");
+    str_trace_lines = PyUnicode_InternFromString("f_trace_lines");
+    if (str_trace_opcodes == NULL || str_trace_lines == NULL) {
+        return NULL;
+    }
+    return PyModule_Create(&module);
+}

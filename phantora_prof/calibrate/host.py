@@ -44,7 +44,6 @@ CASES: dict[str, tuple[str, list[str]]] = {
     "pyheavy": ("hostbound.py", ["--case", "pyheavy"]),
 }
 FIT = ("gpt_b1", "gpt_tiny", "gpt_b4", "mlp_small", "pyheavy")
-PARAMS = ("forward", "py_call_ns", "c_call_ns")
 
 
 def measured(case: str, directory: Path) -> float | None:
@@ -57,9 +56,12 @@ def measured(case: str, directory: Path) -> float | None:
     return None
 
 
-def profile(forward: float = 1.0, py_call_ns: float = 0.0, c_call_ns: float = 0.0, name: str = "fit") -> dict:
-    return {"name": name, "scale": {"forward": forward, "backward": 1.0, "api": 1.0, "cpu_ops": 1.0},
-            "python": {"py_call_ns": py_call_ns, "c_call_ns": c_call_ns}}
+def profile(forward: float = 1.0, py_call_ns: float = 0.0, opcode_ns: float = 0.0, speed: float = 1.0,
+            name: str = "fit") -> dict:
+    """A host profile: `speed` scales every host cost (the measured host against the reference
+    host), `forward` the script thread's per-op costs on top, Python costs are per call."""
+    return {"name": name, "scale": {"all": speed, "forward": forward},
+            "python": {"py_call_ns": py_call_ns, "opcode_ns": opcode_ns}}
 
 
 def simulate(case: str, prof: dict, reference: Path, steps: int = 8) -> float:
@@ -67,12 +69,11 @@ def simulate(case: str, prof: dict, reference: Path, steps: int = 8) -> float:
     path = (reference if script == "gpt.py" else HOLDOUT) / script
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(prof, f)
-    env = dict(os.environ, PHANTORA_HOST_PROFILE=f.name,
-               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     try:
-        r = subprocess.run([sys.executable, "-m", "phantora_prof", "--no-trace", "python", str(path), *args,
-                            "--steps", str(steps)], cwd=path.parent, env=env, capture_output=True, text=True,
-                           timeout=900)
+        r = subprocess.run([sys.executable, "-m", "phantora_prof", "--no-trace", "--host", f.name, "python",
+                            str(path), *args, "--steps", str(steps)], cwd=path.parent, env=env,
+                           capture_output=True, text=True, timeout=900)
     finally:
         os.unlink(f.name)
     for line in r.stdout.splitlines():
@@ -81,42 +82,42 @@ def simulate(case: str, prof: dict, reference: Path, steps: int = 8) -> float:
     raise RuntimeError(f"{case}: no RESULT line\n{(r.stdout + r.stderr)[-1500:]}")
 
 
-def sensitivities(cases: list[str], reference: Path) -> dict[str, dict[str, float]]:
-    """Per case: T0 and the step time's change per unit of each parameter."""
+def sensitivities(cases: list[str], reference: Path, speed: float = 1.0,
+                  py_call_ns: float = 0.0) -> dict[str, dict[str, float]]:
+    """Per case: T0 and the step time's change per unit of each parameter (at host `speed`)."""
     out = {}
     for c in cases:
-        t0 = simulate(c, profile(), reference)
+        base = dict(speed=speed, py_call_ns=py_call_ns)
+        t0 = simulate(c, profile(**base), reference)
         out[c] = {"T0": t0,
-                  "forward": simulate(c, profile(forward=2.0), reference) - t0,
-                  "py_call_ns": (simulate(c, profile(py_call_ns=100.0), reference) - t0) / 100.0,
-                  "c_call_ns": (simulate(c, profile(c_call_ns=100.0), reference) - t0) / 100.0}
+                  "forward": simulate(c, profile(forward=2.0, **base), reference) - t0,
+                  "opcode_ns": (simulate(c, profile(opcode_ns=10.0, **base), reference) - t0) / 10.0}
         print(f"{c:10s} " + " ".join(f"{k} {v:.4g}" for k, v in out[c].items()), flush=True)
     return out
 
 
 def fit(sens: dict, real: dict[str, float], cases: tuple[str, ...] = FIT) -> dict[str, float]:
-    """Least squares in relative error, k_fwd >= 0.05 and costs >= 0 (active-set by clamping)."""
+    """k_fwd and the cost per bytecode instruction, least squares in relative error, both >= 0.
+
+    The cost per Python-level call is not fitted (given to sensitivities(); 0 by default: a
+    call's own instructions are counted), calls and instructions move together in real
+    programs, so a fit cannot separate them."""
     rows, rhs = [], []
     for c in cases:
         s, m = sens[c], real[c]
-        # T = T0 - dF + k dF + a dP + b dC  ->  [dF, dP, dC] . [k, a, b] = m - T0 + dF
-        rows.append([s["forward"] / m, s["py_call_ns"] / m, s["c_call_ns"] / m])
+        # T = T0 - dF + k dF + b dI  ->  [dF, dI] . [k, b] = m - T0 + dF
+        rows.append([s["forward"] / m, s["opcode_ns"] / m])
         rhs.append((m - s["T0"] + s["forward"]) / m)
     a, b = np.array(rows), np.array(rhs)
-    free = [0, 1, 2]
-    theta = np.zeros(3)
-    for _ in range(3):
-        sol, *_ = np.linalg.lstsq(a[:, free], b, rcond=None)
-        theta[:] = 0.0
-        theta[free] = sol
-        neg = [i for i in free if theta[i] < 0]
-        if not neg:
-            break
-        free = [i for i in free if i not in neg]
-    theta[0] = max(theta[0], 0.05)
-    return dict(zip(PARAMS, (float(x) for x in theta)))
+    sol, *_ = np.linalg.lstsq(a, b, rcond=None)
+    if sol[1] < 0:  # no C-call cost: the per-op costs alone
+        sol = np.array([float(np.linalg.lstsq(a[:, :1], b, rcond=None)[0][0]), 0.0])
+    if sol[0] < 0.05:
+        k = 0.05
+        sol = np.array([k, max(0.0, float(np.linalg.lstsq(a[:, 1:], b - k * a[:, 0], rcond=None)[0][0]))])
+    return {"forward": float(sol[0]), "opcode_ns": float(sol[1])}
 
 
 def predict(sens: dict, theta: dict[str, float]) -> dict[str, float]:
-    return {c: s["T0"] + (theta["forward"] - 1.0) * s["forward"] + theta["py_call_ns"] * s["py_call_ns"] +
-            theta["c_call_ns"] * s["c_call_ns"] for c, s in sens.items()}
+    return {c: s["T0"] + (theta["forward"] - 1.0) * s["forward"] + theta["opcode_ns"] * s["opcode_ns"]
+            for c, s in sens.items()}

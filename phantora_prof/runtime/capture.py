@@ -154,7 +154,11 @@ class CaptureMode(TorchDispatchMode):
             return sdpa.fused_sdp_choice(*args, **kwargs)
         if types and any(not issubclass(t, FakeTensor) and t is not torch.Tensor and
                          not issubclass(t, torch.nn.Parameter) for t in types):
-            # Other tensor subclasses (e.g. DTensor) dispatch themselves.
+            # Other tensor subclasses (e.g. DTensor) dispatch themselves. The round trip through
+            # Python's dispatch key and the wrapper tensors it makes are C++ work the counted
+            # Python does not see: charged per subclass dispatch (hostcost.SUBCLASS_DISPATCH_NS).
+            if self.st.pyhost is not None:
+                self.st.clock.advance(hostcost.SUBCLASS_DISPATCH_NS)
             return NotImplemented
         if isinstance(func, torch._ops.HigherOrderOperator):
             return self._hop(func, args, kwargs)

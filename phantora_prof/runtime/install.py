@@ -90,7 +90,7 @@ def _install_host_python(st: RuntimeState, clock: _clock.VirtualClock) -> None:
     from phantora_prof.runtime import dataloader, pyhost
 
     if st.config.host_python:
-        host = pyhost.install(hostcost.PY_CALL_NS, hostcost.C_CALL_NS)
+        host = pyhost.install(hostcost.PY_CALL_NS, hostcost.OPCODE_NS)
         if host is not None:
             clock.set_pending(host.pending_ns)
             st.pyhost = host

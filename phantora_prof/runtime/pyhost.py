@@ -3,9 +3,9 @@
 The interpreter work of a training loop between captured ops (the script's code, framework
 layers such as DTensor's dispatch or FSDP2's hooks, DDP's Python, optimizer loops, trainer
 callbacks, DataLoader collate) is real host time on a GPU machine. It is measured here by
-counting, per thread, the Python-level and C-level calls the program makes
-(native/pyhost/pyhost.c, a C profile hook that leaves the simulator's own frames out) and
-charged as `py_call_ns * calls + c_call_ns * C calls` of the host profile
+counting, per thread, the Python-level calls and the bytecode instructions the program
+executes (native/pyhost/pyhost.c, a C trace hook that leaves the simulator's own frames out)
+and charged as `py_call_ns * calls + opcode_ns * instructions` of the host profile
 (cost/hostprofile.py) whenever the simulated clock is read (an op is captured, the script
 reads the time, a sync). Counts do not depend on the simulating machine, so runs stay
 reproducible.
@@ -92,10 +92,10 @@ def load() -> Any | None:
 class PythonHostTime:
     """Turns each thread's counted calls into simulated host time, charged on demand."""
 
-    def __init__(self, native: Any, py_call_ns: float, c_call_ns: float):
+    def __init__(self, native: Any, py_call_ns: float, opcode_ns: float):
         self.native = native
         self.py_call_ns = py_call_ns
-        self.c_call_ns = c_call_ns
+        self.opcode_ns = opcode_ns
         self._tls = threading.local()
         self.charged_ns = 0  # total charged, for the summary
         # Threads whose work is on the simulated host's timeline: the script's thread and the
@@ -130,7 +130,7 @@ class PythonHostTime:
             tls.last = (py, c)
             return 0
         tls.last = (py, c)
-        ns = int((py - last[0]) * self.py_call_ns + (c - last[1]) * self.c_call_ns)
+        ns = int((py - last[0]) * self.py_call_ns + (c - last[1]) * self.opcode_ns)
         self.charged_ns += ns
         return ns
 
@@ -142,7 +142,7 @@ class PythonHostTime:
         self.attach()
 
 
-def install(py_call_ns: float, c_call_ns: float) -> PythonHostTime | None:
+def install(py_call_ns: float, opcode_ns: float) -> PythonHostTime | None:
     native = load()
     if native is None:
         log.warning("no C compiler found: Python code between ops costs no simulated time in this run "
@@ -150,7 +150,7 @@ def install(py_call_ns: float, c_call_ns: float) -> PythonHostTime | None:
         return None
     exempt = [str(PACKAGE_DIR / "runtime" / "bootstrap.py")]
     native.configure(str(PACKAGE_DIR) + os.sep, exempt)
-    host = PythonHostTime(native, py_call_ns, c_call_ns)
+    host = PythonHostTime(native, py_call_ns, opcode_ns)
     host.attach()
     os.register_at_fork(after_in_child=host.after_fork)
     return host
