@@ -42,6 +42,7 @@ from netsim.algorithms import p2p as p2p_alg
 from netsim.algorithms import ring as ring_alg
 from netsim.algorithms import tree as tree_alg
 from netsim.algorithms.common import PROTO_WIRE_FACTOR, LinkWeights, RankLayout
+from netsim import ramp as nccl_ramp
 from netsim.cluster_file import resolve_cluster
 from netsim.errors import NetsimError
 from netsim.flowsim import FlowDagBuilder, run_dag
@@ -133,6 +134,7 @@ class Plan:
     weights: np.ndarray = field(default_factory=lambda: np.zeros(0))
     cap_algbw: float = math.inf       # bytes/ns ceiling on the collective's progress
     pairs: tuple = ()                 # ((links, bytes), ...) for all_to_all / send_recv
+    pair_caps: tuple = ()             # bytes/ns ceiling of each pair flow (NCCL's NVLink ramp)
     size_bytes: int | None = None     # progress units of the merged flow (None: the request's nbytes)
 
 
@@ -231,7 +233,7 @@ class Network:
             lat_us *= 1.9 if shape.arch == "volta" else 1.4
         if cached is not None:
             return Plan(cached.algorithm, cached.protocol, lat_us * 1e3, cached.links, cached.weights,
-                        cached.cap_algbw)
+                        min(cached.cap_algbw, self._ramp_cap(req, layout, choice)))
         if choice.algo == "ring":
             lw = ring_alg.weights(topo, layout, req.op, shape.ring_channels, root=req.root)
         elif choice.algo == "tree":
@@ -249,7 +251,22 @@ class Network:
         cap = self._cap_algbw(req.op, choice, n)
         plan = Plan(choice.algo, choice.proto, lat_us * 1e3, links, w, cap)
         self._plan_cache[key] = plan
-        return plan
+        return Plan(choice.algo, choice.proto, lat_us * 1e3, links, w,
+                    min(cap, self._ramp_cap(req, layout, choice)))
+
+    def _on_nvlink(self, layout: RankLayout) -> bool:
+        return layout.nnodes == 1 and self.topology.spec.node.nvswitch
+
+    def _ramp_cap(self, req: CollectiveRequest, layout: RankLayout, choice: Choice) -> float:
+        """NCCL's size ramp (:mod:`netsim.ramp`) as an algbw ceiling: single-node ring/Simple."""
+        if choice.algo != "ring" or choice.proto != "Simple" or not self._on_nvlink(layout):
+            return math.inf
+        n = layout.nranks
+        sent = nccl_ramp.sent_per_rank(req.op, n, req.nbytes)
+        if sent <= 0:
+            return math.inf
+        rate = nccl_ramp.send_rate_ceiling(req.op, n, req.nbytes, self.topology.spec.node.nvlink_gbps)
+        return rate * req.nbytes / sent
 
     @staticmethod
     def _cap_algbw(op: str, choice: Choice, n: int) -> float:
@@ -300,7 +317,19 @@ class Network:
         if merged:
             links, w = lw.result()
             return Plan("p2p", "Simple", lat, links, w, size_bytes=ref if len(links) else 0)
-        return Plan("p2p", "Simple", lat, pairs=tuple(pairs))
+        caps: tuple = ()
+        if pairs and not cross and nvsw:
+            # NCCL's size ramp: a sender's rate is capped by all the bytes it sends; its pairs
+            # share that ceiling in proportion to their bytes
+            sent: dict[int, int] = {}
+            for s, d, b in edges:
+                if s != d and b:
+                    sent[s] = sent.get(s, 0) + b
+            n = 2 if req.op == "send_recv" else len(req.ranks)
+            gbps = topo.spec.node.nvlink_gbps
+            caps = tuple(nccl_ramp.rate_ceiling(req.op, n, sent[s], gbps) * b / sent[s]
+                         for s, d, b in edges if s != d and b)
+        return Plan("p2p", "Simple", lat, pairs=tuple(pairs), pair_caps=caps)
 
     # ------------------------------------------------------------------ simulation
     def collective_time(self, req: CollectiveRequest) -> CollectiveResult:
@@ -312,6 +341,8 @@ class Network:
                 return self.simulate_collectives([req])[0]
             links, b = plan.pairs[0]
             rate = float(np.min(self.topology.link_cap[links])) if len(links) else math.inf
+            if plan.pair_caps:
+                rate = min(rate, plan.pair_caps[0])
             t = b / rate if rate > 0 else math.inf
             return CollectiveResult(start, start + plan.latency_ns + t, plan.algorithm, plan.protocol,
                                     plan.latency_ns, req.nbytes)
@@ -343,8 +374,9 @@ class Network:
             m0 = b.add([], [], 0.0, release=float(req.start_ns), deps=deps)
             flows = []
             if plan.pairs:
-                for links, nbytes in plan.pairs:
-                    flows.append(b.add(links, 1.0, float(nbytes), delay=plan.latency_ns, deps=[m0]))
+                for k, (links, nbytes) in enumerate(plan.pairs):
+                    cap = plan.pair_caps[k] if plan.pair_caps else math.inf
+                    flows.append(b.add(links, 1.0, float(nbytes), cap=cap, delay=plan.latency_ns, deps=[m0]))
             elif len(plan.links):
                 u = float(plan.weights.max())
                 size = req.nbytes if plan.size_bytes is None else plan.size_bytes

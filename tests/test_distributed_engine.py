@@ -60,8 +60,11 @@ def test_resolution_does_not_depend_on_arrival_order(tmp_path):
     assert len(results) == 1
     (spans,) = results
     kernels = [s for s in spans if s[0] == 0]
-    # starts when the later member launched it (rank 1 at 3 ms + launch latency)
-    assert kernels[0][2] >= 3_000_000
+    peer = [s for s in spans if s[0] == 1]
+    # the transfer starts when the later member launched it (rank 1 at 3 ms + launch latency);
+    # rank 0's kernel runs from its own launch on, waiting for rank 1, as an NCCL kernel does
+    assert kernels[0][2] == 1_000_000 + coll.LAUNCH_LATENCY_NS and peer[0][2] >= 3_000_000
+    assert kernels[0][2] + kernels[0][3] == peer[0][2] + peer[0][3] >= 3_000_000 + 10_000
 
 
 def test_parked_request_is_answered_after_the_collective(tmp_path):

@@ -45,7 +45,7 @@ def test_real_table_is_complete(comparison):
 @pytest.mark.parametrize("op", ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv"])
 def test_netsim_busbw_within_measured_band(comparison, op):
     cmp, band = comparison
-    rows = [r for r in cmp[op] if r["bandwidth_bound"]]
+    rows = [r for r in cmp[op] if r["bandwidth_bound"] and not r["outlier"]]
     worst = max(abs(r["err"]) for r in rows)
     assert math.isfinite(worst)
     assert worst <= band["band"][op] + 1e-6, (
@@ -53,6 +53,23 @@ def test_netsim_busbw_within_measured_band(comparison, op):
         f"{100 * band['band'][op]:.0f}%: " + ", ".join(f"{r['size']}B {100 * r['err']:+.0f}%" for r in rows))
     # the bandwidth plateau (8 GiB) is what NVLink's modelled bandwidth sets
     assert abs(rows[-1]["err"]) <= band["band_largest_size"][op] + 1e-6, (op, rows[-1])
+
+
+@pytest.mark.parametrize("op", ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv"])
+def test_sweep_within_15_percent_from_64k(comparison, op):
+    """Issue #19: busbw within 15% of the real 2 x H200 sweep at every size from 64 KiB to 8 GiB.
+    Below ~8-32 MiB the real per-call time is the host's launch cost (35-48 us; ~90 us for a
+    batched send/recv), not the network: there the simulated time is max(netsim, that cost),
+    the cost being the measured median of the sizes up to 2 MiB (tools/compare_real.py), and the
+    check is that netsim's device time stays under it. Outliers (tools/compare_real.OUTLIERS)
+    are left out."""
+    cmp, _ = comparison
+    rows = [r for r in cmp[op] if r["size"] >= 64 << 10 and not r["outlier"]]
+    assert rows[-1]["size"] == 8 << 30
+    bad = [f"{r['size']}B {100 * r['err_launch']:+.0f}%" for r in rows if abs(r["err_launch"]) > 0.15]
+    assert not bad, f"{op}: busbw (incl. launch cost) more than 15% off the real sweep at " + ", ".join(bad)
+    # where the real loop was bound by the network, netsim alone (no launch floor) is within 15%
+    assert all(abs(r["err"]) <= 0.15 for r in rows if r["bandwidth_bound"]), op
 
 
 def test_profiler_step_from_optimizer_hook_spans_the_step(cli):

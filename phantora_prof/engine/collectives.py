@@ -41,8 +41,8 @@ _CLUSTER_OF_GPU = {"h200": "dgx-h200", "h100": "dgx-h100", "a100": "dgx-a100"}
 
 
 class NetsimModel:
-    """Times collectives with netsim's flow-level model of NCCL (each collective alone:
-    contention between concurrent collectives is not modelled yet)."""
+    """Times collectives with netsim's flow-level model of NCCL: alone (`duration`), or
+    together with the collectives still in flight on its members (`shared_duration`)."""
 
     def __init__(self, gpu: str, nnodes: int, gpus_per_node: int):
         from netsim import Network
@@ -57,22 +57,52 @@ class NetsimModel:
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        from netsim import CollectiveRequest
-
-        if op == "send_recv":  # ranks = (sender, receiver)
-            req = CollectiveRequest("send_recv", (ranks[0],), nbytes, peer=ranks[-1])
-        elif len(ranks) == 1:
+        req = self._request(op, ranks, nbytes, root)
+        if req is None:
             # NCCL with one rank: an in-place no-op or a device copy
             res = (2_000 + nbytes // 1_000, "RING", "LL")  # (no kernel is traced for one rank)
             self._cache[key] = res
             return res
-        else:
-            idx = ranks.index(root) if op in ("broadcast", "reduce") and root in ranks else 0
-            req = CollectiveRequest(op, ranks, nbytes, root=idx)
         r = self.net.collective_time(req)
         res = (max(1_000, int(round(r.end_ns - r.start_ns))), _algo_name(r.algorithm), str(r.protocol).upper())
         self._cache[key] = res
         return res
+
+    def shared_duration(self, op: str, ranks: tuple[int, ...], nbytes: int, root: int, start_ns: int,
+                        running: list) -> tuple[int, str, str]:
+        """Like `duration`, for a collective that starts at `start_ns` while the `running` ones
+        (engine.contention.InFlightCollective) are in flight: netsim simulates them together, so
+        they share the links they have in common."""
+        own = self._request(op, ranks, nbytes, root)
+        others = [(c, self._request(c.op, c.ranks, c.nbytes, c.root)) for c in running]
+        others = [(c, r) for c, r in others if r is not None]
+        if own is None or not others:
+            return self.duration(op, ranks, nbytes, root)
+        t0 = min([start_ns] + [c.start_ns for c, _ in others])
+        key = ("shared", op, ranks, nbytes, root, start_ns - t0,
+               tuple((c.op, c.ranks, c.nbytes, c.root, c.start_ns - t0) for c, _ in others))
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        from dataclasses import replace
+
+        reqs = [replace(r, start_ns=float(c.start_ns - t0)) for c, r in others]
+        reqs.append(replace(own, start_ns=float(start_ns - t0)))
+        r = self.net.simulate_collectives(reqs)[-1]
+        res = (max(1_000, int(round(r.end_ns - r.start_ns))), _algo_name(r.algorithm), str(r.protocol).upper())
+        if len(self._cache) < 100_000:
+            self._cache[key] = res
+        return res
+
+    def _request(self, op: str, ranks: tuple[int, ...], nbytes: int, root: int):
+        from netsim import CollectiveRequest
+
+        if op == "send_recv":  # ranks = (sender, receiver)
+            return CollectiveRequest("send_recv", (ranks[0],), nbytes, peer=ranks[-1])
+        if len(ranks) == 1:
+            return None
+        idx = ranks.index(root) if op in ("broadcast", "reduce") and root in ranks else 0
+        return CollectiveRequest(op, ranks, nbytes, root=idx)
 
 
 def _algo_name(a: str) -> str:
@@ -171,8 +201,12 @@ def readiness(tl: Any, call: CollectiveCall) -> int:
     return ready
 
 
-def complete(tl: Any, call: CollectiveCall, start_ns: int, end_ns: int, algorithm: str, protocol: str) -> None:
-    """Put the resolved collective on this member's timeline and trace."""
+def complete(tl: Any, call: CollectiveCall, start_ns: int, end_ns: int, algorithm: str, protocol: str,
+             ready_ns: int | None = None) -> None:
+    """Put the resolved collective on this member's timeline and trace. The transfer runs over
+    [start_ns, end_ns] on every member; this member's kernel runs from `ready_ns` (when its
+    stream reached it; it waits for the other members until `start_ns`), as NCCL's does."""
+    from phantora_prof.engine.contention import nccl_ctas
     from phantora_prof.engine.rank_timeline import _GpuWork
     from tracing.model import Flow, FlowEnd, Span
 
@@ -180,6 +214,7 @@ def complete(tl: Any, call: CollectiveCall, start_ns: int, end_ns: int, algorith
     s = gpu.stream(call.comm_stream)
     s.pending_waits.clear()
     s.tail_ns = max(s.tail_ns, end_ns)
+    start_ns = start_ns if ready_ns is None else min(start_ns, ready_ns)
     s.busy_ns += end_ns - start_ns
     ends = getattr(tl, "collective_end", None)
     if ends is None:
@@ -231,11 +266,13 @@ def complete(tl: Any, call: CollectiveCall, start_ns: int, end_ns: int, algorith
         return  # NCCL launches no kernel for a one-rank communicator (see the gpt_ddp1 reference)
     api = "cuLaunchKernelEx"
     corr = tl._api_span(api, tid, call.host_ns, hostcost.api_ns(api), ext + 1)
+    ctas = nccl_ctas(call.op, n)  # NCCL's channels: one CTA each (as the H200 traces show)
+    threads = 640 if call.op in ("send_recv", "all_to_all") else 512
     kargs = {"External id": ext + 1, "queued": 0, "device": call.device, "context": 1,
              "stream": call.comm_stream, "correlation": corr, "registers per thread": 96,
-             "shared memory": 8784, "blocks per SM": round(24 / tl.num_sms, 6),
-             "warps per SM": round(24 * 16 / tl.num_sms, 6), "grid": [24, 1, 1], "block": [512, 1, 1],
-             "est. achieved occupancy %": 0}
+             "shared memory": 8784, "blocks per SM": round(ctas / tl.num_sms, 6),
+             "warps per SM": round(ctas * threads // 32 / tl.num_sms, 6), "grid": [ctas, 1, 1],
+             "block": [threads, 1, 1], "est. achieved occupancy %": 0}
     kargs.update(coll_args)
     tl.spans.append(Span("kernel", kernel_name(call, algorithm, protocol), call.comm_stream, start_ns,
                          end_ns - start_ns, kargs, on_gpu=True, device=call.device))
@@ -244,6 +281,9 @@ def complete(tl: Any, call: CollectiveCall, start_ns: int, end_ns: int, algorith
     tl.work.append(_GpuWork(call.host_ns, start_ns, end_ns, call.comm_stream, call.device))
     tl.stats.kernels += 1
     tl.stats.gpu_ns += end_ns - start_ns
+    contention = getattr(tl, "contention", None)
+    if contention is not None:
+        contention.add_nccl(call.device, start_ns, end_ns, ctas)
 
 
 def _c10d_op(call: CollectiveCall) -> str:

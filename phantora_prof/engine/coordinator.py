@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 from phantora_prof import protocol
 from phantora_prof.engine import collectives as _coll
+from phantora_prof.engine import contention as _contention
 from phantora_prof.engine.gpu import LAUNCH_LATENCY_NS
 from phantora_prof.engine.rank_timeline import RankTimeline
 from phantora_prof.errors import ProtocolError
@@ -272,7 +273,7 @@ class Coordinator:
         del self._pending[key]
         start = max(pend.ready.values())
         call = pend.calls[pend.ranks[0]]
-        dur, algo, proto = self._model().duration(call.op, tuple(call.ranks), call.nbytes, call.root, call.peer)
+        dur, algo, proto = self._duration(call, pend, start)
         woken = []
         for r in pend.ranks:
             c = pend.calls[r]
@@ -287,7 +288,9 @@ class Coordinator:
                     if self._parked.pop(r, None) is not None:
                         woken.append(r)
             else:
-                _coll.complete(self.ranks[r].timeline, c, start, start + dur, algo, proto)
+                tl = self.ranks[r].timeline
+                _coll.complete(tl, c, start, start + dur, algo, proto, ready_ns=pend.ready[r])
+                self._in_flight(tl, c, start, start + dur)
                 waits = self._parked.get(r)
                 if waits is not None:
                     waits.discard(key)
@@ -308,9 +311,30 @@ class Coordinator:
         first_start = min(d[1] for d in done)
         last_end = max(d[2] for d in done)
         for i, (c, start, end, algo, proto) in enumerate(done):
+            self._in_flight(tl, c, start, end)
+            ready = min(grp["ready"], first_start) if i == 0 else None
             if len(done) > 1:
                 start, end = (first_start, last_end) if i == 0 else (last_end, last_end)
-            _coll.complete(tl, c, start, end, algo, proto)
+            _coll.complete(tl, c, start, end, algo, proto, ready_ns=ready if i == 0 else end)
+
+    def _duration(self, call: Any, pend: _coll.PendingCollective, start: int) -> tuple[int, str, str]:
+        """The collective's time: alone, or shared with the collectives of its members still in
+        flight at `start` (engine.contention; deterministic: see there)."""
+        model = self._model()
+        shared = getattr(model, "shared_duration", None)
+        if shared is not None:
+            running = _contention.background([self.ranks[r].timeline for r in pend.ranks], start,
+                                             [pend.calls[r].host_ns for r in pend.ranks])
+            if running:
+                return shared(call.op, tuple(call.ranks), call.nbytes, call.root, start, running)
+        return model.duration(call.op, tuple(call.ranks), call.nbytes, call.root, call.peer)
+
+    @staticmethod
+    def _in_flight(tl: RankTimeline, call: Any, start: int, end: int) -> None:
+        fl = getattr(tl, "in_flight", None)
+        if fl is not None:
+            fl.add(_contention.InFlightCollective((call.group, call.seq), call.op, tuple(call.ranks), call.nbytes,
+                                                  call.root, call.peer, start, end))
 
     def _model(self) -> Any:
         if self.collective_model is None:

@@ -9,8 +9,9 @@ Semantics follow CUDA's:
   the record has completed;
 - synchronizing a stream / an event / the device blocks the host until that work is done.
 
-Approximation (documented in the README): kernels on different streams of one GPU run
-concurrently without slowing each other down; the real GPU shares SMs and HBM between them.
+Approximation (documented in the README): compute kernels on different streams of one GPU
+run concurrently without slowing each other down; the real GPU shares SMs and HBM between
+them. NCCL kernels do slow the kernels beside them (engine.contention, through `finish`).
 Copies use the copy engines and so genuinely overlap with compute.
 
 Everything is integer nanoseconds, and each method is a pure function of the call sequence,
@@ -19,6 +20,7 @@ so a timeline is reproducible.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 # A kernel cannot start sooner than this after its launch call begins (the reference
 # traces show >= 6 us between cudaLaunchKernel and its kernel under the profiler; without
@@ -63,14 +65,17 @@ class SimulatedGpu:
             self.streams[stream] = state
         return state
 
-    def enqueue(self, stream: int, launch_ns: int, duration_ns: int) -> Activity:
-        """Run `duration_ns` of work on `stream`, launched at host time `launch_ns`."""
+    def enqueue(self, stream: int, launch_ns: int, duration_ns: int,
+                finish: Callable[[int, int], int] | None = None) -> Activity:
+        """Run `duration_ns` of work on `stream`, launched at host time `launch_ns`. `finish`
+        (start, work) -> end, when given, says when the work ends if it does not run alone
+        (engine.contention: NCCL kernels holding SMs)."""
         s = self.stream(stream)
         start = max(launch_ns + LAUNCH_LATENCY_NS, s.tail_ns + KERNEL_GAP_NS if s.tail_ns else 0)
         if s.pending_waits:
             start = max(start, max(s.pending_waits))
             s.pending_waits.clear()
-        end = start + max(0, duration_ns)
+        end = start + max(0, duration_ns) if finish is None else finish(start, max(0, duration_ns))
         s.tail_ns = end
         s.busy_ns += end - start
         return Activity(stream, start, end)

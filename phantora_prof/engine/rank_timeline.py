@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from phantora_prof import hostcost
+from phantora_prof.engine.contention import GpuContention, InFlight, kernel_category
 from phantora_prof.engine.gpu import SimulatedGpu
 from phantora_prof.engine.kineto_args import shape_args
 from phantora_prof.protocol import (
@@ -125,6 +126,8 @@ class RankTimeline:
         self._correlation = 0
         self._seq_first_op: dict[int, tuple[int, int]] = {}  # seq_nr -> (tid, ts)
         self._fwdbwd_id = 0
+        self.contention = GpuContention(num_sms)  # NCCL kernels holding SMs (engine.contention)
+        self.in_flight = InFlight()  # collectives on this timeline, for link sharing
 
     # ---- helpers ----
     def gpu(self, device: int) -> SimulatedGpu:
@@ -214,11 +217,16 @@ class RankTimeline:
             return
         gpu = self.gpu(op.device)
         t = op.launch_ns if op.launch_ns >= 0 else op.start_ns
+        self.contention.forget_before(op.device, t)
         for k in kernels:
             api = k.launch_api
             dur = hostcost.api_ns(api)
             corr = self._api_span(api, tid, t, dur, op.external_id)
-            act = gpu.enqueue(op.stream, t, k.duration_ns)
+            finish = None
+            if k.kind == "kernel":
+                cat = kernel_category(k.name, op.name)
+                finish = lambda s, w, cat=cat: self.contention.finish(op.device, cat, s, w)  # noqa: E731
+            act = gpu.enqueue(op.stream, t, k.duration_ns, finish)
             self.work.append(_GpuWork(t, act.start_ns, act.end_ns, op.stream, op.device))
             self._gpu_span(k, op, corr, act.start_ns, act.end_ns - act.start_ns)
             self.flows.append(Flow("ac2g", corr, FlowEnd(False, tid, t), FlowEnd(True, op.stream, act.start_ns, op.device)))
