@@ -245,6 +245,7 @@ def validate_cmd(traces: tuple[str, ...], reference: str | None) -> None:
 
 
 def _register_subcommands() -> None:
+    from phantora_prof.calibrate.cli import calibrate
     from phantora_prof.collective_cli import collective_cmd
     from phantora_prof.diff_cli import diff_cmd
     from phantora_prof.db_cli import db_group
@@ -254,6 +255,7 @@ def _register_subcommands() -> None:
     cli.add_command(merge_cmd)
     cli.add_command(collective_cmd)
     cli.add_command(db_group)
+    cli.add_command(calibrate)
 
 
 _register_subcommands()

@@ -46,7 +46,13 @@ HOSTS_DIR = "cost/data/hosts"
 
 
 def _load() -> dict:
-    return json.loads(resources.files("phantora_prof").joinpath("cost/data/host_costs.json").read_text())
+    """The per-op table (host_costs.json, tools/calibrate_host.py) and the rest of the host model
+    (host_model.json: Python, CPU-tensor ops, pinning, subclass dispatch; issue #15)."""
+    data = resources.files("phantora_prof").joinpath("cost/data")
+    table = json.loads(data.joinpath("host_costs.json").read_text())
+    table.update({k: v for k, v in json.loads(data.joinpath("host_model.json").read_text()).items()
+                  if k != "comment"})
+    return table
 
 
 def profile_names() -> list[str]:

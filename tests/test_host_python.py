@@ -62,7 +62,7 @@ def test_the_simulators_own_frames_are_not_counted(native):
         py2, _, _ = native.counts()
     finally:
         native.detach()
-    assert py1 - py0 == 0 and op1 - op0 < 10  # only the caller's own few instructions around the call
+    assert py1 - py0 == 0 and op1 - op0 < 30  # only the test's own few instructions around the call
     assert py2 - py1 == 15
 
 
