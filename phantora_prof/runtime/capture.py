@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from phantora_prof import cost, hostcost
 from phantora_prof.errors import UnsupportedOpError
 from phantora_prof.protocol import CPU_DEVICE, AutogradSpan, OpCall, OpKind, SyncKind, TensorArg
-from phantora_prof.runtime import annotations, conv_layout, cuda_dispatch, memory, pinned, values
+from phantora_prof.runtime import annotations, conv_layout, cuda_dispatch, memory, op_recorder, pinned, values
 from phantora_prof.runtime import state as _state
 from phantora_prof.runtime.distributed.pending import PENDING as _DIST_PENDING
 from phantora_prof.runtime.distributed.pending import consume as _dist_consume
@@ -50,6 +50,7 @@ _VIEW_OPS = {
 _MEMSET_OPS = {"aten::zero_", "aten::zeros", "aten::zeros_like", "aten::new_zeros"}
 
 _PRIM_DEVICE = torch.ops.prim.device.default
+HIDDEN_DEPTH = -2  # OpCall.depth of a call no dispatcher call stands for: host time, no trace span
 _FAKE_KEY = torch._C._TorchDispatchModeKey.FAKE
 
 # Ops taken on the fast path (see CaptureMode._fast_fake): frequent in training steps, with
@@ -107,6 +108,9 @@ class CaptureMode(TorchDispatchMode):
         self._autograd_open: tuple | None = None  # (node, name, seq, start_ns, ext_id)
         self.unsupported: dict[str, str] = {}
         self.op_costs: dict[str, int] = dict(self.st.config.op_costs)
+        # The native op recorder (CPU builds of torch): it records the host op tree, autograd
+        # nodes included, so the mode does not send AutogradSpans of its own.
+        self._rec = op_recorder.get()
         annotations.set_boundary_hook(self._close_autograd)
 
     # ---- classification ----
@@ -139,34 +143,81 @@ class CaptureMode(TorchDispatchMode):
                          not issubclass(t, torch.nn.Parameter) for t in types):
             # Other tensor subclasses (e.g. DTensor) dispatch themselves.
             return NotImplemented
+        rec = self._rec
+        tls = rec.tls() if rec is not None else None
         if isinstance(func, torch._ops.HigherOrderOperator):
-            return self._hop(func, args, kwargs)
+            if tls is None:
+                return self._hop(func, args, kwargs)
+            tls.suppress += 1
+            try:
+                return self._hop(func, args, kwargs)
+            finally:
+                tls.suppress -= 1
         if torch._C._get_dispatch_mode(_FAKE_KEY) is not None:
             # A framework's own FakeTensorMode is active (DTensor's sharding propagation builds
             # global-shape fake tensors; tracing): shape computation, no GPU work. FakeTensorMode
             # is an infra mode, dispatched after user modes like this one, so its ops pass here.
-            return func(*args, **kwargs)
+            return self._redispatch(tls, func, args, kwargs)
         if func.namespace == "prim":
             # prim::device / prim::layout queries: metadata, no dispatcher op in a real profile
             if func is _PRIM_DEVICE:
                 return args[0].device
             return func(*args, **kwargs)
         if not self._touches_cuda(args, kwargs):
+            return self._redispatch(tls, func, args, kwargs)
+        if tls is None:
+            return self._cuda_op(func, args, kwargs)
+        # Everything dispatched while the op is faked is the simulator's, not the CUDA kernel's.
+        tls.suppress += 1
+        try:
+            return self._cuda_op(func, args, kwargs, tls)
+        finally:
+            tls.suppress -= 1
+
+    @staticmethod
+    def _redispatch(tls, func, args: tuple, kwargs: dict):
+        """Run `func` for real (CPU tensors). Its record is already open (the dispatcher
+        recorded the call that reached this mode): the re-dispatch must not record it again,
+        while what the CPU kernel calls is recorded under it."""
+        if tls is None:
             return func(*args, **kwargs)
-        return self._cuda_op(func, args, kwargs)
+        tls.skip_next = 1
+        try:
+            return func(*args, **kwargs)
+        finally:
+            tls.skip_next = 0
+
+    def _record_id(self, tls, name: str) -> tuple[int, int]:
+        """(External id, depth) of the op being handled: its native record's (the coordinator
+        then keeps the OpCall for it) when the innermost recorded call is this op, or the one
+        around it (an autograd kernel's own record inside the op: `detach`); else a new id."""
+        if tls is not None and tls.open_id:
+            rec = self._rec
+            if rec.name(tls.open_name) == name:
+                return tls.open_id, tls.depth - 1
+            if tls.outer_id and rec.name(tls.outer_name) == name:
+                return tls.outer_id, tls.depth - 2
+        return self.st.next_external_id(), -1
 
     # ---- CUDA ops ----
-    def _cuda_op(self, func, args: tuple, kwargs: dict):
+    def _cuda_op(self, func, args: tuple, kwargs: dict, tls=None):
         st = self.st
         name = func._schema.name
         if func is aten._local_scalar_dense.default:
-            return self._scalar_read(args[0])
+            return self._scalar_read(args[0], tls)
         if _composite_implicit(func) and not cuda_dispatch.has_cuda_kernel(func):
             # e.g. is_nonzero (bool(t)) -> item(): decompose under this mode, as FakeTensorMode
             # would under itself, so data-dependent reads reach _scalar_read. An op a CUDA
-            # build runs as its own kernel (silu_backward, _fused_rms_norm) stays one op.
-            with self:
-                r = func.decompose(*args, **kwargs)
+            # build runs as its own kernel (silu_backward, _fused_rms_norm) stays one op. Its
+            # parts are recorded as a CUDA build's dispatcher would record them.
+            if tls is not None:
+                tls.suppress -= 1
+            try:
+                with self:
+                    r = func.decompose(*args, **kwargs)
+            finally:
+                if tls is not None:
+                    tls.suppress += 1
             if r is not NotImplemented:
                 return r
         if func.namespace == "_c10d_functional":  # DTensor / tensor-parallel collectives
@@ -208,9 +259,9 @@ class CaptureMode(TorchDispatchMode):
         targs = tuple(_to_arg(a) for a in args)
         tkwargs = {k: _to_arg(v) for k, v in kwargs.items()}
         touts = _outputs(out)
-        ext = st.next_external_id()
+        ext, depth = self._record_id(tls, name)
         op = OpCall(st.config.rank, ext, name, targs, tkwargs, touts, tid, start, start, stream, device, kind,
-                    seq_nr=_forward_sequence_nr(tid, args))
+                    seq_nr=_forward_sequence_nr(tid, args), depth=depth)
         user_ns = self.op_costs.get(name) if self.op_costs else None
         if user_ns is not None:
             kernels = (cost.Kernel("kernel", name, user_ns, grid=(self.gpu.num_sms, 1, 1), block=(256, 1, 1),
@@ -226,6 +277,11 @@ class CaptureMode(TorchDispatchMode):
         op.launch_ns = start + dispatch
         op.end_ns = op.launch_ns + launch_total
         op.kernels = kernels
+        if depth < 0 and not kernels and tls is not None:
+            # No dispatcher call of this op is open: the Python interpreter called the mode
+            # itself (FakeTensor's shallow_copy_and_detach dispatches aten::detach, where a
+            # real tensor detaches without any op). Its host time stays; the trace gets no op.
+            op.depth = HIDDEN_DEPTH
         st.clock.advance_to(op.end_ns)
         st.ops_captured += 1
         if _DIST_PENDING and kernels:  # reads the output of a collective nobody waited for
@@ -257,7 +313,7 @@ class CaptureMode(TorchDispatchMode):
         start = st.clock.now_ns
         device = self._device_of(hops.tensor_args(args), {}, out)
         stream = st.stream_of(device)
-        ext = st.next_external_id()
+        ext = st.next_external_id()  # HOPs are no dispatcher ops: the recorder has no record of them
         op = OpCall(st.config.rank, ext, name, hops.to_arg_list(args, _to_arg), {}, _outputs(out), tid, start,
                     start, stream, device, OpKind.COMPUTE, seq_nr=_forward_sequence_nr(tid, hops.tensor_args(args)))
         op.kernels = hops.kernels(name, args, self.gpu, _matmul_tf32())
@@ -420,17 +476,19 @@ class CaptureMode(TorchDispatchMode):
         return False
 
     # ---- data-dependent reads ----
-    def _scalar_read(self, t: torch.Tensor):
+    def _scalar_read(self, t: torch.Tensor, tls=None):
         """`.item()` on a fake CUDA tensor: a 1-element D2H copy, a sync, and a placeholder."""
         st = self.st
         device = t.device.index or 0
         stream = st.stream_of(device)
-        ext = st.next_external_id()
+        if tls is None and self._rec is not None:  # from the CUDA-key kernel (backend_kernels.py)
+            tls = self._rec.tls()
+        ext, depth = self._record_id(tls, "aten::_local_scalar_dense")
         start = st.clock.now_ns
         src = TensorArg(tuple(t.shape), tuple(t.stride()), _dtype_name(t.dtype), device)
         dst = TensorArg(tuple(t.shape), tuple(t.stride()), src.dtype, CPU_DEVICE, True)
         op = OpCall(st.config.rank, ext, "aten::_local_scalar_dense", (src,), {}, (dst,), st.tid(), start,
-                    start, stream, device, OpKind.MEMCPY)
+                    start, stream, device, OpKind.MEMCPY, depth=depth)
         kernels = tuple(cost.estimate(op, self.gpu))
         op.kernels = kernels
         op.launch_ns = start + hostcost.DISPATCH_NS_VIEW
@@ -460,7 +518,7 @@ class CaptureMode(TorchDispatchMode):
         if node is not None and (self._autograd_open is None):
             st = self.st
             self._autograd_open = (node, node.name(), node._sequence_nr(), st.clock.now_ns,
-                                   st.next_external_id(), tid)
+                                   st.next_external_id() if self._rec is None else -1, tid)
             st.clock.advance(hostcost.AUTOGRAD_NODE_NS)
 
     def _close_autograd(self) -> None:
@@ -468,6 +526,8 @@ class CaptureMode(TorchDispatchMode):
         if cur is None:
             return
         self._autograd_open = None
+        if self._rec is not None:
+            return  # the recorder has the node's own records (evaluate_function and the node)
         st = self.st
         _, name, seq, start, ext, tid = cur
         st.channel.send(AutogradSpan(st.config.rank, name, tid, start, st.clock.now_ns, seq, ext))

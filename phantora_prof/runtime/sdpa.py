@@ -56,7 +56,7 @@ def _patched(orig: Callable) -> Callable:
         # so cast as the composite would (to the autocast dtype, lower precision).
         if torch.is_autocast_enabled("cuda"):
             dtype = torch.get_autocast_dtype("cuda")
-            query, key, value = (t.to(dtype) for t in (query, key, value))
+            query, key, value = (t if t.dtype == dtype else t.to(dtype) for t in (query, key, value))
         backend = choose_backend(_state.get().gpu, query, key, attn_mask, dropout_p, enable_gqa)
         needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
         if backend == "cudnn":
