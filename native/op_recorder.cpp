@@ -46,6 +46,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 extern "C" {
@@ -97,6 +99,26 @@ std::atomic<bool> g_enabled{false};
 std::atomic<bool> g_inputs{true};
 at::CallbackHandle g_handle = 0;
 std::string* g_drained = new std::string();
+std::mutex g_names_mu;
+std::unordered_set<std::string>* g_names = new std::unordered_set<std::string>();  // leaked: pointers escape
+
+// A stable pointer to a copy of `name`. A dispatcher op's name lives as long as the op, but
+// any other record's (an autograd node, "autograd::engine::evaluate_function: ...") only as
+// long as the record, and its address is reused; the Python side caches names by address.
+const char* stable_name(const char* name) {
+  thread_local std::unordered_map<const char*, const char*> seen;
+  auto it = seen.find(name);
+  if (it != seen.end() && std::strcmp(it->second, name) == 0) {
+    return it->second;
+  }
+  const char* interned;
+  {
+    std::lock_guard<std::mutex> lock(g_names_mu);
+    interned = g_names->emplace(name).first->c_str();
+  }
+  seen[name] = interned;
+  return interned;
+}
 
 ThreadBuf* tbuf() {
   thread_local ThreadBuf* buf = nullptr;
@@ -290,6 +312,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (name == nullptr || std::strncmp(name, "prim::", 6) == 0 || std::strncmp(name, "Python", 6) == 0) {
     return nullptr;
   }
+  name = stable_name(name);
   int64_t id = g_next_id.fetch_add(1, std::memory_order_relaxed);
   Open o;
   o.id = id;

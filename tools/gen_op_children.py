@@ -23,7 +23,8 @@ op) is stored as a repeat over that list.
 
 Keys: (op name, its `Input type` list) first, then (name, kinds of inputs: tensor / scalar /
 scalar list / tensor list / other), then the name; each with the most common subtree among
-the real instances. A child's tensor inputs refer to the op's own inputs when they match one
+the real instances that launch GPU work if any do (a trace does not record the device: the
+others ran on CPU tensors, which the simulation runs for real and records as they are). A child's tensor inputs refer to the op's own inputs when they match one
 exactly (dims and dtype), else to its first output; its other inputs keep their kind (their
 values, which depend on the shapes, are not kept).
 
@@ -238,7 +239,10 @@ def build(counts: dict) -> dict:
     ops: dict = {}
 
     def best(c: collections.Counter) -> str:
-        return sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+        # Instances that launch nothing ran on CPU tensors (a trace does not say which device):
+        # the simulation captures CUDA ops only, so a subtree with launches wins if there is one.
+        launching = {t: n for t, n in c.items() if '"L"' in t}
+        return sorted((launching or c).items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
 
     for name in sorted(by_name):
         default = best(by_name[name])

@@ -26,15 +26,22 @@ _MAX_SHIFT_NS = 2_000  # an event this far before the previous one is an overlap
 def _key(s: Span) -> Any:
     if s.key is not None:
         return s.key
+    if s.cat in _CALLS:
+        return _NO_KEY  # a runtime call comes after the ops that start with it
     ext = s.args.get("External id")
     return (ext, 0) if isinstance(ext, int) else _NO_KEY
 
 
+_HOST = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
+_CALLS = ("cuda_runtime", "cuda_driver")
+
+
 def layout(spans: list[Span]) -> None:
-    """Adjust `ts_ns`/`dur_ns` of the host op spans (cpu_op, user_annotation) in place."""
+    """Adjust `ts_ns`/`dur_ns` of the host spans (ops, annotations and the runtime calls among
+    them, which are leaves) in place."""
     threads: dict[int, list[Span]] = {}
     for s in spans:
-        if not s.on_gpu and s.cat in ("cpu_op", "user_annotation"):
+        if not s.on_gpu and s.cat in _HOST:
             threads.setdefault(s.tid, []).append(s)
     for items in threads.values():
         _layout_thread(items)
@@ -46,6 +53,8 @@ def _layout_thread(items: list[Span]) -> None:
     stack: list[Span] = []
     keys_on_stack: dict[Any, int] = {}
     for s in items:
+        while stack and stack[-1].cat in _CALLS:  # runtime calls are leaves
+            _pop(stack, keys_on_stack, events)
         parent = s.parent
         if parent is not None and parent in keys_on_stack:
             while stack and stack[-1].key != parent:

@@ -442,6 +442,14 @@ class RankTimeline:
             end = end_ns if end_ns is not None else self.stats.host_end_ns
             flows = [f for f in self.flows if start_ns <= f.start.ts_ns <= end
                      and (f.cat == "ac2g" or f.end.ts_ns <= end)]
+        # launches the layout moved (by a few ns): their flows start where they are drawn now
+        call_ts = {s.args["correlation"]: s.ts_ns for s in spans
+                   if s.cat in ("cuda_runtime", "cuda_driver") and "correlation" in s.args}
+        for i, f in enumerate(flows):
+            if f.cat == "ac2g" and not f.start.on_gpu:
+                ts = call_ts.get(f.id)
+                if ts is not None and ts != f.start.ts_ns:
+                    flows[i] = Flow(f.cat, f.id, FlowEnd(False, f.start.tid, ts, f.start.device), f.end)
         for i, (fwd, bwd) in enumerate(self._fwdbwd):
             a, b = copies.get(id(fwd)), copies.get(id(bwd))
             if a is not None and b is not None:

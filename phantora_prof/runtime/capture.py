@@ -51,6 +51,16 @@ _MEMSET_OPS = {"aten::zero_", "aten::zeros", "aten::zeros_like", "aten::new_zero
 
 _PRIM_DEVICE = torch.ops.prim.device.default
 HIDDEN_DEPTH = -2  # OpCall.depth of a call no dispatcher call stands for: host time, no trace span
+_ADD = torch.ops.aten.add.Tensor
+_ADD_ = torch.ops.aten.add_.Tensor
+_EVALUATE_FUNCTION = "autograd::engine::evaluate_function: "
+
+
+def _non_overlapping_and_dense(t: torch.Tensor) -> bool:
+    from torch._prims_common import is_non_overlapping_and_dense_or_false
+
+    return bool(is_non_overlapping_and_dense_or_false(t))
+
 _FAKE_KEY = torch._C._TorchDispatchModeKey.FAKE
 
 # Ops taken on the fast path (see CaptureMode._fast_fake): frequent in training steps, with
@@ -164,15 +174,48 @@ class CaptureMode(TorchDispatchMode):
                 return args[0].device
             return func(*args, **kwargs)
         if not self._touches_cuda(args, kwargs):
+            if tls is not None:
+                # An op on CPU tensors, recorded (as torch.profiler would) with the host cost
+                # model's charge for one (hostcost.DISPATCH_NS_CPU); what its kernel calls is
+                # recorded under it. Without the recorder nothing shows it: no charge.
+                self.st.clock.advance(hostcost.DISPATCH_NS_CPU)
             return self._redispatch(tls, func, args, kwargs)
         if tls is None:
             return self._cuda_op(func, args, kwargs)
+        record_name = None
+        if func is _ADD and self._accumulates_in_place(tls, args, kwargs):
+            func, record_name = _ADD_, "aten::add"
         # Everything dispatched while the op is faked is the simulator's, not the CUDA kernel's.
         tls.suppress += 1
         try:
-            return self._cuda_op(func, args, kwargs, tls)
+            return self._cuda_op(func, args, kwargs, tls, record_name)
         finally:
             tls.suppress -= 1
+
+    def _accumulates_in_place(self, tls, args: tuple, kwargs: dict) -> bool:
+        """Whether autograd's gradient accumulation `old + new` (InputBuffer::accumulate) would
+        run in place, as `old.add_(new)`, on a CUDA build.
+
+        It does when grad mode is off and the buffer holds the last reference to `old` and
+        its storage (input_buffer.cpp, can_accumulate_inplace). Here it never can: that test
+        also asks `at::isTensorSubclassLike(old)`, true for every tensor while a
+        TorchDispatchMode is active (this one always is) and for FakeTensor (a Python
+        subclass), and the Python objects and the Python dispatch hold references of their
+        own. So the decision is taken here, with the references counted the same way for
+        `old` and for `new` (the gradient just produced, which only this call holds): `old`
+        is the last reference when it is held no more than `new` is. (Only the tensors'
+        own counts: its storage's count also counts views that Python garbage cycles keep
+        alive until a collection, which would make the choice vary from run to run.)"""
+        rec = self._rec
+        if len(args) != 2 or kwargs or torch.is_grad_enabled() or rec.name(tls.open_name) != "aten::add":
+            return False
+        if not (rec.name(tls.outer_name) or "").startswith(_EVALUATE_FUNCTION):
+            return False  # not the engine's input buffer (an add inside a backward function)
+        old, new = args
+        if not (isinstance(old, FakeTensor) and isinstance(new, FakeTensor)) or old.shape != new.shape \
+                or old.is_sparse or not _non_overlapping_and_dense(old):
+            return False
+        return old._use_count() <= new._use_count()
 
     @staticmethod
     def _redispatch(tls, func, args: tuple, kwargs: dict):
@@ -200,7 +243,7 @@ class CaptureMode(TorchDispatchMode):
         return self.st.next_external_id(), -1
 
     # ---- CUDA ops ----
-    def _cuda_op(self, func, args: tuple, kwargs: dict, tls=None):
+    def _cuda_op(self, func, args: tuple, kwargs: dict, tls=None, record_name: str | None = None):
         st = self.st
         name = func._schema.name
         if func is aten._local_scalar_dense.default:
@@ -259,7 +302,7 @@ class CaptureMode(TorchDispatchMode):
         targs = tuple(_to_arg(a) for a in args)
         tkwargs = {k: _to_arg(v) for k, v in kwargs.items()}
         touts = _outputs(out)
-        ext, depth = self._record_id(tls, name)
+        ext, depth = self._record_id(tls, record_name or name)
         op = OpCall(st.config.rank, ext, name, targs, tkwargs, touts, tid, start, start, stream, device, kind,
                     seq_nr=_forward_sequence_nr(tid, args), depth=depth)
         user_ns = self.op_costs.get(name) if self.op_costs else None
