@@ -20,11 +20,13 @@ aten = torch.ops.aten
 
 
 def choose_backend(gpu: Any, query: torch.Tensor, key: torch.Tensor, attn_mask: Any, dropout_p: float,
-                   enable_gqa: bool) -> str:
+                   enable_gqa: bool, dtype: torch.dtype | None = None) -> str:
     """The backend torch would pick on `gpu` (sm90: cuDNN, flash, efficient, math; sm80: flash
-    first), honouring torch.backends.cuda.enable_*_sdp() and sdpa_kernel()."""
+    first), honouring torch.backends.cuda.enable_*_sdp() and sdpa_kernel(). `dtype`: the
+    inputs' dtype after autocast, when it casts them."""
     head_dim = query.shape[-1]
-    half = query.dtype in (torch.float16, torch.bfloat16)
+    qdtype = dtype if dtype is not None else query.dtype
+    half = qdtype in (torch.float16, torch.bfloat16)
     four_d = query.dim() == 4
     gqa = enable_gqa or (four_d and key.dim() == 4 and key.shape[1] != query.shape[1])
     be = torch.backends.cuda
@@ -38,7 +40,7 @@ def choose_backend(gpu: Any, query: torch.Tensor, key: torch.Tensor, attn_mask: 
                 and head_dim % 8 == 0 and attn_mask is None and not gqa:
             return name
         if name == "efficient" and be.mem_efficient_sdp_enabled() and four_d and head_dim % 8 == 0 \
-                and query.dtype in (torch.float16, torch.bfloat16, torch.float32) and not gqa:
+                and qdtype in (torch.float16, torch.bfloat16, torch.float32) and not gqa:
             return name
         if name == "math" and be.math_sdp_enabled():
             return name
@@ -53,11 +55,12 @@ def _patched(orig: Callable) -> Callable:
             return orig(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
                         scale=scale, enable_gqa=enable_gqa)
         # autocast: the fused ops are not autocast-registered the way the composite op is,
-        # so cast as the composite would (to the autocast dtype, lower precision).
-        if torch.is_autocast_enabled("cuda"):
-            dtype = torch.get_autocast_dtype("cuda")
+        # so cast as the composite would (to the autocast dtype, lower precision); the math
+        # path is the composite op itself, which casts under its own record.
+        dtype = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else None
+        backend = choose_backend(_state.get().gpu, query, key, attn_mask, dropout_p, enable_gqa, dtype)
+        if dtype is not None and backend != "math":
             query, key, value = (t if t.dtype == dtype else t.to(dtype) for t in (query, key, value))
-        backend = choose_backend(_state.get().gpu, query, key, attn_mask, dropout_p, enable_gqa)
         needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
         if backend == "cudnn":
             return aten._scaled_dot_product_cudnn_attention(
