@@ -165,6 +165,17 @@ def test_layout_draws_calls_at_one_instant_nested_as_they_ran():
     assert max(abs(s.ts_ns - 100) for s in (ev, node, to, cp)) <= 5  # a few ns, not more
 
 
+def test_layout_outermost_records_are_siblings_inside_annotations():
+    step = Span("user_annotation", "ProfilerStep#1", 100, 0, 1000, {"External id": 1})
+    empty = _host("aten::empty", 200, 0, 2, key=(2, 0), parent=host_layout.TOP)
+    to = _host("aten::to", 200, 0, 3, key=(3, 0), parent=host_layout.TOP)
+    copy = _host("aten::_to_copy", 200, 0, 4, key=(4, 0), parent=(3, 0))
+    spans = [copy, to, empty, step]
+    host_layout.layout(spans)
+    assert _nesting(spans) == {"ProfilerStep#1": "-", "aten::empty": "ProfilerStep#1", "aten::to": "ProfilerStep#1",
+                               "aten::_to_copy": "aten::to"}
+
+
 def test_number_ops_in_begin_order():
     a = _host("a", 0, 100, 50)
     b = _host("b", 10, 20, -3)

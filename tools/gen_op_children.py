@@ -21,8 +21,9 @@ autograd kernel records above the Python key and the simulation records itself).
 identical siblings as long as the op's first tensor list (the per-tensor calls of a foreach
 op) is stored as a repeat over that list.
 
-Keys: (op name, its `Input type` list) first, then (name, kinds of inputs: tensor / scalar /
-scalar list / tensor list / other), then the name; each with the most common subtree among
+Keys: (op name, its `Input type` list, the ranks of its tensor inputs) first, then (name,
+`Input type`), then (name, kinds of inputs: tensor / scalar / scalar list / tensor list /
+other), then the name; each with the most common subtree among
 the real instances that launch GPU work if any do (a trace does not record the device: the
 others ran on CPU tensors, which the simulation runs for real and records as they are). A child's tensor inputs refer to the op's own inputs when they match one
 exactly (dims and dtype), else to its first output; its other inputs keep their kind (their
@@ -223,19 +224,33 @@ def collect(paths: list[Path], clf: Classifier) -> dict:
                 if clf.captured(name) and not wrapper:
                     kids = [k for k in n["kids"] if not (k["op"] and "::" not in k["e"]["name"])]
                     tmpl = _subtree({"kids": kids}, n, _list_len(e), clf.returns_list(name))
-                    counts[(name, tuple(_args(e)[1]))][json.dumps(tmpl, separators=(",", ":"))] += 1
+                    dims, types, _ = _args(e)
+                    counts[(name, tuple(types), ranks(types, dims))][json.dumps(tmpl, separators=(",", ":"))] += 1
                 else:
                     stack.extend(reversed(n["kids"]))
     return counts
 
 
+def ranks(types: list, dims: list) -> str:
+    """Tensor ranks of an op's inputs ("3,2,-,-"): where the kernel's path depends on them
+    (embedding_dense_backward's sort path for batched indices)."""
+    out = []
+    for i, t in enumerate(types):
+        k = _KIND.get(t, "T")
+        out.append(str(len(dims[i])) if k == "T" and i < len(dims) else ("L" if k == "TL" else "-"))
+    return ",".join(out)
+
+
 def build(counts: dict) -> dict:
-    by_types: dict = {}
-    by_kinds: dict = collections.defaultdict(collections.Counter)
+    """{op: {"default": tree, "kinds": {kinds: tree}, "types": {types: tree}, "shapes":
+    {types|ranks: tree}}}, each level only where it differs from the coarser one."""
     by_name: dict = collections.defaultdict(collections.Counter)
-    for (name, types), c in counts.items():
-        by_kinds[(name, kinds(list(types)))].update(c)
+    by_kinds: dict = collections.defaultdict(collections.Counter)
+    by_types: dict = collections.defaultdict(collections.Counter)
+    for (name, types, rk), c in counts.items():
         by_name[name].update(c)
+        by_kinds[(name, kinds(list(types)))].update(c)
+        by_types[(name, types)].update(c)
     ops: dict = {}
 
     def best(c: collections.Counter) -> str:
@@ -244,26 +259,31 @@ def build(counts: dict) -> dict:
         launching = {t: n for t, n in c.items() if '"L"' in t}
         return sorted((launching or c).items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
 
+    def key(types) -> str:
+        return json.dumps(list(types), separators=(",", ":"))
+
+    def finer(fine: str, coarse: str) -> str:
+        # a group seen only on CPU tensors (no launches) says nothing about the CUDA op
+        return coarse if '"L"' in coarse and '"L"' not in fine else fine
+
     for name in sorted(by_name):
         default = best(by_name[name])
-        entry = {"default": json.loads(default)}
-        kk = {}
-        for (n, k), c in sorted(by_kinds.items()):
-            if n == name and best(c) != default:
-                kk[k] = json.loads(best(c))
-        tt = {}
-        for (n, types), c in sorted(counts.items()):
+        chosen_kinds = {k: finer(best(c), default) for (n, k), c in by_kinds.items() if n == name}
+        chosen_types = {t: finer(best(c), chosen_kinds[kinds(list(t))]) for (n, t), c in by_types.items() if n == name}
+        kk = {k: b for k, b in sorted(chosen_kinds.items()) if b != default}
+        tt = {key(t): b for t, b in sorted(chosen_types.items()) if b != chosen_kinds[kinds(list(t))]}
+        ss = {}
+        for (n, t, rk), c in sorted(counts.items()):
             if n != name:
                 continue
-            b = best(c)
-            k = kinds(list(types))
-            if b != json.dumps(kk.get(k, entry["default"]), separators=(",", ":")):
-                tt[json.dumps(list(types), separators=(",", ":"))] = json.loads(b)
-        if kk:
-            entry["kinds"] = kk
-        if tt:
-            entry["types"] = tt
-        if entry["default"] or kk or tt:
+            b = finer(best(c), chosen_types[t])
+            if b != chosen_types[t]:
+                ss[key(t) + "|" + rk] = b
+        entry: dict = {"default": json.loads(default)}
+        for field, d in (("kinds", kk), ("types", tt), ("shapes", ss)):
+            if d:
+                entry[field] = {k: json.loads(v) for k, v in d.items()}
+        if entry["default"] or len(entry) > 1:
             ops[name] = entry
     return ops
 

@@ -20,6 +20,7 @@ from typing import Any
 from tracing.model import Span
 
 _NO_KEY = (float("inf"),)
+TOP = ()  # Span.parent of a record that is outermost among the recorded calls of its thread
 _MAX_SHIFT_NS = 2_000  # an event this far before the previous one is an overlapping range's end: kept
 
 
@@ -58,6 +59,9 @@ def _layout_thread(items: list[Span]) -> None:
         parent = s.parent
         if parent is not None and parent in keys_on_stack:
             while stack and stack[-1].key != parent:
+                _pop(stack, keys_on_stack, events)
+        elif parent == TOP:  # no recorded call around it: only annotations (record_function) may be
+            while stack and (stack[-1].parent is not None or _ends_before(stack[-1], s)):
                 _pop(stack, keys_on_stack, events)
         else:
             while stack and _ends_before(stack[-1], s):

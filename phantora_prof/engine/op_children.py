@@ -34,21 +34,39 @@ def kinds(types: list) -> str:
     return ",".join(_KIND.get(t, "T") for t in types)
 
 
+def ranks(types: list, dims: list) -> str:
+    """Tensor ranks of an op's inputs, as tools/gen_op_children.py keys them ("3,2,-,-")."""
+    out = []
+    for i, t in enumerate(types):
+        k = _KIND.get(t, "T")
+        out.append(str(len(dims[i])) if k == "T" and i < len(dims) else ("L" if k == "TL" else "-"))
+    return ",".join(out)
+
+
 class ChildTable:
-    """Lookup of op -> children template: by exact `Input type`, by input kinds, by name."""
+    """Lookup of op -> children template: by `Input type` and input ranks, by `Input type`, by
+    input kinds, by name."""
 
     def __init__(self, data: dict):
-        self.ops: dict[str, tuple[list, dict, dict]] = {}
+        self.ops: dict[str, tuple[list, dict, dict, dict]] = {}
         for name, e in data.get("ops", {}).items():
             types = {tuple(json.loads(k)): v for k, v in e.get("types", {}).items()}
-            self.ops[name] = (e.get("default", []), e.get("kinds", {}), types)
+            shapes = {}
+            for k, v in e.get("shapes", {}).items():
+                t, _, rk = k.rpartition("|")
+                shapes[(tuple(json.loads(t)), rk)] = v
+            self.ops[name] = (e.get("default", []), e.get("kinds", {}), types, shapes)
 
-    def lookup(self, name: str, types: list | None) -> list:
+    def lookup(self, name: str, types: list | None, dims: list | None = None) -> list:
         e = self.ops.get(name)
         if e is None:
             return []
-        default, by_kinds, by_types = e
+        default, by_kinds, by_types, by_shapes = e
         if types is not None:
+            if by_shapes and dims is not None:
+                s = by_shapes.get((tuple(types), ranks(types, dims)))
+                if s is not None:
+                    return s
             t = by_types.get(tuple(types))
             if t is not None:
                 return t

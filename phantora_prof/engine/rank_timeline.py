@@ -219,7 +219,7 @@ class RankTimeline:
 
     def _children(self, op: OpCall, span: Span, launches: list, types: list | None) -> None:
         """What a CUDA build's kernel of `op` dispatches inside it (engine/op_children.py)."""
-        template = op_children.table().lookup(op.name, types)
+        template = op_children.table().lookup(op.name, types, span.args.get("Input Dims"))
         if template:
             self.spans.extend(op_children.expand(op, span, launches, template, self._next_child_id))
 
@@ -299,7 +299,7 @@ class RankTimeline:
         spans = self.spans
         for rid, parent, thread, t0, t1, name, seq, fwd, _depth, dims, types, strides, concrete \
                 in orjson.loads(msg.data):
-            pkey = (parent, 0) if parent else None
+            pkey = (parent, 0) if parent else host_layout.TOP
             captured = self._recorded_ops.pop(rid, None)
             if captured is not None:  # a captured op: its OpCall's span stands for it, with the
                 span, op, launches = captured  # inputs as the dispatcher saw them (all of them)
