@@ -127,10 +127,15 @@ def test_children_repeat_per_output_and_list():
 
 
 def test_table_lookup_order():
-    table = op_children.ChildTable({"ops": {"aten::x": {
-        "default": ["L"], "kinds": {"T,S": [{"name": "aten::y", "args": [], "kids": []}]},
-        "types": {'["float","Scalar"]': []}}}})
+    table = op_children.ChildTable({"trees": [["L"], [{"name": "aten::y", "args": [], "kids": []}], [],
+                                              [{"name": "aten::z", "args": [], "kids": []}]],
+                                    "ops": {"aten::x": {"default": 0, "kinds": {"T,S": 1},
+                                                        "types": {'["float","Scalar"]': 2},
+                                                        "shapes": {'["float","Scalar"]|10,-': 3,
+                                                                   '["float","Scalar"]|20,-': 2}}}})
     assert table.lookup("aten::x", ["float", "Scalar"]) == []
+    assert table.lookup("aten::x", ["float", "Scalar"], [[32, 32], []])[0]["name"] == "aten::z"  # 2^10: nearest
+    assert table.lookup("aten::x", ["float", "Scalar"], [[1 << 19], []]) == []                     # nearest 2^20
     assert table.lookup("aten::x", ["c10::BFloat16", "Scalar"])[0]["name"] == "aten::y"
     assert table.lookup("aten::x", ["float"]) == ["L"]
     assert table.lookup("aten::x", None) == ["L"] and table.lookup("aten::z", None) == []

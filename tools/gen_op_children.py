@@ -21,7 +21,7 @@ autograd kernel records above the Python key and the simulation records itself).
 identical siblings as long as the op's first tensor list (the per-tensor calls of a foreach
 op) is stored as a repeat over that list.
 
-Keys: (op name, its `Input type` list, the ranks of its tensor inputs) first, then (name,
+Keys: (op name, its `Input type` list, the size classes of its tensor inputs) first, then (name,
 `Input type`), then (name, kinds of inputs: tensor / scalar / scalar list / tensor list /
 other), then the name; each with the most common subtree among
 the real instances that launch GPU work if any do (a trace does not record the device: the
@@ -232,18 +232,24 @@ def collect(paths: list[Path], clf: Classifier) -> dict:
 
 
 def ranks(types: list, dims: list) -> str:
-    """Tensor ranks of an op's inputs ("3,2,-,-"): where the kernel's path depends on them
-    (embedding_dense_backward's sort path for batched indices)."""
+    """Size classes of an op's tensor inputs, log2 of their element counts ("13,13,-,-"): where
+    a kernel's path depends on sizes (embedding_dense_backward sorts more than 3,072 indices)."""
     out = []
     for i, t in enumerate(types):
         k = _KIND.get(t, "T")
-        out.append(str(len(dims[i])) if k == "T" and i < len(dims) else ("L" if k == "TL" else "-"))
+        if k == "T" and i < len(dims):
+            n = 1
+            for d in dims[i]:
+                n *= d
+            out.append(str(n.bit_length() - 1 if n > 0 else -1))
+        else:
+            out.append("L" if k == "TL" else "-")
     return ",".join(out)
 
 
 def build(counts: dict) -> dict:
     """{op: {"default": tree, "kinds": {kinds: tree}, "types": {types: tree}, "shapes":
-    {types|ranks: tree}}}, each level only where it differs from the coarser one."""
+    {types|size classes: tree}}}, each level only where it differs from the coarser one."""
     by_name: dict = collections.defaultdict(collections.Counter)
     by_kinds: dict = collections.defaultdict(collections.Counter)
     by_types: dict = collections.defaultdict(collections.Counter)
@@ -272,13 +278,11 @@ def build(counts: dict) -> dict:
         chosen_types = {t: finer(best(c), chosen_kinds[kinds(list(t))]) for (n, t), c in by_types.items() if n == name}
         kk = {k: b for k, b in sorted(chosen_kinds.items()) if b != default}
         tt = {key(t): b for t, b in sorted(chosen_types.items()) if b != chosen_kinds[kinds(list(t))]}
-        ss = {}
-        for (n, t, rk), c in sorted(counts.items()):
-            if n != name:
-                continue
-            b = finer(best(c), chosen_types[t])
-            if b != chosen_types[t]:
-                ss[key(t) + "|" + rk] = b
+        # size classes: where one differs from its types' choice, all of that types' classes
+        # are kept (the simulation takes the nearest one)
+        sized = {(t, rk): finer(best(c), chosen_types[t]) for (n, t, rk), c in counts.items() if n == name}
+        varies = {t for (t, rk), b in sized.items() if b != chosen_types[t]}
+        ss = {key(t) + "|" + rk: b for (t, rk), b in sorted(sized.items()) if t in varies}
         entry: dict = {"default": json.loads(default)}
         for field, d in (("kinds", kk), ("types", tt), ("shapes", ss)):
             if d:
@@ -288,20 +292,60 @@ def build(counts: dict) -> dict:
     return ops
 
 
+def _source_name(p: Path) -> str:
+    """A source's path relative to the repository ("../shared/..." for the shared references)."""
+    p = p.resolve()
+    if ROOT in p.parents:
+        return p.relative_to(ROOT).as_posix()
+    if ROOT.parent in p.parents:
+        return "../" + p.relative_to(ROOT.parent).as_posix()
+    return p.name
+
+
 def generate(paths: list[Path]) -> dict:
     clf = Classifier()
     ops = build(collect(paths, clf))
+    # each distinct subtree once ("trees"); the ops refer to them by index
+    trees: list = []
+    index: dict[str, int] = {}
+
+    def ref(tree) -> int:
+        k = json.dumps(tree, separators=(",", ":"))
+        if k not in index:
+            index[k] = len(trees)
+            trees.append(tree)
+        return index[k]
+
+    refs: dict = {}
+    for name, e in ops.items():
+        r: dict = {"default": ref(e["default"])}
+        for field in ("kinds", "types", "shapes"):
+            if field in e:
+                r[field] = {k: ref(v) for k, v in e[field].items()}
+        refs[name] = r
     return {
         "comment": "Ops a CUDA build's kernels dispatch inside each captured op, and where they launch (\"L\"); "
                    "learned from real H200 traces by tools/gen_op_children.py (do not edit).",
-        "sources": [p.relative_to(ROOT.parent).as_posix() if ROOT.parent in p.resolve().parents else p.name
-                    for p in (q.resolve() for q in paths)],
-        "ops": ops,
+        "sources": [_source_name(p) for p in paths],
+        "trees": trees,
+        "ops": refs,
     }
 
 
 def render(table: dict) -> str:
-    return json.dumps(table, indent=1, sort_keys=False) + "\n"
+    """Compact JSON, one line per tree and per op (small, and diffs stay readable)."""
+    def dumps(x) -> str:
+        return json.dumps(x, separators=(",", ":"))
+
+    lines = ["{", f' "comment": {dumps(table["comment"])},', f' "sources": {dumps(table["sources"])},',
+             ' "trees": [']
+    lines += ["  " + dumps(t) + ("," if i < len(table["trees"]) - 1 else "") for i, t in enumerate(table["trees"])]
+    lines.append(" ],")
+    lines.append(' "ops": {')
+    items = list(table["ops"].items())
+    lines += [f"  {dumps(k)}: {dumps(v)}" + ("," if i < len(items) - 1 else "") for i, (k, v) in enumerate(items)]
+    lines += [" }", "}"]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -321,7 +365,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     a.out.write_text(text)
-    print(f"wrote {a.out} ({len(text)} bytes, {len(json.loads(text)['ops'])} ops)")
+    t = json.loads(text)
+    print(f"wrote {a.out} ({len(text)} bytes, {len(t['ops'])} ops, {len(t['trees'])} subtrees)")
     return 0
 
 

@@ -35,27 +35,46 @@ def kinds(types: list) -> str:
 
 
 def ranks(types: list, dims: list) -> str:
-    """Tensor ranks of an op's inputs, as tools/gen_op_children.py keys them ("3,2,-,-")."""
+    """Size classes of an op's tensor inputs (log2 of their element counts), as
+    tools/gen_op_children.py keys them ("13,13,-,-")."""
     out = []
     for i, t in enumerate(types):
         k = _KIND.get(t, "T")
-        out.append(str(len(dims[i])) if k == "T" and i < len(dims) else ("L" if k == "TL" else "-"))
+        if k == "T" and i < len(dims):
+            n = 1
+            for d in dims[i]:
+                n *= d
+            out.append(str(n.bit_length() - 1 if n > 0 else -1))
+        else:
+            out.append("L" if k == "TL" else "-")
     return ",".join(out)
 
 
+def _classes(text: str) -> tuple:
+    return tuple(int(x) if x.lstrip("-").isdigit() else None for x in text.split(","))
+
+
+def _distance(a: tuple, b: tuple) -> float:
+    if len(a) != len(b):
+        return float("inf")
+    return sum(abs(x - y) for x, y in zip(a, b) if x is not None and y is not None)
+
+
 class ChildTable:
-    """Lookup of op -> children template: by `Input type` and input ranks, by `Input type`, by
+    """Lookup of op -> children template: by `Input type` and input sizes, by `Input type`, by
     input kinds, by name."""
 
     def __init__(self, data: dict):
+        trees = data.get("trees", [])
         self.ops: dict[str, tuple[list, dict, dict, dict]] = {}
         for name, e in data.get("ops", {}).items():
-            types = {tuple(json.loads(k)): v for k, v in e.get("types", {}).items()}
-            shapes = {}
-            for k, v in e.get("shapes", {}).items():
+            kk = {k: trees[i] for k, i in e.get("kinds", {}).items()}
+            types = {tuple(json.loads(k)): trees[i] for k, i in e.get("types", {}).items()}
+            shapes: dict[tuple, list] = {}  # types -> [(size classes, tree)]
+            for k, i in e.get("shapes", {}).items():
                 t, _, rk = k.rpartition("|")
-                shapes[(tuple(json.loads(t)), rk)] = v
-            self.ops[name] = (e.get("default", []), e.get("kinds", {}), types, shapes)
+                shapes.setdefault(tuple(json.loads(t)), []).append((_classes(rk), trees[i]))
+            self.ops[name] = (trees[e["default"]], kk, types, shapes)
 
     def lookup(self, name: str, types: list | None, dims: list | None = None) -> list:
         e = self.ops.get(name)
@@ -64,9 +83,10 @@ class ChildTable:
         default, by_kinds, by_types, by_shapes = e
         if types is not None:
             if by_shapes and dims is not None:
-                s = by_shapes.get((tuple(types), ranks(types, dims)))
-                if s is not None:
-                    return s
+                sized = by_shapes.get(tuple(types))
+                if sized:  # the nearest size classes seen on a GPU
+                    want = _classes(ranks(types, dims))
+                    return min(sized, key=lambda cv: _distance(cv[0], want))[1]
             t = by_types.get(tuple(types))
             if t is not None:
                 return t
