@@ -12,7 +12,8 @@
 //   - ids come from one counter shared with the Python side (External ids of the trace);
 //   - per-thread flags (struct RecTls, read and written by Python through its address):
 //     `suppress` > 0 hides everything the thread dispatches meanwhile (the capture mode
-//     faking an op: FakeTensorMode's own calls are not the CUDA kernel's), `skip_next` hides
+//     faking an op: FakeTensorMode's own calls are not the CUDA kernel's; set through
+//     phantora_rec_quiet, which also switches RecordFunction off meanwhile), `skip_next` hides
 //     the next call only (the mode re-dispatching the op it was given, which would record
 //     the same op twice), and `open_id` / `open_name` / `depth` describe the innermost
 //     recorded call still running (the op the capture mode is handling: its record's id
@@ -424,6 +425,18 @@ __attribute__((visibility("default"))) void phantora_rec_set_main() {
 // Address of the calling thread's flags (struct RecTls).
 __attribute__((visibility("default"))) void* phantora_rec_tls() {
   return &tbuf()->tls;
+}
+
+// Hide (on != 0) or show again what this thread dispatches; returns the previous state.
+// Hiding switches RecordFunction off for the thread, so the dispatcher calls made meanwhile
+// (FakeTensorMode faking an op: tens of them) cost nothing here, not even the boxing of
+// their inputs; `suppress` is set too, for records begun by other means.
+__attribute__((visibility("default"))) int phantora_rec_quiet(int on) {
+  RecTls& tls = tbuf()->tls;
+  int prev = tls.suppress > 0 ? 1 : 0;
+  tls.suppress = on ? 1 : 0;
+  at::enableRecordFunction(on == 0);
+  return prev;
 }
 
 // A fresh id from the counter the records use.

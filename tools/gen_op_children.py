@@ -154,8 +154,9 @@ def _args(e: dict) -> tuple[list, list, list]:
 
 def _child_args(child: dict, parent: dict) -> list:
     """One code per input of `child`: "i<k>" = the parent's input k (same dims and type, or the
-    same tensor list), "o0" = the parent's first output (a tensor matching no input), else the
-    input's kind as the profiler types it ("Scalar", "ScalarList", "TensorList", "")."""
+    same tensor list), "e0" = a fresh empty tensor (dims [0], before a resize_) of the parent's
+    first output's dtype, "o0" = the parent's first output (any other tensor), else the input's
+    kind as the profiler types it ("Scalar", "ScalarList", "TensorList", "")."""
     pdims, ptypes, _ = _args(parent)
     dims, types, _ = _args(child)
     out = []
@@ -166,7 +167,7 @@ def _child_args(child: dict, parent: dict) -> list:
             continue
         ref = next((f"i{k}" for k, (pd, pt) in enumerate(zip(pdims, ptypes)) if pd == d and pt == t), None)
         if ref is None:
-            ref = "o0" if t != "TensorList" else "TensorList"
+            ref = "TensorList" if t == "TensorList" else ("e0" if d == [0] else "o0")
         out.append(ref)
     return out
 

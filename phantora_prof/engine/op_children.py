@@ -143,11 +143,13 @@ def _resolve_args(codes: list, parent: dict, op: Any) -> dict:
             dims.append(pdims[k] if k < len(pdims) else [])
             types.append(ptypes[k] if k < len(ptypes) else "")
             strides.append(pstrides[k] if k < len(pstrides) else [])
-        elif c == "o0":
+        elif c in ("o0", "e0"):
             if out0 is not None:
                 d, t, s = _tensor_args(out0)
             else:
                 d, t, s = [], "", []
+            if c == "e0":  # a fresh empty tensor of the output's dtype (before its resize_)
+                d, s = ([0], [1]) if t else ([], [])
             dims.append(d)
             types.append(t)
             strides.append(s)

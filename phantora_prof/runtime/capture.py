@@ -158,11 +158,11 @@ class CaptureMode(TorchDispatchMode):
         if isinstance(func, torch._ops.HigherOrderOperator):
             if tls is None:
                 return self._hop(func, args, kwargs)
-            tls.suppress += 1
+            prev = rec.quiet(1)
             try:
                 return self._hop(func, args, kwargs)
             finally:
-                tls.suppress -= 1
+                rec.quiet(prev)
         if torch._C._get_dispatch_mode(_FAKE_KEY) is not None:
             # A framework's own FakeTensorMode is active (DTensor's sharding propagation builds
             # global-shape fake tensors; tracing): shape computation, no GPU work. FakeTensorMode
@@ -186,11 +186,11 @@ class CaptureMode(TorchDispatchMode):
         if func is _ADD and self._accumulates_in_place(tls, args, kwargs):
             func, record_name = _ADD_, "aten::add"
         # Everything dispatched while the op is faked is the simulator's, not the CUDA kernel's.
-        tls.suppress += 1
+        prev = rec.quiet(1)
         try:
             return self._cuda_op(func, args, kwargs, tls, record_name)
         finally:
-            tls.suppress -= 1
+            rec.quiet(prev)
 
     def _accumulates_in_place(self, tls, args: tuple, kwargs: dict) -> bool:
         """Whether autograd's gradient accumulation `old + new` (InputBuffer::accumulate) would
@@ -254,13 +254,13 @@ class CaptureMode(TorchDispatchMode):
             # build runs as its own kernel (silu_backward, _fused_rms_norm) stays one op. Its
             # parts are recorded as a CUDA build's dispatcher would record them.
             if tls is not None:
-                tls.suppress -= 1
+                self._rec.quiet(0)
             try:
                 with self:
                     r = func.decompose(*args, **kwargs)
             finally:
                 if tls is not None:
-                    tls.suppress += 1
+                    self._rec.quiet(1)
             if r is not NotImplemented:
                 return r
         if func.namespace == "_c10d_functional":  # DTensor / tensor-parallel collectives

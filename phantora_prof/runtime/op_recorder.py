@@ -6,9 +6,10 @@ capture mode sees only the ops that reach the Python dispatch key; the native li
 global RecordFunction callback sees the rest, and stamps each call with the simulated host
 clock, which the clock mirrors into the library on every change (`VirtualClock.mirror`).
 
-The capture mode talks to the recorder through per-thread flags (`RecTls`, shared memory,
-no call into C): `suppress` hides what the mode itself dispatches while it fakes an op
-(FakeTensorMode's own calls are not the CUDA kernel's), `skip_next` hides the mode's
+The capture mode talks to the recorder through per-thread flags (`RecTls`, shared memory)
+and `quiet`: `quiet(1)` hides what the mode itself dispatches while it fakes an op
+(FakeTensorMode's own calls are not the CUDA kernel's; RecordFunction is switched off for the
+thread meanwhile, so they cost nothing), `skip_next` hides the mode's
 re-dispatch of a CPU op (it would record the op twice), and `open_id`/`open_name` name the
 innermost recorded call, i.e. the op the mode is handling: its record id becomes the
 captured op's External id, so the coordinator keeps one span for it (the OpCall) and nests
@@ -48,6 +49,9 @@ class Recorder:
         lib.phantora_rec_pending.restype = ctypes.c_int64
         lib.phantora_rec_drain.restype = ctypes.c_int64
         lib.phantora_rec_drain.argtypes = [ctypes.POINTER(ctypes.c_char_p)]
+        lib.phantora_rec_quiet.argtypes = [ctypes.c_int]
+        lib.phantora_rec_quiet.restype = ctypes.c_int
+        self.quiet = lib.phantora_rec_quiet  # quiet(1): hide this thread's calls; returns the previous state
         self.now = ctypes.c_int64.in_dll(lib, "phantora_sim_now_ns")
         self._next_id = lib.phantora_rec_next_id
         self._local = threading.local()
