@@ -89,6 +89,8 @@ class OpCall:
     seq_nr: int = -1  # autograd sequence number, -1 when none
     launch_ns: int = -1  # host time the op's GPU work was launched (inside [start, end])
     kernels: tuple = ()  # cost.Kernel items the op launches, in order (empty: no GPU work)
+    depth: int = -1  # nesting depth among the recorded host ops of its thread (-1: not recorded,
+    # -2: no dispatcher call stands for it, e.g. FakeTensor's own detach: host time only, no span)
 
 
 @dataclass(slots=True)
@@ -115,6 +117,18 @@ class AutogradSpan:
     end_ns: int
     seq_nr: int
     external_id: int
+
+
+@dataclass(slots=True)
+class HostOps:
+    """Host calls the native op recorder saw (runtime/op_recorder.py): composite ops around
+    captured ones, ops on CPU tensors, autograd nodes; `data` is the recorder's JSON array of
+    [id, parent id, thread, start ns, end ns, name, sequence nr, forward thread id, depth,
+    Input Dims, Input type, Input Strides, Concrete Inputs]. A record whose id is a captured
+    op's External id stands for that op (its OpCall was sent before)."""
+
+    rank: int
+    data: bytes
 
 
 class SyncKind(IntEnum):

@@ -127,9 +127,10 @@ def test_parse_op_cost_units():
 def test_shape_args_match_kineto_conventions():
     t = TensorArg((8, 4), (4, 1), "bfloat16", 0)
     out = shape_args((t, (t, t), 1, 0.5, True, None, (1.0, 2.0)))
-    assert out["Input Dims"] == [[8, 4], [], [], [], [], [], []]
+    assert out["Input Dims"] == [[8, 4], [[8, 4], [8, 4]], [], [], [], [], []]  # lists: each tensor's shape
     assert out["Input type"] == ["c10::BFloat16", "TensorList", "Scalar", "Scalar", "Scalar", "", "ScalarList"]
-    assert out["Input Strides"][0] == [4, 1]
+    assert out["Input Strides"][0] == [4, 1] and out["Input Strides"][1] == [[4, 1], [4, 1]]
+    assert shape_args(((t,) * 31,))["Input Dims"] == [[]]  # longer than torch.profiler shows
     assert out["Concrete Inputs"][2:5] == ["1", "0.5", "True"]
 
 

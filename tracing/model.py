@@ -31,6 +31,11 @@ class Span:
     args: dict[str, Any] = field(default_factory=dict)
     on_gpu: bool = False
     device: int = 0
+    # For the writer of the spans (not written to the file): a host span's begin order among
+    # the spans of its thread (a sortable tuple) and its parent's, where the writer knows them
+    # (spans that start or end at the same instant nest by these, not by time).
+    key: Any = None
+    parent: Any = None
 
 
 @dataclass(slots=True)

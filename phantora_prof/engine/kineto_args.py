@@ -16,6 +16,9 @@ KINETO_TYPE_NAMES = {
 }
 
 
+TENSOR_LIST_DISPLAY_LENGTH_LIMIT = 30
+
+
 def _concrete(value: Any) -> str:
     if isinstance(value, bool):
         return "True" if value else "False"
@@ -45,9 +48,11 @@ def shape_args(args: tuple) -> dict[str, list]:
             strides.append(list(a.stride))
             concrete.append("")
         elif isinstance(a, tuple) and a and all(isinstance(t, TensorArg) or t is None for t in a):
-            dims.append([])
+            # the shapes of each tensor, up to torch.profiler's TENSOR_LIST_DISPLAY_LENGTH_LIMIT
+            short = len(a) <= TENSOR_LIST_DISPLAY_LENGTH_LIMIT
+            dims.append([list(t.shape) if t is not None else [] for t in a] if short else [])
             types.append("TensorList")
-            strides.append([])
+            strides.append([list(t.stride) if t is not None else [] for t in a] if short else [])
             concrete.append("")
         elif _is_scalar_list(a):
             dims.append([])

@@ -12,8 +12,11 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from phantora_prof import hostcost
 from phantora_prof.engine.contention import GpuContention, InFlight, kernel_category
+from phantora_prof.engine import host_layout, op_children
 from phantora_prof.engine.gpu import SimulatedGpu
 from phantora_prof.engine.kineto_args import shape_args
 from phantora_prof.protocol import (
@@ -23,6 +26,7 @@ from phantora_prof.protocol import (
     EventQueryRequest,
     EventRecord,
     MemoryCounters,
+    HostOps,
     MemoryEvent,
     OpCall,
     ProfileExportRequest,
@@ -35,6 +39,9 @@ from phantora_prof.protocol import (
 from tracing.model import Flow, FlowEnd, Instant, RankTrace, Span
 
 log = logging.getLogger(__name__)
+
+_EVALUATE_FUNCTION = "autograd::engine::evaluate_function: "
+_HIDDEN_DEPTH = -2  # OpCall.depth of a call no dispatcher call stands for (runtime/capture.py)
 
 _GPU_CATEGORY = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset"}
 _SYNC_API = {
@@ -101,6 +108,24 @@ class _MemorySeries:
         out = [(t, d, a, r) for d, (ts, al, re) in self._dev.items() for t, a, r in zip(ts, al, re)]
         out.sort()
         return out
+def _number_ops(spans: list[Span]) -> None:
+    """External ids 1, 2, ... for the host ops and annotations in the order they begin (as
+    kineto numbers them), and the same for the runtime calls and GPU work that refer to them.
+    (The simulation's own ids are unique but sparse, and ops from the children table have
+    temporary ones.)"""
+    host = sorted((s for s in spans if not s.on_gpu and s.cat in ("cpu_op", "user_annotation")),
+                  key=lambda s: (s.ts_ns, -s.dur_ns, s.tid))
+    new: dict[int, int] = {}
+    for n, s in enumerate(host, 1):
+        old = s.args.get("External id")
+        if old is not None:
+            new[old] = n  # a repeated id (an op and the record around it): the innermost keeps it
+        s.args["External id"] = n
+    for s in spans:
+        if s.on_gpu or s.cat not in ("cpu_op", "user_annotation"):
+            old = s.args.get("External id")
+            if old is not None and old in new:
+                s.args["External id"] = new[old]
 
 
 class RankTimeline:
@@ -128,6 +153,13 @@ class RankTimeline:
         self._fwdbwd_id = 0
         self.contention = GpuContention(num_sms)  # NCCL kernels holding SMs (engine.contention)
         self.in_flight = InFlight()  # collectives on this timeline, for link sharing
+        self._seq_first_op: dict[int, Span] = {}  # seq_nr -> the forward op that created that node
+        self._fwdbwd: list[tuple[Span, Span]] = []  # (forward op, backward node's span): fwdbwd flows
+        # External id -> (span, OpCall, launches) of a captured op the op recorder also recorded
+        self._recorded_ops: dict[int, tuple[Span, OpCall, list]] = {}
+        self._node_of: dict[int, tuple[int, int, Span]] = {}  # evaluate_function record id -> node (seq, fwd, span)
+        self._child_id = 0  # temporary External ids of ops from the children table (negative)
+        self._copies: dict[int, Span] = {}  # id(span) -> its copy in the last window built
 
     # ---- helpers ----
     def gpu(self, device: int) -> SimulatedGpu:
@@ -173,6 +205,8 @@ class RankTimeline:
             self.gpu(msg.device).wait_event(msg.stream, self.event_times.get(msg.event))
         elif isinstance(msg, StreamCreated):
             self.gpu(msg.device).stream(msg.stream)
+        elif isinstance(msg, HostOps):
+            self._host_ops(msg)
         elif isinstance(msg, Annotation):
             self.annotations.append(msg)
         elif isinstance(msg, MemoryEvent):
@@ -203,14 +237,18 @@ class RankTimeline:
     def _op(self, op: OpCall) -> None:
         self.stats.ops += 1
         tid = self._host_tid(op.tid)
+        if op.depth == _HIDDEN_DEPTH and not op.kernels:
+            self.stats.host_end_ns = max(self.stats.host_end_ns, op.end_ns)
+            return
         args: dict[str, Any] = {"External id": op.external_id, "Record function id": 0}
+        span = Span("cpu_op", op.name, tid, op.start_ns, op.end_ns - op.start_ns, args, key=(op.external_id, 0))
         if op.seq_nr >= 0:
             args["Sequence number"] = op.seq_nr
             args["Fwd thread id"] = 0 if op.tid == 0 else 1
             if op.tid == 0 and op.seq_nr not in self._seq_first_op:
-                self._seq_first_op[op.seq_nr] = (tid, op.start_ns)
+                self._seq_first_op[op.seq_nr] = span
         args.update(shape_args(op.args))
-        self.spans.append(Span("cpu_op", op.name, tid, op.start_ns, op.end_ns - op.start_ns, args))
+        self.spans.append(span)
         self.stats.host_end_ns = max(self.stats.host_end_ns, op.end_ns)
         kernels = getattr(op, "kernels", ()) or ()
         if not kernels:
@@ -235,6 +273,42 @@ class RankTimeline:
             source = getattr(k, "source", "roofline")
             self.stats.estimated_ops[source] = self.stats.estimated_ops.get(source, 0) + act.end_ns - act.start_ns
             t += dur
+        launches: list = []  # (runtime call span, [its GPU spans])
+        if kernels:
+            gpu = self.gpu(op.device)
+            t = op.launch_ns if op.launch_ns >= 0 else op.start_ns
+            for k in kernels:
+                launches.append(self._launch(k, op, tid, t, gpu))
+                t += hostcost.api_ns(k.launch_api)
+        if op.depth >= 0:  # the recorder's record of it comes later, with its full inputs
+            self._recorded_ops[op.external_id] = (span, op, launches)
+        else:
+            self._children(op, span, launches, None)
+
+    def _children(self, op: OpCall, span: Span, launches: list, types: list | None) -> None:
+        """What a CUDA build's kernel of `op` dispatches inside it (engine/op_children.py)."""
+        template = op_children.table().lookup(op.name, types, span.args.get("Input Dims"))
+        if template:
+            self.spans.extend(op_children.expand(op, span, launches, template, self._next_child_id))
+
+    def _next_child_id(self) -> int:
+        self._child_id -= 1
+        return self._child_id
+
+    def _launch(self, k: Any, op: OpCall, tid: int, t: int, gpu: SimulatedGpu) -> tuple:
+        """One launch of `op`'s GPU work at host time `t`: (runtime call span, [GPU span])."""
+        corr = self._api_span(k.launch_api, tid, t, hostcost.api_ns(k.launch_api), op.external_id)
+        api_span = self.spans[-1]
+        act = gpu.enqueue(op.stream, t, k.duration_ns)
+        self.work.append(_GpuWork(t, act.start_ns, act.end_ns, op.stream, op.device))
+        self._gpu_span(k, op, corr, act.start_ns, act.end_ns - act.start_ns)
+        gpu_span = self.spans[-1]
+        self.flows.append(Flow("ac2g", corr, FlowEnd(False, tid, t), FlowEnd(True, op.stream, act.start_ns, op.device)))
+        self.stats.gpu_ns += act.end_ns - act.start_ns
+        self.stats.flops += getattr(k, "flops", 0.0) or 0.0
+        source = getattr(k, "source", "roofline")
+        self.stats.estimated_ops[source] = self.stats.estimated_ops.get(source, 0) + act.end_ns - act.start_ns
+        return api_span, [gpu_span]
 
     def _gpu_span(self, k: Any, op: OpCall, corr: int, start: int, dur: int) -> None:
         cat = _GPU_CATEGORY[k.kind]
@@ -273,20 +347,68 @@ class RankTimeline:
         tid = self._host_tid(msg.tid)
         outer = f"autograd::engine::evaluate_function: {msg.name}"
         dur = msg.end_ns - msg.start_ns
-        self.spans.append(Span("cpu_op", outer, tid, msg.start_ns, dur, {
+        outer_span = Span("cpu_op", outer, tid, msg.start_ns, dur, {
             "External id": msg.external_id, "Record function id": 0, "Sequence number": msg.seq_nr,
-            "Fwd thread id": 1}))
+            "Fwd thread id": 1}, key=(msg.external_id, 0))
+        self.spans.append(outer_span)
         # The node's own span: torch records the incoming gradients' shapes here; we do not
         # see them at the dispatch level, so the shape lists are present but empty.
         self.spans.append(Span("cpu_op", msg.name, tid, msg.start_ns, dur, {
             "External id": msg.external_id, "Sequence number": msg.seq_nr, "Fwd thread id": 1,
             "Record function id": 0, "Concrete Inputs": [], "Input type": [], "Input Strides": [],
-            "Input Dims": []}))
+            "Input Dims": []}, key=(msg.external_id, 1), parent=(msg.external_id, 0)))
         fwd = self._seq_first_op.get(msg.seq_nr)
         if fwd is not None:
-            self._fwdbwd_id += 1
-            self.flows.append(Flow("fwdbwd", self._fwdbwd_id, FlowEnd(False, fwd[0], fwd[1]),
-                                   FlowEnd(False, tid, msg.start_ns)))
+            self._fwdbwd.append((fwd, outer_span))
+
+    def _host_ops(self, msg: HostOps) -> None:
+        """The op recorder's host calls (runtime/op_recorder.py): composite ops, CPU-tensor
+        ops and autograd nodes around the captured ops, as torch.profiler records them."""
+        spans = self.spans
+        for rid, parent, thread, t0, t1, name, seq, fwd, _depth, dims, types, strides, concrete \
+                in orjson.loads(msg.data):
+            pkey = (parent, 0) if parent else host_layout.TOP
+            captured = self._recorded_ops.pop(rid, None)
+            if captured is not None:  # a captured op: its OpCall's span stands for it, with the
+                span, op, launches = captured  # inputs as the dispatcher saw them (all of them)
+                a = span.args
+                a["Concrete Inputs"] = concrete
+                a["Input type"] = types
+                a["Input Strides"] = strides
+                a["Input Dims"] = dims
+                span.parent = pkey
+                self._children(op, span, launches, types)
+                if t0 < span.ts_ns:  # the call began before the capture mode charged anything
+                    span.dur_ns += span.ts_ns - t0  # (an autograd node's engine overhead)
+                    span.ts_ns = t0
+                continue
+            tid = self._host_tid(thread)
+            if name.startswith(_EVALUATE_FUNCTION):
+                # kineto gives the engine's span the sequence number of the node it evaluates
+                args: dict[str, Any] = {"External id": rid, "Record function id": 0}
+                node = self._node_of.pop(rid, None)
+                if node is not None:
+                    args["Sequence number"] = node[0]
+                    args["Fwd thread id"] = node[1]
+                    fwd_op = self._seq_first_op.get(node[0])
+                    if fwd_op is not None:
+                        self._fwdbwd.append((fwd_op, node[2]))
+                spans.append(Span("cpu_op", name, tid, t0, t1 - t0, args, key=(rid, 0), parent=pkey))
+                continue
+            args = {"External id": rid}
+            if seq >= 0:
+                args["Sequence number"] = seq
+                args["Fwd thread id"] = fwd
+            args["Record function id"] = 0
+            args["Concrete Inputs"] = concrete
+            args["Input type"] = types
+            args["Input Strides"] = strides
+            args["Input Dims"] = dims
+            span = Span("cpu_op", name, tid, t0, t1 - t0, args, key=(rid, 0), parent=pkey)
+            if seq >= 0 and fwd > 0:  # an autograd node (BACKWARD_FUNCTION): its evaluate_function is the parent
+                self._node_of[parent] = (seq, fwd, span)
+            spans.append(span)
+            self.stats.host_end_ns = max(self.stats.host_end_ns, t1)
 
     def _export(self, msg: ProfileExportRequest) -> str:
         """torch.profiler's export_chrome_trace for a window: written here, where the GPU
@@ -360,7 +482,10 @@ class RankTimeline:
                     keep = start_ns <= s.ts_ns and s.ts_ns + s.dur_ns <= end
                 if keep:
                     chosen.append(s)
-        return [Span(s.cat, s.name, s.tid, s.ts_ns, s.dur_ns, dict(s.args), s.on_gpu, s.device) for s in chosen]
+        out = [Span(s.cat, s.name, s.tid, s.ts_ns, s.dur_ns, dict(s.args), s.on_gpu, s.device, s.key, s.parent)
+               for s in chosen]
+        self._copies = {id(a): b for a, b in zip(chosen, out)}
+        return out
 
     def build(self, base_time_ns: int, trace_name: str = "", start_ns: int | None = None,
               end_ns: int | None = None, record_shapes: bool = True, profile_memory: bool = False) -> RankTrace:
@@ -374,6 +499,9 @@ class RankTimeline:
             # ones. End each 1 ns early: siblings are apart, a child still ends within its parent.
             if not s.on_gpu and s.dur_ns > 1:
                 s.dur_ns -= 1
+        copies = self._copies
+        host_layout.layout(spans)  # calls at one instant: drawn nested as they ran
+        _number_ops(spans)
         instants = self._memory_instants(start_ns, end_ns) if profile_memory else []
         # Kineto numbers host ops, annotations and memory events together, in time order.
         host_events = [(s.ts_ns, -s.dur_ns, s) for s in spans if s.cat in ("cpu_op", "user_annotation")]
@@ -389,6 +517,18 @@ class RankTimeline:
             end = end_ns if end_ns is not None else self.stats.host_end_ns
             flows = [f for f in self.flows if start_ns <= f.start.ts_ns <= end
                      and (f.cat == "ac2g" or f.end.ts_ns <= end)]
+        # launches the layout moved (by a few ns): their flows start where they are drawn now
+        call_ts = {s.args["correlation"]: s.ts_ns for s in spans
+                   if s.cat in ("cuda_runtime", "cuda_driver") and "correlation" in s.args}
+        for i, f in enumerate(flows):
+            if f.cat == "ac2g" and not f.start.on_gpu:
+                ts = call_ts.get(f.id)
+                if ts is not None and ts != f.start.ts_ns:
+                    flows[i] = Flow(f.cat, f.id, FlowEnd(False, f.start.tid, ts, f.start.device), f.end)
+        for i, (fwd, bwd) in enumerate(self._fwdbwd):
+            a, b = copies.get(id(fwd)), copies.get(id(bwd))
+            if a is not None and b is not None:
+                flows.append(Flow("fwdbwd", i + 1, FlowEnd(False, a.tid, a.ts_ns), FlowEnd(False, b.tid, b.ts_ns)))
         streams = {d: sorted(g.streams) for d, g in self.gpus.items()} or {0: []}
         trace = RankTrace(
             rank=self.rank, host_pid=self.host_pid, base_time_ns=base_time_ns,

@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from phantora_prof import cost, hostcost
 from phantora_prof.errors import UnsupportedOpError
 from phantora_prof.protocol import CPU_DEVICE, AutogradSpan, OpCall, OpKind, SyncKind, TensorArg
-from phantora_prof.runtime import annotations, conv_layout, cuda_dispatch, memory, pinned, sdpa, values
+from phantora_prof.runtime import annotations, conv_layout, cuda_dispatch, memory, op_recorder, pinned, sdpa, values
 from phantora_prof.runtime import state as _state
 from phantora_prof.runtime.distributed.pending import PENDING as _DIST_PENDING
 from phantora_prof.runtime.distributed.pending import consume as _dist_consume
@@ -51,6 +51,17 @@ _MEMSET_OPS = {"aten::zero_", "aten::zeros", "aten::zeros_like", "aten::new_zero
 
 _PRIM_DEVICE = torch.ops.prim.device.default
 _SDP_CHOICE = aten._fused_sdp_choice.default
+HIDDEN_DEPTH = -2  # OpCall.depth of a call no dispatcher call stands for: host time, no trace span
+_ADD = torch.ops.aten.add.Tensor
+_ADD_ = torch.ops.aten.add_.Tensor
+_EVALUATE_FUNCTION = "autograd::engine::evaluate_function: "
+
+
+def _non_overlapping_and_dense(t: torch.Tensor) -> bool:
+    from torch._prims_common import is_non_overlapping_and_dense_or_false
+
+    return bool(is_non_overlapping_and_dense_or_false(t))
+
 _FAKE_KEY = torch._C._TorchDispatchModeKey.FAKE
 
 # Ops taken on the fast path (see CaptureMode._fast_fake): frequent in training steps, with
@@ -108,6 +119,9 @@ class CaptureMode(TorchDispatchMode):
         self._autograd_open: tuple | None = None  # (node, name, seq, start_ns, ext_id)
         self.unsupported: dict[str, str] = {}
         self.op_costs: dict[str, int] = dict(self.st.config.op_costs)
+        # The native op recorder (CPU builds of torch): it records the host op tree, autograd
+        # nodes included, so the mode does not send AutogradSpans of its own.
+        self._rec = op_recorder.get()
         annotations.set_boundary_hook(self._close_autograd)
 
     # ---- classification ----
@@ -160,37 +174,119 @@ class CaptureMode(TorchDispatchMode):
             if self.st.pyhost is not None:
                 self.st.clock.advance(hostcost.SUBCLASS_DISPATCH_NS)
             return NotImplemented
+        rec = self._rec
+        tls = rec.tls() if rec is not None else None
         if isinstance(func, torch._ops.HigherOrderOperator):
-            return self._hop(func, args, kwargs)
+            if tls is None:
+                return self._hop(func, args, kwargs)
+            prev = rec.quiet(1)
+            try:
+                return self._hop(func, args, kwargs)
+            finally:
+                rec.quiet(prev)
         if torch._C._get_dispatch_mode(_FAKE_KEY) is not None:
             # A framework's own FakeTensorMode is active (DTensor's sharding propagation builds
             # global-shape fake tensors; tracing): shape computation, no GPU work. FakeTensorMode
             # is an infra mode, dispatched after user modes like this one, so its ops pass here.
-            return func(*args, **kwargs)
+            return self._redispatch(tls, func, args, kwargs)
         if func.namespace == "prim":
             # prim::device / prim::layout queries: metadata, no dispatcher op in a real profile
             if func is _PRIM_DEVICE:
                 return args[0].device
             return func(*args, **kwargs)
         if not self._touches_cuda(args, kwargs):
-            out = func(*args, **kwargs)
-            if self.st.pyhost is not None:  # an op on CPU tensors: its time on the reference host
+            if self.st.pyhost is not None:
+                # An op on CPU tensors: its time on the reference host by the bytes it moves
+                # (hostcost.cpu_op_ns, issue #15), recorded (as torch.profiler would) with what
+                # its kernel calls under it.
+                out = self._redispatch(tls, func, args, kwargs)
                 self.st.clock.advance(hostcost.cpu_op_ns(_cpu_bytes(args, out)))
-            return out
-        return self._cuda_op(func, args, kwargs)
+                return out
+            if tls is not None:
+                # Without the host model: the per-op table's charge for one (DISPATCH_NS_CPU).
+                self.st.clock.advance(hostcost.DISPATCH_NS_CPU)
+            return self._redispatch(tls, func, args, kwargs)
+        if tls is None:
+            return self._cuda_op(func, args, kwargs)
+        record_name = None
+        if func is _ADD and self._accumulates_in_place(tls, args, kwargs):
+            func, record_name = _ADD_, "aten::add"
+        # Everything dispatched while the op is faked is the simulator's, not the CUDA kernel's.
+        prev = rec.quiet(1)
+        try:
+            return self._cuda_op(func, args, kwargs, tls, record_name)
+        finally:
+            rec.quiet(prev)
+
+    def _accumulates_in_place(self, tls, args: tuple, kwargs: dict) -> bool:
+        """Whether autograd's gradient accumulation `old + new` (InputBuffer::accumulate) would
+        run in place, as `old.add_(new)`, on a CUDA build.
+
+        It does when grad mode is off and the buffer holds the last reference to `old` and
+        its storage (input_buffer.cpp, can_accumulate_inplace). Here it never can: that test
+        also asks `at::isTensorSubclassLike(old)`, true for every tensor while a
+        TorchDispatchMode is active (this one always is) and for FakeTensor (a Python
+        subclass), and the Python objects and the Python dispatch hold references of their
+        own. So the decision is taken here, with the references counted the same way for
+        `old` and for `new` (the gradient just produced, which only this call holds): `old`
+        is the last reference when it is held no more than `new` is. (Only the tensors'
+        own counts: its storage's count also counts views that Python garbage cycles keep
+        alive until a collection, which would make the choice vary from run to run.)"""
+        rec = self._rec
+        if len(args) != 2 or kwargs or torch.is_grad_enabled() or rec.name(tls.open_name) != "aten::add":
+            return False
+        if not (rec.name(tls.outer_name) or "").startswith(_EVALUATE_FUNCTION):
+            return False  # not the engine's input buffer (an add inside a backward function)
+        old, new = args
+        if not (isinstance(old, FakeTensor) and isinstance(new, FakeTensor)) or old.shape != new.shape \
+                or old.is_sparse or not _non_overlapping_and_dense(old):
+            return False
+        return old._use_count() <= new._use_count()
+
+    @staticmethod
+    def _redispatch(tls, func, args: tuple, kwargs: dict):
+        """Run `func` for real (CPU tensors). Its record is already open (the dispatcher
+        recorded the call that reached this mode): the re-dispatch must not record it again,
+        while what the CPU kernel calls is recorded under it."""
+        if tls is None:
+            return func(*args, **kwargs)
+        tls.skip_next = 1
+        try:
+            return func(*args, **kwargs)
+        finally:
+            tls.skip_next = 0
+
+    def _record_id(self, tls, name: str) -> tuple[int, int]:
+        """(External id, depth) of the op being handled: its native record's (the coordinator
+        then keeps the OpCall for it) when the innermost recorded call is this op, or the one
+        around it (an autograd kernel's own record inside the op: `detach`); else a new id."""
+        if tls is not None and tls.open_id:
+            rec = self._rec
+            if rec.name(tls.open_name) == name:
+                return tls.open_id, tls.depth - 1
+            if tls.outer_id and rec.name(tls.outer_name) == name:
+                return tls.outer_id, tls.depth - 2
+        return self.st.next_external_id(), -1
 
     # ---- CUDA ops ----
-    def _cuda_op(self, func, args: tuple, kwargs: dict):
+    def _cuda_op(self, func, args: tuple, kwargs: dict, tls=None, record_name: str | None = None):
         st = self.st
         name = func._schema.name
         if func is aten._local_scalar_dense.default:
-            return self._scalar_read(args[0])
+            return self._scalar_read(args[0], tls)
         if _composite_implicit(func) and not cuda_dispatch.has_cuda_kernel(func):
             # e.g. is_nonzero (bool(t)) -> item(): decompose under this mode, as FakeTensorMode
             # would under itself, so data-dependent reads reach _scalar_read. An op a CUDA
-            # build runs as its own kernel (silu_backward, _fused_rms_norm) stays one op.
-            with self:
-                r = func.decompose(*args, **kwargs)
+            # build runs as its own kernel (silu_backward, _fused_rms_norm) stays one op. Its
+            # parts are recorded as a CUDA build's dispatcher would record them.
+            if tls is not None:
+                self._rec.quiet(0)
+            try:
+                with self:
+                    r = func.decompose(*args, **kwargs)
+            finally:
+                if tls is not None:
+                    self._rec.quiet(1)
             if r is not NotImplemented:
                 return r
         if func.namespace == "_c10d_functional":  # DTensor / tensor-parallel collectives
@@ -234,9 +330,9 @@ class CaptureMode(TorchDispatchMode):
         targs = tuple(_to_arg(a) for a in args)
         tkwargs = {k: _to_arg(v) for k, v in kwargs.items()}
         touts = _outputs(out)
-        ext = st.next_external_id()
+        ext, depth = self._record_id(tls, record_name or name)
         op = OpCall(st.config.rank, ext, name, targs, tkwargs, touts, tid, start, start, stream, device, kind,
-                    seq_nr=_forward_sequence_nr(tid, args))
+                    seq_nr=_forward_sequence_nr(tid, args), depth=depth)
         user_ns = self.op_costs.get(name) if self.op_costs else None
         if user_ns is not None:
             kernels = (cost.Kernel("kernel", name, user_ns, grid=(self.gpu.num_sms, 1, 1), block=(256, 1, 1),
@@ -252,6 +348,11 @@ class CaptureMode(TorchDispatchMode):
         op.launch_ns = start + dispatch
         op.end_ns = op.launch_ns + launch_total
         op.kernels = kernels
+        if depth < 0 and not kernels and tls is not None:
+            # No dispatcher call of this op is open: the Python interpreter called the mode
+            # itself (FakeTensor's shallow_copy_and_detach dispatches aten::detach, where a
+            # real tensor detaches without any op). Its host time stays; the trace gets no op.
+            op.depth = HIDDEN_DEPTH
         st.clock.advance_to(op.end_ns)
         st.ops_captured += 1
         if _DIST_PENDING and kernels:  # reads the output of a collective nobody waited for
@@ -283,7 +384,7 @@ class CaptureMode(TorchDispatchMode):
         start = st.clock.now_ns
         device = self._device_of(hops.tensor_args(args), {}, out)
         stream = st.stream_of(device)
-        ext = st.next_external_id()
+        ext = st.next_external_id()  # HOPs are no dispatcher ops: the recorder has no record of them
         op = OpCall(st.config.rank, ext, name, hops.to_arg_list(args, _to_arg), {}, _outputs(out), tid, start,
                     start, stream, device, OpKind.COMPUTE, seq_nr=_forward_sequence_nr(tid, hops.tensor_args(args)))
         op.kernels = hops.kernels(name, args, self.gpu, _matmul_tf32())
@@ -446,17 +547,19 @@ class CaptureMode(TorchDispatchMode):
         return False
 
     # ---- data-dependent reads ----
-    def _scalar_read(self, t: torch.Tensor):
+    def _scalar_read(self, t: torch.Tensor, tls=None):
         """`.item()` on a fake CUDA tensor: a 1-element D2H copy, a sync, and a placeholder."""
         st = self.st
         device = t.device.index or 0
         stream = st.stream_of(device)
-        ext = st.next_external_id()
+        if tls is None and self._rec is not None:  # from the CUDA-key kernel (backend_kernels.py)
+            tls = self._rec.tls()
+        ext, depth = self._record_id(tls, "aten::_local_scalar_dense")
         start = st.clock.now_ns
         src = TensorArg(tuple(t.shape), tuple(t.stride()), _dtype_name(t.dtype), device)
         dst = TensorArg(tuple(t.shape), tuple(t.stride()), src.dtype, CPU_DEVICE, True)
         op = OpCall(st.config.rank, ext, "aten::_local_scalar_dense", (src,), {}, (dst,), st.tid(), start,
-                    start, stream, device, OpKind.MEMCPY)
+                    start, stream, device, OpKind.MEMCPY, depth=depth)
         kernels = tuple(cost.estimate(op, self.gpu))
         op.kernels = kernels
         op.launch_ns = start + hostcost.DISPATCH_NS_VIEW
@@ -486,7 +589,7 @@ class CaptureMode(TorchDispatchMode):
         if node is not None and (self._autograd_open is None):
             st = self.st
             self._autograd_open = (node, node.name(), node._sequence_nr(), st.clock.now_ns,
-                                   st.next_external_id(), tid)
+                                   st.next_external_id() if self._rec is None else -1, tid)
             st.clock.advance(hostcost.AUTOGRAD_NODE_NS)
 
     def _close_autograd(self) -> None:
@@ -494,6 +597,8 @@ class CaptureMode(TorchDispatchMode):
         if cur is None:
             return
         self._autograd_open = None
+        if self._rec is not None:
+            return  # the recorder has the node's own records (evaluate_function and the node)
         st = self.st
         _, name, seq, start, ext, tid = cur
         st.channel.send(AutogradSpan(st.config.rank, name, tid, start, st.clock.now_ns, seq, ext))

@@ -25,6 +25,15 @@ class Channel:
         self._lock = threading.RLock()
         self.closed = False
         self._sending = False  # a frame is being written (a signal handler must not start another)
+        # Called before each batch goes out: a message to send with it, or None (the native op
+        # recorder's finished host records, runtime/op_recorder.py).
+        self.before_send: Any = None
+
+    def _collect(self) -> None:
+        if self.before_send is not None:
+            msg = self.before_send()
+            if msg is not None:
+                self._buf.append(msg)
 
     def send(self, msg: Any) -> None:
         with self._lock:
@@ -37,6 +46,8 @@ class Channel:
             self._flush_locked()
 
     def _flush_locked(self) -> None:
+        if not self.closed:
+            self._collect()
         if self._buf and not self.closed:
             batch, self._buf = self._buf, []
             self._send(batch)
@@ -52,6 +63,7 @@ class Channel:
         with self._lock:
             if self.closed:
                 raise ProtocolError("the coordinator connection is closed")
+            self._collect()
             self._buf.append(msg)
             batch, self._buf = self._buf, []
             self._send(batch)
@@ -64,6 +76,7 @@ class Channel:
         with self._lock:
             if self.closed:
                 return
+            self._collect()
             if final is not None:
                 self._buf.append(final)
             self._flush_locked()

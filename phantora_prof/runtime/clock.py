@@ -25,10 +25,17 @@ class VirtualClock:
         self.epoch_ns = _time.time_ns() if epoch_ns is None else epoch_ns
         self._lock = threading.Lock()
         self._pending = None  # () -> ns of host work done since the last read (runtime/pyhost.py)
+        self._mirror = None  # a ctypes.c_int64 that follows the clock (the native op recorder's)
 
     def set_pending(self, pending) -> None:
         """Host work that is counted, not timed (the interpreter's), is charged at every read."""
         self._pending = pending
+
+    def mirror(self, cell) -> None:
+        """Keep `cell.value` (a ctypes.c_int64) equal to the clock from now on."""
+        self._mirror = cell
+        if cell is not None:
+            cell.value = self._now
 
     @property
     def now_ns(self) -> int:
@@ -38,17 +45,23 @@ class VirtualClock:
             if ns:
                 with self._lock:
                     self._now += ns
+                    if self._mirror is not None:
+                        self._mirror.value = self._now
         return self._now
 
     def advance(self, ns: int) -> int:
         with self._lock:
             self._now += max(0, int(ns))
+            if self._mirror is not None:
+                self._mirror.value = self._now
             return self._now
 
     def advance_to(self, ns: int) -> int:
         with self._lock:
             if ns > self._now:
                 self._now = int(ns)
+                if self._mirror is not None:
+                    self._mirror.value = self._now
             return self._now
 
     def elapsed_ns(self) -> int:

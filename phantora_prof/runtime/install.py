@@ -162,9 +162,33 @@ def install(config: RankConfig) -> InstalledRuntime:
     from phantora_prof.runtime import distributed
 
     distributed.install()
+    rec = _record_op_tree(st)
     mode = CaptureMode()
     from phantora_prof.runtime import backend_kernels
 
     backend_kernels.install(mode)
+    if rec is not None:
+        rec.enable()
     mode.__enter__()  # stays on the mode stack for the whole program
     return InstalledRuntime(st, mode)
+
+
+def _record_op_tree(st: RuntimeState) -> Any:
+    """The native op recorder (CPU builds of torch): the dispatcher's whole op stream in
+    simulated time, sent with every batch (runtime/op_recorder.py). Enabled by the caller."""
+    from phantora_prof.protocol import HostOps
+    from phantora_prof.runtime import op_recorder
+
+    rec = op_recorder.install()
+    if rec is None:
+        return None
+    st.clock.mirror(rec.now)
+    st.use_id_source(rec.next_id)
+    rank = st.config.rank
+
+    def host_ops():
+        data = rec.drain()
+        return HostOps(rank, data) if data is not None else None
+
+    st.channel.before_send = host_ops
+    return rec

@@ -337,6 +337,12 @@ def _let_autograd_device_threads_settle(seconds: float = 0.02) -> None:
     real_sleep(seconds)
 
 
+def loaded_library() -> ctypes.CDLL | None:
+    """The loaded fake-CUDA library (ctypes handle), or None when none is loaded."""
+    handles = _loaded.get("handles")
+    return handles[-1] if handles else None  # type: ignore[index]
+
+
 def load_fake_cuda(device_count: int) -> Path | None:
     """Load the fake-CUDA device with ``device_count`` devices; call before ``import torch``.
 

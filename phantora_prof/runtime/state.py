@@ -79,6 +79,11 @@ class RuntimeState:
     def next_external_id(self) -> int:
         return next(self.external_ids)
 
+    def use_id_source(self, next_id) -> None:
+        """Take External ids from `next_id()` (the native op recorder's counter, which its
+        records share)."""
+        self.next_external_id = next_id  # type: ignore[method-assign]
+
 
 _state: RuntimeState | None = None
 

@@ -19,6 +19,11 @@ import sys
 from pathlib import Path
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+# --outside-attention: the ops of scaled-dot-product attention (forward subtrees of these, and
+# the backward nodes their forward ops created), where SDPA's backend choice decides the ops
+ATTENTION = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention",
+             "aten::_scaled_dot_product_cudnn_attention", "aten::_scaled_dot_product_efficient_attention",
+             "aten::_scaled_dot_product_attention_math")
 
 
 def load(path: Path) -> list[dict]:
@@ -33,7 +38,40 @@ def _short(name: str) -> str:
     return name[:90]
 
 
-def per_step(events: list[dict]) -> dict:
+def attention_ops(events: list[dict]) -> set[int]:
+    """Indices (in `events`) of the cpu_ops of attention: the subtrees of ATTENTION ops, and the
+    autograd::engine::evaluate_function subtrees of the nodes created inside them."""
+    ops = [(i, e) for i, e in enumerate(events) if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    threads: dict = collections.defaultdict(list)
+    for i, e in ops:
+        ts = round(e["ts"] * 1000)
+        threads[(e.get("pid"), e.get("tid"))].append((ts, ts + round(e.get("dur", 0) * 1000), i, e))
+    out: set[int] = set()
+    seqs: set = set()
+    roots: list = []  # (thread, start, end) of excluded subtrees: forward first, then backward
+    for key, items in threads.items():
+        items.sort(key=lambda x: (x[0], -x[1]))
+        for ts, end, i, e in items:
+            if e["name"] in ATTENTION:
+                roots.append((key, ts, end))
+    for key, items in threads.items():
+        for ts, end, i, e in items:
+            if any(k == key and a <= ts and end <= b for k, a, b in roots):
+                out.add(i)
+                seq = e.get("args", {}).get("Sequence number")
+                if seq is not None:
+                    seqs.add(seq)
+    for key, items in threads.items():
+        for ts, end, i, e in items:
+            if e["name"].startswith("autograd::engine::evaluate_function") \
+                    and e.get("args", {}).get("Sequence number") in seqs:
+                for ts2, end2, j, _ in items:
+                    if ts <= ts2 and end2 <= end:
+                        out.add(j)
+    return out
+
+
+def per_step(events: list[dict], exclude: set[int] | None = None) -> dict:
     steps = sorted((e for e in events if e.get("name", "").startswith("ProfilerStep#") and e.get("ph") == "X"
                     and e.get("cat") in ("user_annotation", "cpu_op", "python_function")), key=lambda e: e["ts"])
     if not steps:
@@ -51,9 +89,9 @@ def per_step(events: list[dict]) -> dict:
                 return i
         return None
 
-    for e in events:
+    for idx, e in enumerate(events):
         cat = e.get("cat")
-        if cat == "cpu_op" and step_of(e["ts"]) is not None:
+        if cat == "cpu_op" and step_of(e["ts"]) is not None and not (exclude and idx in exclude):
             ops[e["name"]] += 1
         elif cat in GPU_CATS:
             ts = launch_ts.get(e.get("args", {}).get("correlation"))
@@ -89,8 +127,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("sim", type=Path)
     p.add_argument("--top", type=int, default=40)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--outside-attention", action="store_true",
+                   help="leave out the cpu_ops of scaled-dot-product attention (forward subtrees of the SDPA ops "
+                        "and the backward nodes they created): where the SDPA backends differ")
     a = p.parse_args(argv)
-    res = compare(per_step(load(a.real)), per_step(load(a.sim)), a.top)
+    real, sim = load(a.real), load(a.sim)
+    if a.outside_attention:
+        res = compare(per_step(real, attention_ops(real)), per_step(sim, attention_ops(sim)), a.top)
+    else:
+        res = compare(per_step(real), per_step(sim), a.top)
     if a.json:
         json.dump(res, sys.stdout, indent=1)
         return 0

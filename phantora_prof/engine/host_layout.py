@@ -1,0 +1,114 @@
+"""Draw one thread's host op spans so that every trace reader nests them as they ran.
+
+Simulated host time advances only by modelled costs, so calls that take no modelled time (a
+composite op around a captured one, an autograd node with nothing to launch, a CPU op's
+children) begin and end at the same instant as their neighbours. Readers (Perfetto, HTA,
+`phantora-prof diff`, torch's own tools) nest spans by time alone, longer first, so a
+zero-length span followed by a sibling that starts at the same instant lands inside that
+sibling, and two spans with the same start and end nest by file order.
+
+The recorder knows the real nesting (parent links and begin order, `Span.key` /
+`Span.parent`); this draws the spans with display times that are strictly increasing over
+the thread's begin/end events in that order: each event at max(its simulated time, the
+previous event's + 1 ns). Within a burst of calls at one instant the shift is a few ns;
+nothing else (launches, GPU work, the clock) moves.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from tracing.model import Span
+
+_NO_KEY = (float("inf"),)
+TOP = ()  # Span.parent of a record that is outermost among the recorded calls of its thread
+_MAX_SHIFT_NS = 2_000  # an event this far before the previous one is an overlapping range's end: kept
+
+
+def _key(s: Span) -> Any:
+    if s.key is not None:
+        return s.key
+    if s.cat in _CALLS:
+        return _NO_KEY  # a runtime call comes after the ops that start with it
+    ext = s.args.get("External id")
+    return (ext, 0) if isinstance(ext, int) else _NO_KEY
+
+
+_HOST = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
+_CALLS = ("cuda_runtime", "cuda_driver")
+
+
+def layout(spans: list[Span]) -> None:
+    """Adjust `ts_ns`/`dur_ns` of the host spans (ops, annotations and the runtime calls among
+    them, which are leaves) in place."""
+    threads: dict[int, list[Span]] = {}
+    for s in spans:
+        if not s.on_gpu and s.cat in _HOST:
+            threads.setdefault(s.tid, []).append(s)
+    for items in threads.values():
+        _layout_thread(items)
+
+
+def _layout_thread(items: list[Span]) -> None:
+    items.sort(key=lambda s: (s.ts_ns, _key(s)))
+    events: list[tuple[Span, bool]] = []  # (span, is_end) in the order they happened
+    stack: list[Span] = []
+    keys_on_stack: dict[Any, int] = {}
+    for s in items:
+        while stack and stack[-1].cat in _CALLS:  # runtime calls are leaves
+            _pop(stack, keys_on_stack, events)
+        parent = s.parent
+        if parent is not None and parent in keys_on_stack:
+            while stack and stack[-1].key != parent:
+                _pop(stack, keys_on_stack, events)
+        elif parent == TOP:  # no recorded call around it: only annotations (record_function) may be
+            while stack and (stack[-1].parent is not None or _ends_before(stack[-1], s)):
+                _pop(stack, keys_on_stack, events)
+        else:
+            while stack and _ends_before(stack[-1], s):
+                _pop(stack, keys_on_stack, events)
+        if len(stack) > 1 and any(_ends_before(x, s) for x in stack[:-1]):
+            # ranges that overlap rather than nest (a ProfilerStep#N opened inside an optimizer
+            # step's range outlives it, as in Kineto): close those that ended
+            done = sorted((x for x in stack if _ends_before(x, s)), key=lambda x: x.ts_ns + x.dur_ns)
+            for x in done:
+                stack.remove(x)
+                if x.key is not None:
+                    keys_on_stack.pop(x.key, None)
+                events.append((x, True))
+        stack.append(s)
+        if s.key is not None:
+            keys_on_stack[s.key] = keys_on_stack.get(s.key, 0) + 1
+        events.append((s, False))
+    while stack:
+        _pop(stack, keys_on_stack, events)
+    prev = None
+    begin: dict[int, int] = {}
+    for s, is_end in events:
+        t = s.ts_ns + s.dur_ns if is_end else s.ts_ns
+        if prev is not None and prev - _MAX_SHIFT_NS < t <= prev:
+            t = prev + 1
+        if is_end:
+            start = begin.pop(id(s))
+            s.ts_ns = start
+            s.dur_ns = t - start
+        else:
+            begin[id(s)] = t
+        prev = t if prev is None else max(prev, t)
+
+
+def _ends_before(top: Span, s: Span) -> bool:
+    """Without a parent link: `s` starts after `top` ends (a zero-length `s` at the instant
+    `top` ends is taken to be inside it)."""
+    end = top.ts_ns + top.dur_ns
+    return end < s.ts_ns or (end == s.ts_ns and s.dur_ns > 0)
+
+
+def _pop(stack: list[Span], keys: dict, events: list) -> None:
+    s = stack.pop()
+    if s.key is not None:
+        n = keys.get(s.key, 0) - 1
+        if n > 0:
+            keys[s.key] = n
+        else:
+            keys.pop(s.key, None)
+    events.append((s, True))
