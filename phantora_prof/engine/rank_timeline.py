@@ -149,8 +149,6 @@ class RankTimeline:
         self.threads: dict[int, str] = {}
         self.stats = RankStats()
         self._correlation = 0
-        self._seq_first_op: dict[int, tuple[int, int]] = {}  # seq_nr -> (tid, ts)
-        self._fwdbwd_id = 0
         self.contention = GpuContention(num_sms)  # NCCL kernels holding SMs (engine.contention)
         self.in_flight = InFlight()  # collectives on this timeline, for link sharing
         self._seq_first_op: dict[int, Span] = {}  # seq_nr -> the forward op that created that node
@@ -251,32 +249,11 @@ class RankTimeline:
         self.spans.append(span)
         self.stats.host_end_ns = max(self.stats.host_end_ns, op.end_ns)
         kernels = getattr(op, "kernels", ()) or ()
-        if not kernels:
-            return
-        gpu = self.gpu(op.device)
-        t = op.launch_ns if op.launch_ns >= 0 else op.start_ns
-        self.contention.forget_before(op.device, t)
-        for k in kernels:
-            api = k.launch_api
-            dur = hostcost.api_ns(api)
-            corr = self._api_span(api, tid, t, dur, op.external_id)
-            finish = None
-            if k.kind == "kernel":
-                cat = kernel_category(k.name, op.name)
-                finish = lambda s, w, cat=cat: self.contention.finish(op.device, cat, s, w)  # noqa: E731
-            act = gpu.enqueue(op.stream, t, k.duration_ns, finish)
-            self.work.append(_GpuWork(t, act.start_ns, act.end_ns, op.stream, op.device))
-            self._gpu_span(k, op, corr, act.start_ns, act.end_ns - act.start_ns)
-            self.flows.append(Flow("ac2g", corr, FlowEnd(False, tid, t), FlowEnd(True, op.stream, act.start_ns, op.device)))
-            self.stats.gpu_ns += act.end_ns - act.start_ns
-            self.stats.flops += getattr(k, "flops", 0.0) or 0.0
-            source = getattr(k, "source", "roofline")
-            self.stats.estimated_ops[source] = self.stats.estimated_ops.get(source, 0) + act.end_ns - act.start_ns
-            t += dur
         launches: list = []  # (runtime call span, [its GPU spans])
         if kernels:
             gpu = self.gpu(op.device)
             t = op.launch_ns if op.launch_ns >= 0 else op.start_ns
+            self.contention.forget_before(op.device, t)
             for k in kernels:
                 launches.append(self._launch(k, op, tid, t, gpu))
                 t += hostcost.api_ns(k.launch_api)
@@ -299,7 +276,11 @@ class RankTimeline:
         """One launch of `op`'s GPU work at host time `t`: (runtime call span, [GPU span])."""
         corr = self._api_span(k.launch_api, tid, t, hostcost.api_ns(k.launch_api), op.external_id)
         api_span = self.spans[-1]
-        act = gpu.enqueue(op.stream, t, k.duration_ns)
+        finish = None
+        if k.kind == "kernel":  # slowed while NCCL kernels hold SMs of this GPU (engine/contention.py)
+            cat = kernel_category(k.name, op.name)
+            finish = lambda s, w, cat=cat: self.contention.finish(op.device, cat, s, w)  # noqa: E731
+        act = gpu.enqueue(op.stream, t, k.duration_ns, finish)
         self.work.append(_GpuWork(t, act.start_ns, act.end_ns, op.stream, op.device))
         self._gpu_span(k, op, corr, act.start_ns, act.end_ns - act.start_ns)
         gpu_span = self.spans[-1]
