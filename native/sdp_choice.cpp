@@ -18,6 +18,7 @@
 // load time: without the simulator's kernels the op would have no answer for CUDA tensors.
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <ATen/native/transformers/attention.h>
 #include <c10/util/Exception.h>
 
@@ -40,6 +41,8 @@ int64_t fused_sdp_choice_cuda(const at::Tensor& query, const at::Tensor& key, co
   struct Reset {
     ~Reset() { g_in_choice = false; }
   } reset;
+  // The CUDA build calls the stub, not the op: no dispatcher call of it is recorded there.
+  at::DisableRecordFunctionGuard no_record;
   return at::_fused_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
 }
 

@@ -314,6 +314,9 @@ def _run(opts: RunOptions, on_progress, stopper: _SignalStop) -> RunResult:
     sock_dir = tempfile.mkdtemp(prefix="phantora-")
     base_env = dict(os.environ)
     base_env.pop("PHANTORA_RANK_CONFIG", None)
+    # Hash-randomized iteration order (sets, dicts of str keys) changes how much Python a rank
+    # runs, which is counted as host time (runtime/pyhost.py): one fixed seed unless the user set one.
+    base_env.setdefault("PYTHONHASHSEED", "0")
 
     def timeline(rank: int) -> RankTimeline:
         props = [gpu.device_properties(i) for i in range(per_node)]

@@ -61,9 +61,11 @@ def _check_progress(steps: dict[int, tuple], n: int) -> None:
     replays = [steps[s][3] for s in range(3, n + 1)]
     assert max(replays) < 1.02 * min(replays), replays
     assert min(replays) > steps[1][3]  # a replay launches the whole step at once: faster than eager
-    # step 1 (eager, timed from torchtitan's set-up) is about as fast as eager step 2: waiting
-    # for another rank's file lock costs no simulated time (it was 12-17 s with a fresh cache)
-    assert steps[1][3] > 0.8 * steps[2][3], (steps[1], steps[2])
+    # step 1 (eager, timed from torchtitan's set-up): waiting for another rank's file lock costs
+    # no simulated time (it was 12-17 s with a fresh cache). Step 1 carries its one-time Python
+    # (lazy init, the first batches of the data pipeline), counted as host time; lock polls
+    # must not be (they made step 1 ~400x slower)
+    assert steps[1][3] > 0.25 * steps[2][3], (steps[1], steps[2])
 
 
 def test_torchtitan_one_rank_cuda_graphs(tmp_path):

@@ -13,7 +13,7 @@ does. Each part carries the measured error of where its numbers come from:
   spread between hosts of the same GPU machine (see hostcost / README "Host time").
 
 sigma_run^2 = sum_s (sigma_s * t_s)^2 + (HOST_SIGMA * t_host)^2, and the 90% band is
-+-1.645 sigma_run around the simulated time. The band was checked on held-out models (README,
++-1.645 * BAND_SCALE * sigma_run around the simulated time (BAND_SCALE: below). The band was checked on held-out models (README,
 "Accuracy"): the real time falls inside it for the share of cases stated there.
 """
 from __future__ import annotations
@@ -34,6 +34,13 @@ DEFAULT_SIGMA = {
     "roofline": 0.15,
 }
 HOST_SIGMA = 0.15  # host-bound time: model error and machine-to-machine spread (README "Host time")
+# The per-source and host sigmas above are development figures (measured on the traces the
+# models were built around). Scaled by BAND_SCALE, the band holds the real time of 90% of the
+# models the kernel and host models were not fitted on (tools/holdout/compare.py, the 16 older
+# held-out cases and the 4 dev models of the zoo, 2026-12-01: the 90th percentile of
+# |simulated - real| / half-band was 2.37). On the 8 blind models of the zoo that scale
+# covered 5 (tools/holdout/compare_2026-12-01.json): the band is still too narrow there.
+BAND_SCALE = 2.37
 ROOFLINE_NOTE_SHARE = 0.3  # above this share of GPU time from the roofline, the summary says so
 
 
@@ -63,10 +70,10 @@ def band(sim_ns: int, gpu_busy_ns: int, gpu_ns_by_source: dict[str, int]) -> dic
     host_ns = max(0, sim_ns - gpu_busy_ns)
     parts["host"] = HOST_SIGMA * host_ns
     var += parts["host"] ** 2
-    half = Z90 * math.sqrt(var)
+    half = BAND_SCALE * Z90 * math.sqrt(var)
     return {"low_ns": int(max(0, sim_ns - half)), "high_ns": int(sim_ns + half),
             "relative": half / sim_ns if sim_ns else 0.0,
-            "parts": {k: round(v / sim_ns, 4) if sim_ns else 0.0 for k, v in parts.items()}}
+            "parts": {k: round(BAND_SCALE * v / sim_ns, 4) if sim_ns else 0.0 for k, v in parts.items()}}
 
 
 def roofline_share(gpu_ns_by_source: dict[str, int]) -> float:

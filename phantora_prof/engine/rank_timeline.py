@@ -473,15 +473,11 @@ class RankTimeline:
         """The RankTrace of the whole run (no window) or of a profiler window."""
         self._host_tid(0)
         spans = self._window_spans(start_ns, end_ns)
-        for s in spans:  # (copies)
-            # Host events are simulated back to back (the next op starts when one ends); in a
-            # real trace Python runs between them, so siblings never touch, and tools that build
-            # the op tree (TensorBoard's plugin: "ranges should not intersect") reject touching
-            # ones. End each 1 ns early: siblings are apart, a child still ends within its parent.
-            if not s.on_gpu and s.dur_ns > 1:
-                s.dur_ns -= 1
         copies = self._copies
-        host_layout.layout(spans)  # calls at one instant: drawn nested as they ran
+        # Calls at one instant are drawn nested as they ran, every begin and end at its own ns,
+        # so siblings never touch (TensorBoard's plugin rejects touching ranges: "ranges should
+        # not intersect") and a child ends within its parent.
+        host_layout.layout(spans)
         _number_ops(spans)
         instants = self._memory_instants(start_ns, end_ns) if profile_memory else []
         # Kineto numbers host ops, annotations and memory events together, in time order.

@@ -140,8 +140,7 @@ def install(config: RankConfig) -> InstalledRuntime:
     modules.install()
     from phantora_prof.runtime import optim_host
 
-    if st.pyhost is None:  # a stand-in for the optimizers' Python when it is not counted
-        optim_host.install()
+    optim_host.install()  # measured per-parameter host work of optimizer steps and zero_grad
     sdpa.install()
     profiler.install()
     from phantora_prof.runtime import extensions

@@ -15,6 +15,7 @@ library). Without a compiler, Python work is not charged and a warning says so.
 """
 from __future__ import annotations
 
+import gc
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -153,4 +154,18 @@ def install(py_call_ns: float, opcode_ns: float) -> PythonHostTime | None:
     host = PythonHostTime(native, py_call_ns, opcode_ns)
     host.attach()
     os.register_at_fork(after_in_child=host.after_fork)
+    gc.callbacks.append(_gc_pause(native))
     return host
+
+
+def _gc_pause(native: Any):
+    """Python's cyclic collector runs when allocation counts cross thresholds, which other
+    threads (the simulator's own) move: where it runs, and the finalizers it calls, differ from
+    run to run. Its work is not counted, so the counts, and the traces, stay reproducible."""
+    def on_gc(phase: str, info: dict) -> None:
+        if phase == "start":
+            native.pause()
+        else:
+            native.resume()
+
+    return on_gc
