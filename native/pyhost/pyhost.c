@@ -14,6 +14,11 @@
  * it calls (FakeTensor's Python, the cost model) is inside it. Files named as exempt (the
  * bootstrap that runs the user's script with runpy) count as the user's.
  *
+ * The import system's own frames (<frozen importlib._bootstrap*>) are not counted either,
+ * but what they call (a module's body) is: how much of importlib's Python runs depends on
+ * whether a module's cached bytecode (__pycache__) already exists, which made the first run
+ * of a fresh checkout differ from the second.
+ *
  * Built as a CPython extension module with the C compiler alone (no torch), by
  * phantora_prof/runtime/pyhost.py, so it works with CPU and CUDA builds of torch.
  */
@@ -37,25 +42,27 @@ static char *g_prefix = NULL;
 static size_t g_prefix_len = 0;
 static PyObject *g_exempt = NULL; /* set of file names (str) that count as user code */
 
-/* code object -> 1 (ours) / 2 (not ours), open addressing; code objects of a program are
- * long-lived (module, class and function constants), so their addresses identify them. */
+enum { CODE_OURS = 1, CODE_USER = 2, CODE_IMPORT = 3 };
+
+/* code object -> CODE_*, open addressing by address; the cache holds a reference to every
+ * code object in it, so an address cannot be reused by another code object (a freed lambda's
+ * address taken by a different function would otherwise inherit its class). */
 #define CACHE_BITS 16
 #define CACHE_SIZE (1u << CACHE_BITS)
 static void *cache_key[CACHE_SIZE];
 static unsigned char cache_val[CACHE_SIZE];
 
-static int is_ours_uncached(PyCodeObject *code) {
-    if (g_prefix == NULL) {
-        return 0;
-    }
+static const char IMPORT_PREFIX[] = "<frozen importlib.";
+
+static int classify_uncached(PyCodeObject *code) {
     PyObject *fn = code->co_filename;
     if (fn == NULL || !PyUnicode_Check(fn)) {
-        return 0;
+        return CODE_USER;
     }
     if (g_exempt != NULL) {
         int r = PySet_Contains(g_exempt, fn);
         if (r == 1) {
-            return 0;
+            return CODE_USER;
         }
         if (r < 0) {
             PyErr_Clear();
@@ -64,26 +71,42 @@ static int is_ours_uncached(PyCodeObject *code) {
     const char *s = PyUnicode_AsUTF8(fn);
     if (s == NULL) {
         PyErr_Clear();
-        return 0;
+        return CODE_USER;
     }
-    return strncmp(s, g_prefix, g_prefix_len) == 0;
+    if (g_prefix != NULL && strncmp(s, g_prefix, g_prefix_len) == 0) {
+        return CODE_OURS;
+    }
+    if (strncmp(s, IMPORT_PREFIX, sizeof(IMPORT_PREFIX) - 1) == 0) {
+        return CODE_IMPORT;
+    }
+    return CODE_USER;
 }
 
-static int is_ours(PyCodeObject *code) {
+static int classify(PyCodeObject *code) {
     uintptr_t h = ((uintptr_t)code >> 4) * 2654435761u;
     unsigned i = (unsigned)(h & (CACHE_SIZE - 1));
     for (unsigned probe = 0; probe < 64; ++probe, i = (i + 1) & (CACHE_SIZE - 1)) {
         if (cache_key[i] == (void *)code) {
-            return cache_val[i] == 1;
+            return cache_val[i];
         }
         if (cache_key[i] == NULL) {
-            int ours = is_ours_uncached(code);
+            int c = classify_uncached(code);
+            Py_INCREF(code);
             cache_key[i] = (void *)code;
-            cache_val[i] = ours ? 1 : 2;
-            return ours;
+            cache_val[i] = (unsigned char)c;
+            return c;
         }
     }
-    return is_ours_uncached(code); /* a crowded neighbourhood: no caching */
+    return classify_uncached(code); /* a crowded neighbourhood: no caching */
+}
+
+static void clear_cache(void) {
+    for (unsigned i = 0; i < CACHE_SIZE; ++i) {
+        if (cache_key[i] != NULL) {
+            Py_DECREF((PyObject *)cache_key[i]);
+            cache_key[i] = NULL;
+        }
+    }
 }
 
 static PyObject *str_trace_opcodes = NULL;
@@ -100,10 +123,16 @@ static int profile(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
             break;
         case PyTrace_CALL: {
             PyCodeObject *code = PyFrame_GetCode(frame);
-            int ours = is_ours(code);
+            int cls = classify(code);
             Py_DECREF(code);
-            if (ours) {
+            if (cls == CODE_OURS) {
                 tls.depth++;
+            } else if (cls == CODE_IMPORT) {
+                /* neither opcode nor line events for the import system's frames */
+                if (PyObject_SetAttr((PyObject *)frame, str_trace_opcodes, Py_False) < 0 ||
+                    PyObject_SetAttr((PyObject *)frame, str_trace_lines, Py_False) < 0) {
+                    PyErr_Clear();
+                }
             } else if (tls.depth == 0) {
                 tls.py_calls++;
                 /* opcode events for this frame, and no line events */
@@ -117,20 +146,25 @@ static int profile(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
         case PyTrace_RETURN: {
             if (tls.depth > 0) {
                 PyCodeObject *code = PyFrame_GetCode(frame);
-                if (is_ours(code)) {
+                if (classify(code) == CODE_OURS) {
                     tls.depth--;
                 }
                 Py_DECREF(code);
             }
             break;
         }
-        case PyTrace_LINE:
+        case PyTrace_LINE: {
             /* a frame that started before counting began still reports lines: stop that */
+            PyCodeObject *code = PyFrame_GetCode(frame);
+            int cls = classify(code);
+            Py_DECREF(code);
             if (PyObject_SetAttr((PyObject *)frame, str_trace_lines, Py_False) < 0 ||
-                PyObject_SetAttr((PyObject *)frame, str_trace_opcodes, Py_True) < 0) {
+                PyObject_SetAttr((PyObject *)frame, str_trace_opcodes,
+                                 cls == CODE_IMPORT ? Py_False : Py_True) < 0) {
                 PyErr_Clear();
             }
             break;
+        }
         default:
             break;
     }
@@ -151,7 +185,7 @@ static PyObject *configure(PyObject *self, PyObject *args) {
     if (g_exempt == NULL) {
         return NULL;
     }
-    memset(cache_key, 0, sizeof(cache_key));
+    clear_cache();
     Py_RETURN_NONE;
 }
 
