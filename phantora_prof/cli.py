@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from pathlib import Path
 
 import click
 
 from phantora_prof.errors import PhantoraError
+from phantora_prof.execute import console, execute
 
 log = logging.getLogger("phantora_prof")
 
@@ -21,22 +21,6 @@ Examples:
   phantora-prof torchrun --standalone --nproc-per-node=8 examples/ddp/train.py
   phantora-prof validate traces/rank0.pt.trace.json.gz
 """
-
-TORCHRUN_HELP = """\
-Usage: phantora-prof [OPTIONS] torchrun [TORCHRUN OPTIONS] SCRIPT [ARGS]...
-       phantora-prof [OPTIONS] torchrun [TORCHRUN OPTIONS] -m MODULE [ARGS]...
-
-Runs SCRIPT as `torchrun` would, on simulated GPUs: `--nproc-per-node N` and `--nnodes M`
-set the simulated cluster (as phantora-prof's own options do; `--nnodes MIN:MAX` takes MAX),
-`-m/--module` runs a module; --standalone, --no-python, --run-path and the rendezvous,
-restart, logging and address options are accepted and ignored (there is one simulated
-rendezvous on this machine). phantora-prof's own options (--gpu, --out, ...) go before
-`torchrun`.
-
-Example:
-  phantora-prof --gpu h100 torchrun --standalone --nproc-per-node=8 train.py --lr 3e-4
-"""
-
 
 class _RunOrSubcommand(click.Group):
     """Anything that is not a subcommand name is the user's command (`python ...`)."""
@@ -56,17 +40,7 @@ def _setup_logging(level: str) -> None:
     from rich.logging import RichHandler
 
     logging.basicConfig(level=level.upper(), format="%(message)s", datefmt="[%X]",
-                        handlers=[RichHandler(show_path=False, console=_console(stderr=True))])
-
-
-def _console(stderr: bool = True):
-    from rich.console import Console
-
-    console = Console(stderr=stderr)
-    if not console.is_terminal and not os.environ.get("COLUMNS"):
-        # a log file or a pipe: rich would wrap tables and lines at 80 columns
-        console = Console(stderr=stderr, width=200)
-    return console
+                        handlers=[RichHandler(show_path=False, console=console(stderr=True))])
 
 
 @click.group(cls=_RunOrSubcommand, invoke_without_command=True,
@@ -135,90 +109,6 @@ def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, nnodes
 @click.pass_obj
 def _run_command(obj: dict, command: tuple[str, ...]) -> None:
     sys.exit(execute(obj, command).exit_code)
-
-
-def execute(obj: dict, command: tuple[str, ...], **overrides):
-    """Run the user's command under the simulator with the group's options (and overrides)."""
-    from phantora_prof.launcher import RunOptions, parse_op_cost, run
-    from phantora_prof.summary import print_summary, write_summary_json
-
-    command = list(command)
-    nproc, nnodes = obj["nproc_per_node"], obj["nnodes"]
-    if command and os.path.basename(command[0]) == "torchrun":  # `phantora-prof torchrun --nproc-per-node 8 x.py`
-        from phantora_prof.launcher import TorchrunHelp, torchrun_command
-
-        try:
-            nproc, nnodes, command = torchrun_command(command)
-        except TorchrunHelp:
-            click.echo(TORCHRUN_HELP, nl=False)
-            raise click.exceptions.Exit(0) from None
-    opts = RunOptions(command=command, gpu=obj["gpu"], out_dir=obj["out_dir"],
-                      nproc_per_node=nproc, nnodes=nnodes,
-                      collective_timeout_s=obj["collective_timeout"], trace=obj["trace"], log_level=obj["log_level"],
-                      op_costs=dict(parse_op_cost(spec) for spec in obj["op_costs"]),
-                      trace_format=obj["trace_format"], report_dir=obj["report_dir"],
-                      kernel_times=obj["kernel_times"], kernel_db=obj["kernel_db"],
-                      host_python=obj.get("host_python", True), host_profile=obj.get("host_profile", "h200"))
-    for k, v in overrides.items():
-        setattr(opts, k, v)
-    opts.__post_init__()
-    from phantora_prof.outputs import check_output_paths
-
-    check_output_paths(opts.out_dir if opts.trace else None, opts.report_dir, obj["summary_json"])
-    console = _console(stderr=True)
-    if console.is_terminal:
-        # Progress on long runs: simulated time reached so far, on a status line that goes away.
-        from phantora_prof.runtime.clock import ORIGIN_NS
-
-        with console.status("simulating...") as status:
-            def progress(host_ns: dict[int, int]) -> None:
-                if host_ns:
-                    sim_s = max(0, min(host_ns.values()) - ORIGIN_NS) / 1e9
-                    status.update(f"simulating... {sim_s:,.3f} s of simulated time on {len(host_ns)} rank(s)")
-
-            result = run(opts, on_progress=progress)
-    else:
-        result = run(opts)
-    print_summary(result, opts, console)
-    if result.report is not None:
-        from phantora_prof.report import print_report_table
-
-        print_report_table(result.report, console)
-        console.print(f"report: {opts.report_dir}")
-    output_errors = list(result.output_errors)
-    if result.report_error:
-        output_errors.append(f"the report could not be written: {result.report_error}")
-    if result.error:
-        click.echo(f"phantora-prof: error: {result.error}", err=True)
-    if obj["summary_json"]:
-        try:
-            write_summary_json(result, opts, obj["summary_json"])
-        except OSError as exc:
-            output_errors.append(f"--summary-json {obj['summary_json']} could not be written: {exc}")
-    for err in output_errors:
-        click.echo(f"phantora-prof: error: {err}", err=True)
-    if output_errors and result.exit_code == 0:
-        # never silently: the script succeeded, its outputs did not
-        click.echo("phantora-prof: exit status 1 because outputs are missing (the script itself exited 0)",
-                   err=True)
-        result.exit_code = 1
-    if result.interrupted is not None:
-        click.echo(_interrupted_line(result, opts), err=True)
-    return result
-
-
-def _interrupted_line(result, opts) -> str:
-    import signal
-
-    try:
-        name = signal.Signals(result.interrupted).name
-    except ValueError:
-        name = f"signal {result.interrupted}"
-    sim_ms = max((r.sim_time_ns for r in result.ranks), default=0) / 1e6
-    where = (f"traces of the run until then in {opts.out_dir}/" if opts.trace
-             else "no traces (--no-trace)")
-    return (f"phantora-prof: interrupted by {name} after {result.wall_s:.1f} s ({sim_ms:,.2f} ms simulated): "
-            f"stopped {len(result.ranks)} rank(s); {where}")
 
 
 @cli.command("validate")

@@ -36,7 +36,7 @@ def build_cmd(ctx: click.Context, out: Path, with_trace: bool, command: tuple[st
     on the real GPU with fresh random inputs, warm-up and repeats under torch.profiler, and
     its kernels (names, grid, block, registers, shared memory, duration) are kept in OUT.
     """
-    from phantora_prof.cli import execute
+    from phantora_prof.execute import execute
     from phantora_prof.cost.kernel_db import KernelDB
 
     obj = ctx.find_root().obj

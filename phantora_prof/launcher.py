@@ -25,8 +25,8 @@ from phantora_prof.cost import get_gpu
 from phantora_prof.engine.coordinator import Coordinator
 from phantora_prof.engine.rank_timeline import RankTimeline
 from phantora_prof.errors import ConfigError
-from phantora_prof.runtime.clock import ORIGIN_NS
-from phantora_prof.runtime.state import RankConfig
+from phantora_prof.protocol import ORIGIN_NS
+from phantora_prof.protocol import RankConfig
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
-from phantora_prof.runtime.clock import ORIGIN_NS
+from phantora_prof.protocol import ORIGIN_NS
 from tracing.kineto import write_kineto
 from tracing.model import RankTrace
 
@@ -79,7 +79,7 @@ def _check_dir(path: Path, option: str, of: Path | None = None) -> None:
 
 
 def _rank_traces(coord: Any, world: int, epoch_ns: int) -> Iterator[tuple[int, RankTrace]]:
-    from phantora_prof.engine.collectives import distributed_info
+    from phantora_prof.engine.process_groups import distributed_info
 
     for rank in range(world):
         res = coord.ranks.get(rank)

@@ -152,6 +152,7 @@ def test_compile_error_reports_log_tail(tmp_path, monkeypatch):
     assert not any(p.name.endswith(nl.LIB_NAME) for p in (tmp_path / "cache").rglob("*"))
 
 
+@pytest.mark.slow  # a full native build (~30 s on 2 cores); the CMake build is tested by default
 @needs_cpu_torch
 def test_build_without_cmake_uses_compiler_directly(tmp_path, monkeypatch):
     import shutil

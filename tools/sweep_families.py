@@ -13,6 +13,10 @@ so the trace says which ops and kernels belong to which configuration. Families:
     copies      permutes, transposes, repeat_interleave, RoPE, cat, expand + contiguous
     attention   SDPA per backend (cuDNN, flash, efficient) with dropout, GQA, masks, causal
     norms       layer_norm, rms_norm (fused), group_norm, fwd + bwd
+    norms_narrow  layer_norm / rms_norm over short rows (64..512 wide: ConvNeXt / Swin / MLP-Mixer
+                layers normalise channels, where one block per row leaves the GPU idle)
+    reductions  sum / mean over: the batch and spatial dims of channels-last and NCHW maps (a
+                bias gradient), the leading dim of a 2-D gradient (a linear's bias), the last dim
     losses      cross_entropy over vocabularies, fp32 and bf16 logits
     embedding   embedding fwd + bwd
     optim       foreach AdamW / SGD-momentum / fused AdamW steps over parameter lists
@@ -256,6 +260,42 @@ def _norm(p):
     return run
 
 
+def narrow_norm_cases():
+    for dtype in ("bf16", "fp32"):
+        for hidden in (64, 96, 128, 192, 256, 384, 512):
+            for rows in (8192, 50176, 200704):
+                for op in ("layer_norm", "rms_norm"):
+                    yield dict(fam="norms_narrow", dtype=dtype, rows=rows, hidden=hidden, op=op), _norm
+
+
+def reduction_cases():
+    for dtype in ("bf16", "fp32"):
+        for n, c, hw in [(64, 64, 56), (64, 96, 56), (64, 192, 28), (64, 384, 14), (64, 768, 7), (128, 256, 56),
+                         (32, 128, 112), (128, 2048, 7), (256, 64, 32), (16, 512, 28)]:
+            for layout in ("cl", "nchw"):
+                yield dict(fam="reductions", dtype=dtype, shape=[n, c, hw, hw], layout=layout, dims=[0, 2, 3],
+                           op="sum"), _reduce
+        for rows, cols in [(200704, 96), (50176, 192), (12544, 384), (3136, 768), (8192, 1024), (16384, 4096),
+                           (65536, 256), (4096, 16384), (200704, 384), (32768, 64)]:
+            yield dict(fam="reductions", dtype=dtype, shape=[rows, cols], layout="c", dims=[0], op="sum"), _reduce
+            yield dict(fam="reductions", dtype=dtype, shape=[rows, cols], layout="c", dims=[1], op="sum"), _reduce
+        for shape in ([64, 384, 14, 14], [8, 2048, 4096]):
+            yield dict(fam="reductions", dtype=dtype, shape=shape, layout="c", dims=[len(shape) - 1],
+                       op="mean"), _reduce
+
+
+def _reduce(p):
+    x = torch.randn(*p["shape"], device=DEV, dtype=DT[p["dtype"]])
+    if p["layout"] == "cl":
+        x = x.contiguous(memory_format=torch.channels_last)
+    fn = torch.sum if p["op"] == "sum" else torch.mean
+
+    def run():
+        fn(x, p["dims"])
+
+    return run
+
+
 def loss_cases():
     for dtype in ("fp32", "bf16"):
         for n, v in [(8192, 32000), (4096, 50257), (16384, 32000), (2048, 128256), (32768, 1000), (512, 1000),
@@ -345,7 +385,8 @@ def _rnn(p):
 
 
 FAMILIES = {"conv": conv_cases, "pool": pool_cases, "pointwise": pointwise_cases, "copies": copy_cases,
-            "attention": attention_cases, "norms": norm_cases, "losses": loss_cases, "embedding": embedding_cases,
+            "attention": attention_cases, "norms": norm_cases, "norms_narrow": narrow_norm_cases,
+            "reductions": reduction_cases, "losses": loss_cases, "embedding": embedding_cases,
             "optim": optim_cases, "rnn": rnn_cases}
 
 

@@ -3,6 +3,7 @@
     phantora-prof calibrate families SWEEP.pt.trace.json.gz ... [--out FILE]   # cost/data/h200_families.json.gz
     phantora-prof calibrate errors TRACE ... [--out FILE]                      # cost/data/source_errors.json
     phantora-prof calibrate host --measured DIR --reference DIR [--out FILE]   # a host profile
+    phantora-prof calibrate schema-args [--check]                              # cost/data/aten_arg_positions.json
 
 Each writes deterministic output from its inputs; the module docstrings of families.py,
 errors.py and host.py say what is measured where and how it is fitted.
@@ -75,3 +76,23 @@ def host_cmd(measured: Path, reference: Path, speed: float, out: Path | None) ->
         click.echo(f"-> {out} (use with --host {out})")
     else:
         click.echo(json.dumps(prof))
+
+
+@calibrate.command("schema-args")
+@click.option("--check", is_flag=True, help="Exit 1 if the shipped table differs from the installed torch's.")
+def schema_args_cmd(check: bool) -> None:
+    """Positions of the aten arguments the cost model reads by name, from torch's schemas."""
+    from phantora_prof.calibrate import schema_args
+
+    doc = schema_args.build()
+    if check:
+        shipped = json.loads(schema_args.TABLE.read_text()) if schema_args.TABLE.exists() else {}
+        diffs = schema_args.stale(doc, shipped)
+        for d in diffs[:20]:
+            click.echo(d, err=True)
+        if diffs:
+            raise SystemExit(1)
+        click.echo(f"{schema_args.TABLE} is fresh")
+        return
+    schema_args.TABLE.write_text(schema_args.render(doc))
+    click.echo(f"{sum(len(v) for v in doc['positions'].values())} positions -> {schema_args.TABLE}")

@@ -116,7 +116,7 @@ def collect(paths: list[Path]) -> tuple[list[dict], dict]:
             kernels.append((a.kind, a.name, list(a.grid), list(a.block), a.regs, a.smem, a.nbytes, a.api, int(dur)))
         t = sum(k[-1] for k in kernels)
         points.append({"op": base, "key": F.class_key(call, base), "w": round(w, 1), "t": t, "kernels": kernels,
-                       "shape": list(F.first_shape(call)), "family": params.get("fam", "?")})
+                       "shape": list(F.shape_features(call, base)), "family": params.get("fam", "?")})
     return points, dict(skipped)
 
 

@@ -237,6 +237,11 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
         res = _from_table(op, base, gpu, allow_tf32, tbl, cost)
         if res is not None:
             return res
+    if base == "convolution_backward":
+        split = _conv_bias_split(op)
+        if split is not None:
+            return [k for part in split for k in _estimate(part, gpu, allow_tf32, use_table, use_measured,
+                                                           use_family)]
     if handler is _ops.elementwise and tbl is not None and specs and specs[0].generic:
         specs = _table_names(op, base, tbl, specs, gpu)
     total = _R.op_time_ns(cost, gpu)
@@ -249,6 +254,34 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
         if res is not None:
             return res
     return _materialize(cost, specs, total, gpu)
+
+
+def _conv_bias_split(op: OpCall) -> tuple[OpCall, OpCall] | None:
+    """A convolution backward that also wants the bias gradient, as the two things it runs.
+
+    ATen computes the bias gradient outside the convolution library, as `grad_output.sum`
+    over every dim but the channels (Convolution.cpp), after the cuDNN data / weight gradient
+    kernels; those kernels are the same with or without a bias. So the op is costed as the
+    convolution backward without the bias (the family sweep measured that) followed by that
+    sum (measured as a reduction). Returns None when the op has no bias gradient to compute.
+    """
+    import dataclasses
+
+    mask = op.args[10] if len(op.args) > 10 else None
+    grad = op.args[0] if op.args else None
+    if not isinstance(mask, (tuple, list)) or len(mask) < 3 or not mask[2] or not isinstance(grad, TensorArg) \
+            or len(grad.shape) < 3:
+        return None
+    c = grad.shape[1]
+    outs = op.outputs
+    if outs and isinstance(outs[-1], TensorArg) and tuple(outs[-1].shape) == (c,):
+        outs = outs[:-1]  # the bias gradient is the sum's output
+    conv = dataclasses.replace(op, args=op.args[:10] + ((mask[0], mask[1], False),) + op.args[11:], outputs=outs)
+    dims = (0,) + tuple(range(2, len(grad.shape)))
+    bias = TensorArg((c,), (1,), grad.dtype, grad.device)
+    total = dataclasses.replace(op, name="aten::sum.dim_IntList", args=(grad, dims, False), kwargs={},
+                                outputs=(bias,))
+    return conv, total
 
 
 def _family(op, base, gpu, allow_tf32, handler, cost, specs, total) -> list[Kernel] | None:
@@ -276,7 +309,7 @@ def _family(op, base, gpu, allow_tf32, handler, cost, specs, total) -> list[Kern
         rc = (handler(op, base, ref, allow_tf32, table("h200"))[0] if handler is _ops.embedding_dense_backward
               else handler(op, base, ref, allow_tf32)[0])
         w_ref = sum(k.duration_ns for k in _materialize(rc, specs, _R.op_time_ns(rc, ref), ref))
-    hit = fam.predict(name, key, w_ref, _FAM.first_shape(op))
+    hit = fam.predict(name, key, w_ref, _FAM.shape_features(op, name))
     if hit is None:
         return None
     t, near = hit

@@ -149,6 +149,13 @@ def class_key(op, base: str) -> str:
         ks = _arg(op, 1) if base != "max_pool2d_with_indices_backward" else _arg(op, 2)
         k = ks[0] if isinstance(ks, (tuple, list)) and ks else ks
         parts += [f"k{k}", layout(t)]
+    elif base in RNN_OPS:
+        # the weights' dtype too: under autocast the input stays fp32 and cuDNN runs the cell
+        # in half precision on half weights (2x faster than the fp32 run of the same call)
+        mode = _arg(op, 6 if base == "_cudnn_rnn" else 10)
+        ws = _arg(op, 1)
+        wdt = ws[0].dtype if isinstance(ws, tuple) and ws and isinstance(ws[0], TensorArg) else "-"
+        parts += [layout(t), {0: "rnn_relu", 1: "rnn_tanh", 2: "lstm", 3: "gru"}.get(mode, "rnn"), wdt]
     elif base in _INPUT_LAYOUT_OPS:
         parts.append(layout(t))
     elif _elementwise(base):
@@ -164,26 +171,53 @@ def class_key(op, base: str) -> str:
 _INPUT_LAYOUT_OPS = frozenset(("native_batch_norm", "native_batch_norm_backward", "cudnn_batch_norm",
                                "cudnn_batch_norm_backward", "_native_batch_norm_legit", "_adaptive_avg_pool2d",
                                "_adaptive_avg_pool2d_backward", "mean", "native_group_norm",
-                               "native_group_norm_backward", "_cudnn_rnn", "_cudnn_rnn_backward"))
+                               "native_group_norm_backward"))
 
 
 _REDUCTIONS = frozenset(("sum", "mean", "amax", "amin", "max", "min", "prod", "norm", "linalg_vector_norm", "var",
                          "var_mean", "std", "std_mean", "argmax", "argmin", "any", "all", "logsumexp"))
 
 
-def _reduction_kind(op, t: TensorArg | None) -> str:
-    """all: to one value; inner: over the last dim(s); outer: over leading dims (different kernels)."""
-    outs = [o for o in op.outputs if isinstance(o, TensorArg)]
-    if t is None or not outs or outs[0].numel <= 1:
-        return "all"
+def _reduced_dims(op, t: TensorArg | None) -> list[int] | None:
+    """The dims a reduction reduces (normalised, size-1 dims left out), or None for all."""
+    if t is None:
+        return None
     dims = _arg(op, 1)
     if isinstance(dims, int):
         dims = (dims,)
-    if isinstance(dims, (tuple, list)) and dims:
-        rank = len(t.shape)
-        norm = sorted(d % rank for d in dims if isinstance(d, int))
-        return "inner" if norm and norm[-1] == rank - 1 else "outer"
-    return "all"
+    if not isinstance(dims, (tuple, list)) or not dims or not all(isinstance(d, int) for d in dims):
+        return None
+    rank = max(len(t.shape), 1)
+    return sorted({d % rank for d in dims if t.shape and t.shape[d % rank] != 1})
+
+
+def _reduction_kind(op, t: TensorArg | None) -> str:
+    """How the reduction lies in memory, which decides TensorIterator's reduction strategy.
+
+    all: to one value; inner: the reduced dims are the innermost in memory (each output reads
+    a contiguous run); outer: the kept dims are innermost (outputs side by side, each reading
+    a strided column: a channels-last bias gradient, a linear's bias gradient); mixed: other.
+    Physical, not logical: a channels-last map reduced over N, H, W is an outer reduction."""
+    from phantora_prof.cost.roofline import dense_order
+
+    outs = [o for o in op.outputs if isinstance(o, TensorArg)]
+    if t is None or not outs or outs[0].numel <= 1:
+        return "all"
+    red = _reduced_dims(op, t)
+    if red is None:
+        return "all"
+    order = dense_order(t)
+    if order is None:  # not dense: the logical order stands in for the memory order
+        order = tuple(i for i, s in enumerate(t.shape) if s != 1)
+    order = [d for d in order if d in red or t.shape[d] != 1]
+    k = len(red)
+    if k == 0:
+        return "all"
+    if set(order[-k:]) == set(red):
+        return "inner"
+    if set(order[:k]) == set(red):
+        return "outer"
+    return "mixed"
 
 
 def _elementwise(base: str) -> bool:
@@ -279,9 +313,38 @@ def _features(w_ns: float, shape) -> tuple[float, ...]:
     return (math.log(w_ns),) + tuple(math.log(max(int(d), 1)) for d in shape)
 
 
-def first_shape(op) -> tuple:
+NORM_OPS = frozenset(("native_layer_norm", "native_layer_norm_backward", "_fused_rms_norm",
+                      "_fused_rms_norm_backward"))
+RNN_OPS = frozenset(("_cudnn_rnn", "_cudnn_rnn_backward"))
+_NORMALIZED_SHAPE_ARG = {"native_layer_norm": 1, "native_layer_norm_backward": 2, "_fused_rms_norm": 1,
+                         "_fused_rms_norm_backward": 2}
+
+
+def shape_features(op, base: str) -> tuple:
+    """The sizes the curves interpolate over besides the roofline time (see the module docstring).
+
+    Mostly the first tensor's shape. Where the kernel's behaviour follows other sizes, those:
+    a norm's (rows, row length) whatever the rank of its input (a per-row kernel: one block
+    per row, so short rows leave the GPU idle); a reduction's (outputs, elements per output)."""
     t = _first_tensor(op)
-    return tuple(t.shape) if t is not None else ()
+    if t is None:
+        return ()
+    if base in NORM_OPS:
+        x = _arg(op, 1) if base.endswith("_backward") else t
+        ns = _arg(op, _NORMALIZED_SHAPE_ARG[base])
+        if isinstance(x, TensorArg) and isinstance(ns, (tuple, list)) and ns and all(isinstance(d, int) for d in ns):
+            n = 1
+            for d in ns:
+                n *= d
+            return (max(x.numel // max(n, 1), 1), n)
+    if base in _REDUCTIONS:
+        red = _reduced_dims(op, t)
+        if red is not None:
+            r = 1
+            for d in red:
+                r *= t.shape[d]
+            return (max(t.numel // max(r, 1), 1), r)
+    return tuple(t.shape)
 
 
 @lru_cache(maxsize=1)

@@ -54,6 +54,11 @@ GPU_KEY = "h200"
 _DT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 L2_WARM_WEIGHT = 0.5
+# Norms run one block per row: rows far shorter than the measured ones (768 and up) are
+# slower per byte by up to 4x (a 96-wide layer norm), which no measured curve shows; such
+# calls are left to the family curves, which measured rows of 64..512 (cost/families.py).
+ROW_EXTRAPOLATE = 1.5
+_ROW_RANGE_ONLY = frozenset(("layer_norm_fwd", "layer_norm_bwd", "rms_norm_fwd", "rms_norm_bwd"))
 GEMM_K = 4
 GEMM_POWER = 4  # inverse-distance weights 1/d^GEMM_POWER (held-out error: tools/measure_kernels.py)
 ATTN_K = 4
@@ -338,6 +343,8 @@ class Model:
             return None
         x = math.log(n)
         hs = sorted(curves)
+        if op in _ROW_RANGE_ONLY and h > 0 and len(hs) > 1 and not hs[0] / ROW_EXTRAPOLATE <= h <= hs[-1] * ROW_EXTRAPOLATE:
+            return None  # a row length far from the measured ones: the family sweep's curves answer
         if len(hs) == 1 or h <= 0:
             return math.exp(_curve(curves[hs[0] if h <= 0 or len(hs) == 1 else _nearest(hs, h)], x, log=True))
         if h <= hs[0]:

@@ -788,6 +788,50 @@ def elementwise(op, base, gpu, allow_tf32):
     return Cost(ELEMENTWISE, eff, 0.0, io_bytes(op)), _split([spec], tensors)
 
 
+RNN_GATES = {0: 1, 1: 1, 2: 4, 3: 3}  # cuDNN RNN mode -> gates (RNN_RELU, RNN_TANH, LSTM, GRU)
+RNN_STEP_NS = 2000.0  # per step, layer and direction: the serial chain of a GEMM and a cell kernel
+
+
+def _arg_at(op, i: int, default):
+    return op.args[i] if len(op.args) > i and op.args[i] is not None else default
+
+
+def cudnn_rnn(op, base, gpu, allow_tf32):
+    """A cuDNN RNN forward or backward: the GEMMs of every gate at every time step.
+
+    FLOPs: 2 x batch x steps x (weight matrix elements) for the forward (each weight element
+    is one multiply-add per token; the weight list holds every layer and direction), twice
+    that for the backward (input and weight gradients). Bytes: inputs, weights and outputs,
+    not the reserve buffer: its size is cuDNN's choice (the runtime allocates the measured
+    size, a meta call says 0), and counting it made the roofline 4x larger at run time than
+    at calibration. cuDNN runs fp32 RNN GEMMs on TF32 tensor cores unless
+    torch.backends.cudnn.allow_tf32 is off (default on). The steps are serial: each layer
+    and direction waits for the previous step (RNN_STEP_NS each, approximate; the family
+    curves, measured, replace this wherever they cover the op)."""
+    bwd = base == "_cudnn_rnn_backward"
+    x = op.args[0] if op.args else None
+    weights = op.args[1] if len(op.args) > 1 and isinstance(op.args[1], tuple) else ()
+    layers = _arg_at(op, 13 if bwd else 9, 1)
+    batch_first = _arg_at(op, 14 if bwd else 10, False)
+    bidir = _arg_at(op, 17 if bwd else 13, False)
+    if not isinstance(x, TensorArg) or len(x.shape) < 2:
+        return elementwise(op, base, gpu, allow_tf32)
+    if len(x.shape) == 3:
+        b, t = (x.shape[0], x.shape[1]) if batch_first else (x.shape[1], x.shape[0])
+    else:  # packed sequence: (total tokens, features); steps unknown, the longest is at most all
+        b, t = x.shape[0], 1
+    w2d = sum(w.numel for w in weights if isinstance(w, TensorArg) and len(w.shape) == 2)
+    flops = 2.0 * b * t * w2d * (2 if bwd else 1)
+    nbytes = sum(a.nbytes for a in all_inputs(op) if a.dtype != "uint8") + \
+        sum(o.nbytes for o in _outs(op) if o.dtype != "uint8")
+    dtype = x.dtype
+    eff = "gemm_tf32" if dtype == "float32" else "gemm"
+    peak = gpu.peak_flops(dtype, True)
+    steps = t * (layers if isinstance(layers, int) else 1) * (2 if bidir else 1)
+    _, specs = elementwise(op, base, gpu, allow_tf32)
+    return Cost(GEMM, eff, flops, nbytes, peak, extra_ns=RNN_STEP_NS * steps * (2 if bwd else 1)), specs
+
+
 # ------------------------------------------------------------------ dispatch
 
 def handler_for(base: str):
@@ -800,6 +844,8 @@ def handler_for(base: str):
         return attention
     if base in ("native_layer_norm", "native_layer_norm_backward", "_fused_rms_norm", "_fused_rms_norm_backward"):
         return layer_norm
+    if base in ("_cudnn_rnn", "_cudnn_rnn_backward"):
+        return cudnn_rnn
     if base in ("native_batch_norm", "native_batch_norm_backward", "_native_batch_norm_legit",
                 "_native_batch_norm_legit_no_training", "_native_batch_norm_legit_functional", "cudnn_batch_norm",
                 "cudnn_batch_norm_backward", "native_group_norm", "native_group_norm_backward",

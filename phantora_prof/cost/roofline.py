@@ -28,8 +28,10 @@ gpt_b32 without retuning.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 
 from phantora_prof.protocol import TensorArg
 
@@ -214,21 +216,25 @@ def io_bytes(op) -> int:
 
 # ------------------------------------------------------------------ arguments by name
 
-@lru_cache(maxsize=None)
-def _arg_index(base: str, argname: str) -> int:
-    try:
-        import torch
+# The argument names the cost model reads by name; their positions per aten op come from
+# data/aten_arg_positions.json (generated from torch's schemas by calibrate/schema_args.py,
+# so this package does not import torch).
+SCHEMA_ARGS = ("amsgrad", "approximate", "custom_mask_type", "dim", "is_causal", "normalized_shape", "num_weights",
+               "output_mask", "train", "training", "transposed")
 
-        packet = getattr(torch.ops.aten, base)
-    except Exception:  # noqa: BLE001 - no torch, or not an aten op
-        return -1
-    for ov in packet.overloads():
-        if ov.endswith("out"):
-            continue
-        for i, a in enumerate(getattr(packet, ov)._schema.arguments):
-            if a.name == argname:
-                return -1 if a.kwarg_only else i
-    return -1
+
+@lru_cache(maxsize=1)
+def _arg_positions() -> dict[str, dict[str, int]]:
+    path = Path(__file__).parent / "data" / "aten_arg_positions.json"
+    return json.loads(path.read_text())["positions"]
+
+
+def _arg_index(base: str, argname: str) -> int:
+    """The position of `argname` in aten::`base`'s schema (-1: keyword-only or absent)."""
+    if argname not in SCHEMA_ARGS:
+        raise KeyError(f"{argname!r} is not in roofline.SCHEMA_ARGS: add it and run "
+                       "`phantora-prof calibrate schema-args`")
+    return _arg_positions()[argname].get(base, -1)
 
 
 def arg(op, base: str, name: str, default=None):

@@ -207,7 +207,6 @@ def complete(tl: Any, call: CollectiveCall, start_ns: int, end_ns: int, algorith
     [start_ns, end_ns] on every member; this member's kernel runs from `ready_ns` (when its
     stream reached it; it waits for the other members until `start_ns`), as NCCL's does."""
     from phantora_prof.engine.contention import nccl_ctas
-    from phantora_prof.engine.rank_timeline import _GpuWork
     from tracing.model import Flow, FlowEnd, Span
 
     gpu = tl.gpu(call.device)
@@ -278,7 +277,7 @@ def complete(tl: Any, call: CollectiveCall, start_ns: int, end_ns: int, algorith
                          end_ns - start_ns, kargs, on_gpu=True, device=call.device))
     tl.flows.append(Flow("ac2g", corr, FlowEnd(False, tid, call.host_ns),
                          FlowEnd(True, call.comm_stream, start_ns, call.device)))
-    tl.work.append(_GpuWork(call.host_ns, start_ns, end_ns, call.comm_stream, call.device))
+    tl.add_gpu_work(call.host_ns, start_ns, end_ns, call.comm_stream, call.device)
     tl.stats.kernels += 1
     tl.stats.gpu_ns += end_ns - start_ns
     contention = getattr(tl, "contention", None)
@@ -301,19 +300,3 @@ def wait(tl: Any, rank_group_seq: tuple[str, int], stream: int, device: int) -> 
     end = getattr(tl, "collective_end", {}).get(rank_group_seq)
     if end is not None:
         tl.gpu(device).wait_event(stream, end)
-
-
-def distributed_info(tl: Any, world_size: int | None = None) -> dict[str, Any] | None:
-    groups: dict = dict(getattr(tl, "pg_info", None) or {})
-    seen: dict = getattr(tl, "pg_seen", None) or {}
-    for name, (desc, ranks) in seen.items():
-        if ":p2p:" not in name:
-            groups[name] = (desc, ranks)  # the description set after creation (e.g. mesh_dp)
-    if not groups:
-        return None
-    if world_size is None:
-        world_size = len(groups.get("0", ((), ()))[1]) or max((max(r) + 1 for _, r in groups.values() if r), default=1)
-    pg_config = [{"pg_name": name, "pg_desc": desc, "backend_config": "cuda:nccl", "pg_size": len(ranks),
-                  "ranks": list(ranks)} for name, (desc, ranks) in groups.items()]
-    return {"backend": "nccl", "rank": tl.rank, "world_size": world_size, "pg_count": len(pg_config),
-            "pg_config": pg_config, "nccl_version": "2.28.9"}

@@ -160,6 +160,11 @@ class RankTimeline:
         self._copies: dict[int, Span] = {}  # id(span) -> its copy in the last window built
 
     # ---- helpers ----
+    def add_gpu_work(self, launch_ns: int, start_ns: int, end_ns: int, stream: int, device: int) -> None:
+        """Record GPU work the timeline must wait for at syncs (kernels, copies, and the
+        collectives engine's NCCL kernels), in launch order."""
+        self.work.append(_GpuWork(launch_ns, start_ns, end_ns, stream, device))
+
     def gpu(self, device: int) -> SimulatedGpu:
         g = self.gpus.get(device)
         if g is None:
@@ -281,7 +286,7 @@ class RankTimeline:
             cat = kernel_category(k.name, op.name)
             finish = lambda s, w, cat=cat: self.contention.finish(op.device, cat, s, w)  # noqa: E731
         act = gpu.enqueue(op.stream, t, k.duration_ns, finish)
-        self.work.append(_GpuWork(t, act.start_ns, act.end_ns, op.stream, op.device))
+        self.add_gpu_work(t, act.start_ns, act.end_ns, op.stream, op.device)
         self._gpu_span(k, op, corr, act.start_ns, act.end_ns - act.start_ns)
         gpu_span = self.spans[-1]
         self.flows.append(Flow("ac2g", corr, FlowEnd(False, tid, t), FlowEnd(True, op.stream, act.start_ns, op.device)))
@@ -399,7 +404,7 @@ class RankTimeline:
         trace = self.build(self.base_time_ns, trace_name=msg.path, start_ns=msg.start_ns, end_ns=msg.end_ns,
                            record_shapes=msg.record_shapes, profile_memory=msg.profile_memory)
         if getattr(self, "pg_info", None):  # a distributed run: its process groups
-            from phantora_prof.engine.collectives import distributed_info
+            from phantora_prof.engine.process_groups import distributed_info
 
             trace.distributed_info = distributed_info(self)
         return str(write_kineto(trace, msg.path))

@@ -13,7 +13,7 @@ import threading
 import time as _time
 
 # Simulated time starts at 1000 s on the "monotonic" axis.
-ORIGIN_NS = 1_000_000_000_000
+from phantora_prof.protocol import ORIGIN_NS  # noqa: F401 - where simulated time starts
 
 
 class VirtualClock:

@@ -2,53 +2,15 @@
 from __future__ import annotations
 
 import itertools
-import json
-import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from phantora_prof.errors import ConfigError
+from phantora_prof.protocol import RankConfig  # noqa: F401 - the launcher's contract, used here
 from phantora_prof.runtime.clock import VirtualClock
 
 DEFAULT_STREAM_ID = 7  # what CUPTI reports for the legacy default stream (see the reference traces)
 FIRST_USER_STREAM_ID = 13
-
-
-@dataclass
-class RankConfig:
-    """What the launcher tells a rank process (JSON in PHANTORA_RANK_CONFIG)."""
-
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-    device_count: int = 1
-    gpu: str = "h200"
-    kernel_times: str = "model"  # model: built-in data and models; measure: time new ops on this machine's GPU
-    kernel_db: str | None = None  # a kernel database to read (and, when measuring, to fill)
-    placeholder_float: float = 0.0
-    placeholder_int: int = 1
-    placeholder_bool: bool = True
-    op_costs: dict = field(default_factory=dict)  # op name -> GPU time in ns (--op-cost)
-    host_python: bool = True  # charge the interpreter's work between ops (runtime/pyhost.py)
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.rank < self.world_size:
-            raise ConfigError(f"rank {self.rank} is outside world size {self.world_size}")
-        if self.device_count < 1:
-            raise ConfigError("device_count must be at least 1")
-        if self.kernel_times not in ("model", "measure"):
-            raise ConfigError(f"kernel_times must be 'model' or 'measure', not {self.kernel_times!r}")
-
-    @classmethod
-    def from_env(cls) -> "RankConfig":
-        raw = os.environ.get("PHANTORA_RANK_CONFIG")
-        if not raw:
-            return cls()
-        return cls(**json.loads(raw))
-
-    def to_env(self) -> str:
-        return json.dumps(self.__dict__)
 
 
 @dataclass

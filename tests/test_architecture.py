@@ -1,0 +1,139 @@
+"""The package boundaries of DESIGN.md, enforced on the source (issue #20).
+
+- no import cycles between modules (imports inside functions included: a lazy import that
+  closes a circle is still a circle, it only hides it from the interpreter);
+- `tracing/` and `netsim/` import neither torch nor `phantora_prof`;
+- `phantora_prof/cost/` imports no torch (it runs in the coordinator and in tools);
+- the launcher, the CLI and what they run in the coordinator process import no runtime module
+  (the rank side): what both sides share lives in `protocol.py`.
+
+Imports are read from the syntax tree, not by importing. `from pkg import name` depends on
+`pkg.name` when that is a module, else on `pkg` (its `__init__`); a module depending on its
+own package's `__init__` through a submodule import is how packages work, not a cycle.
+"""
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("phantora_prof", "netsim", "tracing")
+COORDINATOR_SIDE = ("phantora_prof.cli", "phantora_prof.launcher", "phantora_prof.execute", "phantora_prof.outputs",
+                    "phantora_prof.summary", "phantora_prof.protocol", "phantora_prof.engine")
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for pkg in PACKAGES:
+        for f in (ROOT / pkg).rglob("*.py"):
+            parts = f.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            mods[name] = f
+    return mods
+
+
+def _imports(mods: dict[str, Path]) -> dict[str, set[str]]:
+    """module -> modules of ours it imports, plus 'torch' when it imports torch."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in mods.items():
+        is_pkg = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = name.split(".") if is_pkg else name.split(".")[:-1]
+                    base = base[:len(base) - node.level + 1]
+                    src = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    src = node.module or ""
+                subs = [f"{src}.{a.name}" for a in node.names if f"{src}.{a.name}" in mods]
+                attrs = [a for a in node.names if f"{src}.{a.name}" not in mods]
+                targets = subs + ([src] if attrs or not subs else [])
+            for t in targets:
+                if t.split(".")[0] == "torch":
+                    graph[name].add("torch")
+                    continue
+                while t and t not in mods:  # `import a.b.c` of an attribute path: its module
+                    t = t.rpartition(".")[0]
+                if t and t != name:
+                    graph[name].add(t)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]], mods) -> list[list[str]]:
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in mods:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(mods):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycles():
+    mods = _modules()
+    assert _cycles(_imports(mods), mods) == []
+
+
+def test_libraries_import_neither_torch_nor_the_application():
+    mods = _modules()
+    graph = _imports(mods)
+    bad = {m: sorted(t for t in graph[m] if t == "torch" or t.startswith("phantora_prof"))
+           for m in mods if m.split(".")[0] in ("tracing", "netsim")}
+    assert {m: v for m, v in bad.items() if v} == {}
+
+
+def test_cost_models_import_no_torch():
+    mods = _modules()
+    graph = _imports(mods)
+    assert [m for m in mods if m.startswith("phantora_prof.cost") and "torch" in graph[m]] == []
+
+
+def test_coordinator_side_imports_no_rank_runtime():
+    mods = _modules()
+    graph = _imports(mods)
+    bad = {m: sorted(t for t in graph[m] if t.startswith("phantora_prof.runtime"))
+           for m in mods if m.startswith(COORDINATOR_SIDE)}
+    assert {m: v for m, v in bad.items() if v} == {}
+
+
+def test_the_checker_sees_cycles_and_torch(tmp_path):
+    """The rules are not vacuous: a planted cycle and a torch import are found."""
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_text("import torch\ndef f():\n    from pkg import b\n")
+    b.write_text("from pkg.a import f\n")
+    mods = {"pkg.a": a, "pkg.b": b}
+    graph = _imports(mods)
+    assert graph["pkg.a"] == {"torch", "pkg.b"} and graph["pkg.b"] == {"pkg.a"}
+    assert _cycles(graph, mods) == [["pkg.a", "pkg.b"]]

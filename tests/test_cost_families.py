@@ -1,0 +1,125 @@
+"""The in-training family curves (phantora_prof/cost/families.py): class keys, interpolation
+features and the ops costed as their parts, against what the H200 measured.
+
+Numbers quoted here come from the sweep in cost/data/h200_families.json.gz and from the
+real ConvNeXt-T / LSTM profiles of tools/holdout/real_h200/zoo/ (the reason each case exists).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from phantora_prof.cost import estimate
+from phantora_prof.cost import families as F
+from phantora_prof.cost import ops as O
+from phantora_prof.cost.gpus import get_gpu
+from phantora_prof.protocol import OpCall, OpKind, TensorArg
+
+
+def T(shape, dtype="float32", stride=None):
+    shape = tuple(shape)
+    if stride is None:
+        st, acc = [], 1
+        for s in reversed(shape):
+            st.append(acc)
+            acc *= s
+        stride = tuple(reversed(st))
+    return TensorArg(shape, tuple(stride), dtype, 0)
+
+
+def CL(n, c, h, w, dtype="bfloat16"):
+    return T((n, c, h, w), dtype, (h * w * c, 1, w * c, c))
+
+
+def call(name, args, outs=(), kwargs=None):
+    return OpCall(0, 1, name, tuple(args), kwargs or {}, tuple(outs), 0, 0, 0, 7, 0, OpKind.COMPUTE)
+
+
+def total(ks):
+    return sum(k.duration_ns for k in ks)
+
+
+def _points(op, key):
+    with gzip.open(F.DATA, "rt") as f:
+        return json.load(f)["ops"][op][key]
+
+
+def _dw_backward(bias: bool):
+    x, g = CL(64, 96, 56, 56), CL(64, 96, 56, 56)
+    w = T((96, 1, 7, 7), "bfloat16", (49, 1, 7, 1))
+    outs = [x, w] + ([T((96,), "bfloat16")] if bias else [])
+    return call("aten::convolution_backward", [g, x, w, [96] if bias else None, [1, 1], [3, 3], [1, 1], False,
+                                               [0, 0], 96, [True, True, bias]], outs)
+
+
+def test_reduction_kind_follows_memory_order_not_dim_numbers():
+    # a channels-last map reduced over N, H, W: C is innermost, so the outputs sit side by side
+    g = CL(64, 96, 56, 56)
+    assert F.class_key(call("aten::sum", [g, [0, 2, 3], False], [T((96,), "bfloat16")]), "sum") == \
+        "bfloat16|perm|outer"
+    assert F.class_key(call("aten::sum", [T((64, 96, 56, 56)), [0, 2, 3], False], [T((96,))]), "sum") == \
+        "float32|dense|mixed"
+    m = T((4096, 1024))
+    assert F.class_key(call("aten::sum", [m, [0], False], [T((1024,))]), "sum").endswith("|outer")
+    assert F.class_key(call("aten::sum", [m, [1], False], [T((4096,))]), "sum").endswith("|inner")
+    assert F.class_key(call("aten::sum", [m], [T(())]), "sum").endswith("|all")
+    op = call("aten::sum", [g, [0, 2, 3], False], [T((96,), "bfloat16")])
+    assert F.shape_features(op, "sum") == (96, 64 * 56 * 56)  # (outputs, elements per output)
+
+
+def test_norm_features_are_rows_and_row_length_whatever_the_rank():
+    x4 = T((64, 56, 56, 96))
+    ln = call("aten::native_layer_norm", [x4, [96], T((96,)), T((96,)), 1e-6], [x4, T((64, 56, 56, 1))])
+    assert F.shape_features(ln, "native_layer_norm") == (64 * 56 * 56, 96)
+    x2 = T((200704, 96))
+    ln2 = call("aten::native_layer_norm", [x2, [96], T((96,)), T((96,)), 1e-6], [x2, T((200704, 1))])
+    assert total(estimate(ln, "h200")) == pytest.approx(total(estimate(ln2, "h200")), rel=0.01)
+
+
+def test_short_rows_layer_norm_is_slow_as_measured():
+    """One block per row: a 96-wide fp32 layer norm over 200,704 rows ran 317 us in ConvNeXt-T
+    on the H200 (the sweep: ~4x its roofline); a 4096-wide one runs near the roofline."""
+    x = T((200704, 96))
+    ln = call("aten::native_layer_norm", [x, [96], T((96,)), T((96,)), 1e-6], [x, T((200704, 1))])
+    ks = estimate(ln, "h200")
+    assert {k.source for k in ks} == {"family"}
+    pts = [p for p in _points("native_layer_norm", "float32|dense") if p["s"] == [200704, 96]]
+    assert pts and total(ks) == pytest.approx(pts[0]["t"], rel=0.05)
+    assert 250_000 < total(ks) < 400_000  # the real ConvNeXt call: 317 us
+    roof = total(estimate(ln, "h200", use_table=False, use_measured=False))
+    assert total(ks) > 3 * roof
+
+
+def test_conv_backward_with_bias_is_the_convolution_then_the_bias_sum():
+    """ATen sums grad_output for the bias outside cuDNN; the cuDNN kernels are the bias-free
+    ones. Real ConvNeXt-T, depthwise 7x7 over 64x96x56x56 bf16 channels-last: dgrad 336 us,
+    wgrad 119 + 7 us, then the bias reduce_kernel 74 us (with a memset)."""
+    with_bias, without = estimate(_dw_backward(True), "h200"), estimate(_dw_backward(False), "h200")
+    names = [k.name for k in with_bias]
+    assert names[:len(without)] == [k.name for k in without]
+    assert any(n.startswith("dgrad2d_c1_k1_nhwc") for n in names)
+    assert "reduce_kernel" in names[-1] and "BFloat16" in names[-1]
+    assert {k.source for k in without} == {"family"}
+    conv = total(without)
+    assert 400_000 < conv < 520_000  # measured 462 us
+    assert 20_000 < total(with_bias) - conv < 100_000  # the bias sum: 74 us measured in the model
+
+
+def test_rnn_roofline_ignores_the_reserve_buffer():
+    """The runtime allocates cuDNN's measured reserve (738 MB for this LSTM), a meta call
+    says 0 bytes; the roofline, and so the curve's ratio, must not depend on it."""
+    x = T((64, 256, 1024))
+    ws = (T((4096, 1024)), T((4096, 1024)), T((4096,)), T((4096,))) * 2
+    h = T((2, 64, 1024))
+    args = [x, ws, 4, T((16793600,)), h, h, 2, 1024, 0, 2, True, 0.0, True, False, (), None]
+    gpu = get_gpu("h200")
+    small = call("aten::_cudnn_rnn", args, [x, h, h, T((0,), "uint8"), T((16793600,))])
+    big = call("aten::_cudnn_rnn", args, [x, h, h, T((738197504,), "uint8"), T((16793600,))])
+    c_small, _ = O.cudnn_rnn(small, "_cudnn_rnn", gpu, False)
+    c_big, _ = O.cudnn_rnn(big, "_cudnn_rnn", gpu, False)
+    assert c_small.nbytes == c_big.nbytes and c_small.flops == c_big.flops > 0
+    assert F.class_key(big, "_cudnn_rnn") == "float32|c|lstm|float32"
+    t = total(estimate(big, "h200"))
+    assert 7e6 < t < 11e6  # the sweep's LSTM: 8.4 ms; real in the LSTM LM: 10.1 ms of kernels
