@@ -57,7 +57,7 @@ def execute(obj: dict, command: tuple[str, ...], **overrides):
                       op_costs=dict(parse_op_cost(spec) for spec in obj["op_costs"]),
                       trace_format=obj["trace_format"], report_dir=obj["report_dir"],
                       kernel_times=obj["kernel_times"], kernel_db=obj["kernel_db"],
-                      host_python=obj.get("host_python", True), host_profile=obj.get("host_profile", "h200"))
+                      host_python=obj.get("host_python", True), host_profile=obj.get("host_profile", "h200"), cluster=obj.get("cluster"))
     for k, v in overrides.items():
         setattr(opts, k, v)
     opts.__post_init__()

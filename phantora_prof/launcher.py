@@ -50,6 +50,7 @@ class RunOptions:
     kernel_db: Path | None = None  # database to read; with measure, also filled (default: the user cache)
     host_python: bool = True  # charge the interpreter's work between ops (runtime/pyhost.py)
     host_profile: str = "h200"  # the simulated host's speed (hostcost.load_profile: a built-in name or a file)
+    cluster: str | None = None  # network: a netsim preset or a TOML cluster file (default: the GPU's DGX)
 
     def __post_init__(self) -> None:
         from phantora_prof.outputs import TRACE_FORMATS
@@ -64,7 +65,10 @@ class RunOptions:
             raise ConfigError("--nnodes must be at least 1")
         if self.collective_timeout_s <= 0:
             raise ConfigError("--collective-timeout must be positive")
-        get_gpu(self.gpu)  # validates the name
+        spec = get_gpu(self.gpu)  # validates the name
+        from phantora_prof.engine.collectives import check_cluster, default_cluster
+
+        self.cluster = check_cluster(self.cluster, spec) if self.cluster else default_cluster(spec.key)
         from phantora_prof import hostcost
 
         hostcost.load_profile(self.host_profile)  # a clear error now rather than one per rank
@@ -326,7 +330,7 @@ def _run(opts: RunOptions, on_progress, stopper: _SignalStop) -> RunResult:
     def model():
         from phantora_prof.engine.collectives import NetsimModel
 
-        return NetsimModel(gpu.key, opts.nnodes, per_node)
+        return NetsimModel(gpu.key, opts.nnodes, per_node, opts.cluster)
 
     coord = Coordinator(world, sock_dir, timeline, collective_timeout_s=opts.collective_timeout_s,
                         model_factory=model)

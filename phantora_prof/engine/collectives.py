@@ -38,17 +38,52 @@ class CollectiveModel(Protocol):
 
 
 _CLUSTER_OF_GPU = {"h200": "dgx-h200", "h100": "dgx-h100", "a100": "dgx-a100"}
+_ARCH_NAMES = {"sm70": "volta", "sm80": "ampere", "sm90": "hopper", "sm100": "blackwell"}
+
+
+def default_cluster(gpu: str) -> str:
+    """The network preset a GPU comes in (its DGX); an error for a GPU with none, rather than
+    another GPU's network."""
+    from phantora_prof.errors import ConfigError
+
+    key = gpu.lower()
+    if key not in _CLUSTER_OF_GPU:
+        raise ConfigError(f"no network preset for GPU {gpu!r} (known: {', '.join(sorted(_CLUSTER_OF_GPU))}): "
+                          "pass --cluster PRESET or a TOML cluster file")
+    return _CLUSTER_OF_GPU[key]
+
+
+def check_cluster(cluster: str, gpu) -> str:
+    """Validate --cluster (a preset name or a TOML file) against the simulated GPU; returns the
+    preset name or the file's absolute path, for the coordinator."""
+    from pathlib import Path
+
+    from netsim import NetsimError
+    from netsim.cluster_file import resolve_cluster
+
+    from phantora_prof.errors import ConfigError
+
+    try:
+        spec = resolve_cluster(cluster)
+    except (NetsimError, OSError) as exc:
+        raise ConfigError(f"--cluster {cluster}: {exc}") from None
+    arch = _ARCH_NAMES.get(gpu.arch)
+    if arch is not None and spec.node.gpu_arch != arch:
+        raise ConfigError(f"--cluster {cluster} has {spec.node.gpu_arch} GPUs, but --gpu {gpu.key} is {arch}: "
+                          "pick a cluster of that GPU or another --gpu")
+    p = Path(cluster).expanduser()
+    return str(p.resolve()) if p.exists() else cluster
 
 
 class NetsimModel:
     """Times collectives with netsim's flow-level model of NCCL: alone (`duration`), or
     together with the collectives still in flight on its members (`shared_duration`)."""
 
-    def __init__(self, gpu: str, nnodes: int, gpus_per_node: int):
+    def __init__(self, gpu: str, nnodes: int, gpus_per_node: int, cluster: str | None = None):
         from netsim import Network
 
-        cluster = _CLUSTER_OF_GPU.get(gpu.lower().split("-")[0], "dgx-h100")
-        self.net = Network.from_cluster(cluster, nnodes, gpus_per_node)
+        self.cluster = cluster or default_cluster(gpu)
+        self.net = Network.from_cluster(self.cluster, nnodes, gpus_per_node)
         self._cache: dict[tuple, tuple[int, str, str]] = {}
 
     def duration(self, op: str, ranks: tuple[int, ...], nbytes: int, root: int = 0,
