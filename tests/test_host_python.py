@@ -84,6 +84,35 @@ def test_pause_resume_skips_a_region_and_counts_stay_balanced(native):
     assert py1 - py0 == 9  # fib(4)'s 9 calls only
 
 
+def test_our_frame_that_resumes_counting_is_still_not_counted(native, tmp_path):
+    """A function of the simulator that starts while the hook is paused and resumes it part
+    way (the capture mode does) reports line events but no call event; its own instructions
+    after resume() are the simulator's work, not the program's (they were counted once, and
+    a refactor of the capture mode moved simulated time by 66 ns)."""
+    import importlib.util
+
+    mod = tmp_path / "oursmod.py"
+    mod.write_text("def work(native):\n    native.resume()\n    acc = 0\n    for i in range(1000):\n"
+                   "        acc += i\n    native.pause()\n    return acc\n")
+    spec = importlib.util.spec_from_file_location("oursmod", mod)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    native.configure(str(tmp_path) + os.sep, [])
+    native.attach()
+    try:
+        _, op0, _ = native.counts()
+        native.pause()
+        m.work(native)
+        native.resume()
+        _, op1, _ = native.counts()
+        _fib(4)
+        py2, op2, _ = native.counts()
+    finally:
+        native.detach()
+    assert op1 - op0 < 30  # the 1000-iteration loop (~4,000 instructions) is not counted
+    assert op2 - op1 > 9 * 5  # counting goes on after it
+
+
 def _run(script: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     path = tmp_path / "train.py"
     path.write_text(textwrap.dedent(script))

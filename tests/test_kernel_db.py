@@ -104,33 +104,39 @@ def test_bad_files_give_clear_errors(tmp_path):
 def measured_mm():
     k = MeasuredKernel("kernel", NVJET, 50_000, (8, 4, 1), (384, 1, 1), 168, 200_000, 0, "cuLaunchKernelEx")
     src = DatabaseSource(_db([Entry(signature(_mm()), (k,), 5)]))
-    cost.set_kernel_source(src)
     yield src
-    cost.set_kernel_source(None)
+
+
+def _with_db(op, gpu, src):
+    """Kernels as a rank's CostModel built with --kernel-db gives them."""
+    from phantora_prof.cost.model import CostModel
+
+    return list(CostModel(gpu, source=src).estimate(op))
 
 
 def test_database_comes_before_every_model(measured_mm):
-    ks = cost.estimate(_mm(), "h200")
+    ks = _with_db(_mm(), "h200", measured_mm)
     assert [(k.name, k.duration_ns, k.source, k.launch_api) for k in ks] == [
         (NVJET, 50_000, "measured", "cuLaunchKernelEx")]
     assert ks[0].flops == pytest.approx(2.0 * 1024 ** 3)
-    other = cost.estimate(_mm(m=2048), "h200")  # not in the database: the models as before
+    other = _with_db(_mm(m=2048), "h200", measured_mm)  # not in the database: the models as before
     assert other and all(k.source != "measured" for k in other)
     assert measured_mm.hits == 1 and measured_mm.misses == 1
 
 
 def test_database_scales_within_an_architecture_and_not_across(measured_mm):
-    h100 = cost.estimate(_mm(), "h100")
+    h100 = _with_db(_mm(), "h100", measured_mm)
     assert h100[0].source == "measured"
     assert h100[0].duration_ns == 50_000  # a compute-bound GEMM: H100 and H200 have the same tensor-core peak
     big = (1 << 14, 1 << 12)
     add = OpCall(0, 1, "aten::add", (_t(big), _t(big)), {}, (_t(big),), 0, 0, 0, 7, 0, OpKind.COMPUTE)
     k = MeasuredKernel("kernel", "vectorized_elementwise_kernel", 100_000)
     measured_mm.db.add(Entry(signature(add), (k,), 5))
-    ratio = cost.estimate(add, "h100")[0].duration_ns / 100_000
+    ratio = _with_db(add, "h100", measured_mm)[0].duration_ns / 100_000
     assert 1.3 < ratio < 1.5  # memory-bound: 4.8 vs 3.35 TB/s of HBM
-    a100 = cost.estimate(_mm(), "a100")
+    a100 = _with_db(_mm(), "a100", measured_mm)
     assert all(k.source != "measured" for k in a100)
+    assert cost.estimate(_mm(), "h200")[0].source != "measured"  # the plain function: built-in sources only
 
 
 def test_replay_builds_valid_calls_on_cpu():

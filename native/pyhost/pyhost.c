@@ -154,13 +154,15 @@ static int profile(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
             break;
         }
         case PyTrace_LINE: {
-            /* a frame that started before counting began still reports lines: stop that */
+            /* A frame whose call event was not seen still reports lines: one that started
+             * before counting began, or one of ours that started while the hook was paused
+             * and goes on after resume(). Its opcodes count only if it is the program's. */
             PyCodeObject *code = PyFrame_GetCode(frame);
             int cls = classify(code);
             Py_DECREF(code);
             if (PyObject_SetAttr((PyObject *)frame, str_trace_lines, Py_False) < 0 ||
                 PyObject_SetAttr((PyObject *)frame, str_trace_opcodes,
-                                 cls == CODE_IMPORT ? Py_False : Py_True) < 0) {
+                                 cls == CODE_USER ? Py_True : Py_False) < 0) {
                 PyErr_Clear();
             }
             break;

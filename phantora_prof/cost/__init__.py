@@ -10,7 +10,7 @@ without GPU work (views, allocation, metadata, host-only ops, collectives, which
 network simulator times) give [].
 
 Where the time comes from, in order:
-0. A kernel database of the user's own (source "measured"; set_kernel_source, filled by
+0. A kernel database of the user's own (source "measured"; a CostModel's source, filled by
    `phantora-prof db build` / `--kernel-times measure`, read with `--kernel-db`): the
    kernels the exact same call launched on a real GPU. On another GPU of the same
    architecture the durations are scaled as the table's are; on another architecture it
@@ -71,12 +71,10 @@ from phantora_prof.cost.roofline import CLASSES, KERNEL_FLOOR_NS
 from phantora_prof.protocol import OpCall, OpKind, TensorArg
 
 __all__ = ["Kernel", "GpuSpec", "GPUS", "DEFAULT_GPU", "get_gpu", "estimate", "op_class", "op_flops",
-           "CLASSES", "clear_cache"]
+           "CLASSES", "clear_cache", "materialize"]
 
 _CACHE: dict = {}
 _CACHE_MAX = 1 << 16
-_SOURCE = None  # a kernel database source (measure/source.py), consulted before everything else
-_SOURCE_WARNED: set = set()
 _NAMES: dict[str, bool] = {}  # op name -> never launches GPU work
 _NO_GPU_NAMESPACES = frozenset(("c10d", "_c10d_functional", "c10d_functional", "_c10d_functional_autograd",
                                 "prim", "profiler", "_dtensor", "record_param_comms"))
@@ -84,17 +82,6 @@ _NO_GPU_NAMESPACES = frozenset(("c10d", "_c10d_functional", "c10d_functional", "
 
 def clear_cache() -> None:
     _CACHE.clear()
-
-
-def set_kernel_source(source) -> None:
-    """Use `source.kernels(op)` (measured kernels or None) before every model; None turns it off."""
-    global _SOURCE
-    _SOURCE = source
-    _CACHE.clear()
-
-
-def kernel_source():
-    return _SOURCE
 
 
 def _split_name(name: str) -> tuple[str, str]:
@@ -146,7 +133,7 @@ def estimate(op: OpCall, gpu: GpuSpec | str | None = None, *, allow_tf32: bool =
         hit = _CACHE.get(key)
     if hit is not None:
         return list(hit)
-    res = tuple(_estimate(op, spec, allow_tf32, use_table, use_measured, use_family))
+    res = tuple(_estimate(op, spec, allow_tf32, use_table, use_measured, use_family, None))
     if len(_CACHE) >= _CACHE_MAX:
         _CACHE.clear()
     _CACHE[key] = res
@@ -205,7 +192,9 @@ def _cross_device(op, base) -> bool:
 
 
 def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
-              use_measured: bool = True, use_family: bool = True) -> list[Kernel]:
+              use_measured: bool = True, use_family: bool = True, source=None) -> list[Kernel]:
+    """The sources in order (see the module docstring); `source` is a kernel database
+    (measure/source.py) consulted first, given by the rank's CostModel (cost/model.py)."""
     ns, base = _split_name(op.name)
     if op.kind == OpKind.HOST or ns in _NO_GPU_NAMESPACES or base in _ops.NO_GPU_WORK:
         return []
@@ -229,8 +218,8 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
         cost, specs = handler(op, base, gpu, allow_tf32, tbl)
     else:
         cost, specs = handler(op, base, gpu, allow_tf32)
-    if _SOURCE is not None and use_table:
-        res = _from_source(op, gpu, cost)
+    if source is not None and use_table:
+        res = _from_source(op, gpu, cost, source)
         if res is not None:
             return res
     if use_table and tbl is not None:
@@ -241,7 +230,7 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
         split = _conv_bias_split(op)
         if split is not None:
             return [k for part in split for k in _estimate(part, gpu, allow_tf32, use_table, use_measured,
-                                                           use_family)]
+                                                           use_family, source)]
     if handler is _ops.elementwise and tbl is not None and specs and specs[0].generic:
         specs = _table_names(op, base, tbl, specs, gpu)
     total = _R.op_time_ns(cost, gpu)
@@ -253,7 +242,7 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
         res = _family(op, base, gpu, allow_tf32, handler, cost, specs, total)
         if res is not None:
             return res
-    return _materialize(cost, specs, total, gpu)
+    return materialize(cost, specs, total, gpu)
 
 
 def _conv_bias_split(op: OpCall) -> tuple[OpCall, OpCall] | None:
@@ -302,13 +291,13 @@ def _family(op, base, gpu, allow_tf32, handler, cost, specs, total) -> list[Kern
     ref = get_gpu(_FAM.GPU_KEY)
     if gpu.arch != ref.arch:
         return None  # library kernels differ per architecture: the roofline's own efficiencies
-    w = sum(k.duration_ns for k in _materialize(cost, specs, total, gpu))
+    w = sum(k.duration_ns for k in materialize(cost, specs, total, gpu))
     if gpu.key == ref.key:
         w_ref = w
     else:
         rc = (handler(op, base, ref, allow_tf32, table("h200"))[0] if handler is _ops.embedding_dense_backward
               else handler(op, base, ref, allow_tf32)[0])
-        w_ref = sum(k.duration_ns for k in _materialize(rc, specs, _R.op_time_ns(rc, ref), ref))
+        w_ref = sum(k.duration_ns for k in materialize(rc, specs, _R.op_time_ns(rc, ref), ref))
     hit = fam.predict(name, key, w_ref, _FAM.shape_features(op, name))
     if hit is None:
         return None
@@ -357,7 +346,7 @@ def _interpolated(op, base, gpu, allow_tf32, handler, cost, specs, total) -> lis
     fixed = sum(_R.memset_ns(s.nbytes, gpu) if s.kind == _K.KIND_MEMSET else float(s.dur_ns)
                 for s in specs if s.kind == _K.KIND_MEMSET or s.dur_ns > 0)
     weighted = max(t - fixed, float(KERNEL_FLOOR_NS))
-    return _materialize(cost, specs, weighted, gpu, "interpolated")
+    return materialize(cost, specs, weighted, gpu, "interpolated")
 
 
 def _table_names(op, base, tbl, specs, gpu):
@@ -420,23 +409,20 @@ def _from_table(op, base, gpu, allow_tf32, tbl, cost) -> list[Kernel] | None:
     return out
 
 
-def _from_source(op, gpu, cost) -> list[Kernel] | None:
-    """Kernels from the user's kernel database, scaled to `gpu` when it was measured on another."""
-    measured = _SOURCE.kernels(op)
+def _from_source(op, gpu, cost, source) -> list[Kernel] | None:
+    """Kernels from the user's kernel database, scaled to `gpu` when it was measured on another
+    GPU of the same architecture (another architecture: None, the source says so once)."""
+    measured = source.kernels(op)
     if measured is None:
         return None
-    db_gpu = getattr(getattr(_SOURCE, "db", None), "gpu", None)
+    db_gpu = getattr(getattr(source, "db", None), "gpu", None)
     scale = 1.0
     if db_gpu is not None and db_gpu != gpu.key:
         ref = GPUS.get(db_gpu)
         if ref is None or ref.arch != gpu.arch:
-            if (db_gpu, gpu.key) not in _SOURCE_WARNED:
-                _SOURCE_WARNED.add((db_gpu, gpu.key))
-                import logging
-
-                logging.getLogger(__name__).warning(
-                    "the kernel database was measured on %s, another architecture than the simulated %s: "
-                    "it is not used (kernel times come from the models)", db_gpu, gpu.key)
+            warn = getattr(source, "warn_other_arch", None)
+            if warn is not None:
+                warn(db_gpu, gpu.key)
             return None
         scale = _R.op_time_ns(cost, gpu) / max(_R.op_time_ns(cost, ref), 1.0)
     tot = sum(k.duration_ns for k in measured if k.kind == _K.KIND_KERNEL) or 1
@@ -449,7 +435,9 @@ def _from_source(op, gpu, cost) -> list[Kernel] | None:
     return out
 
 
-def _materialize(cost, specs, total_ns: float, gpu, source: str = "roofline") -> list[Kernel]:
+def materialize(cost, specs, total_ns: float, gpu, source: str = "roofline") -> list[Kernel]:
+    """Kernels of the op: `total_ns` shared among `specs` by their weights (memsets and copies
+    timed by their own models, table kernels keep their measured time)."""
     wsum = sum(s.weight for s in specs if s.kind == _K.KIND_KERNEL and s.dur_ns <= 0)
     out = []
     for s in specs:
@@ -510,6 +498,6 @@ def _memcpy_op(op, base, gpu) -> list[Kernel] | None:
         spec = _K.copy_kernel(src.dtype, dst.dtype, max(src.numel, 1), _R.is_contiguous(src))
         cost = _R.Cost(_R.COPY, "copy" if "vectorized" in spec.name else "unrolled", 0.0,
                        _R.tensor_bytes(src) + src.numel * dst.itemsize)
-        out.extend(_materialize(cost, [spec], _R.op_time_ns(cost, gpu), gpu))
+        out.extend(materialize(cost, [spec], _R.op_time_ns(cost, gpu), gpu))
     out.append(_memcpy(gpu, src, dst, dst.nbytes))
     return out

@@ -50,6 +50,14 @@ class DatabaseSource:
         self.path = path
         self.hits = 0
         self.misses = 0
+        self._warned: set = set()
+
+    def warn_other_arch(self, db_gpu: str, gpu: str) -> None:
+        """Said once per pair: the database cannot stand in for another architecture's kernels."""
+        if (db_gpu, gpu) not in self._warned:
+            self._warned.add((db_gpu, gpu))
+            log.warning("the kernel database was measured on %s, another architecture than the simulated %s: "
+                        "it is not used (kernel times come from the models)", db_gpu, gpu)
 
     def kernels(self, op: Any) -> tuple[MeasuredKernel, ...] | None:
         e = self.db.get(signature(op))

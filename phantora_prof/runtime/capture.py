@@ -24,7 +24,8 @@ from torch._subclasses.fake_tensor import (
 )
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from phantora_prof import cost, hostcost
+from phantora_prof import hostcost
+from phantora_prof.cost.model import CostModel
 from phantora_prof.errors import UnsupportedOpError
 from phantora_prof.protocol import CPU_DEVICE, AutogradSpan, OpCall, OpKind, SyncKind, TensorArg
 from phantora_prof.runtime import annotations, conv_layout, cuda_dispatch, memory, op_recorder, pinned, sdpa, values
@@ -118,7 +119,7 @@ class CaptureMode(TorchDispatchMode):
         self._tls = threading.local()
         self._autograd_open: tuple | None = None  # (node, name, seq, start_ns, ext_id)
         self.unsupported: dict[str, str] = {}
-        self.op_costs: dict[str, int] = dict(self.st.config.op_costs)
+        self.costs = self.st.cost_model or CostModel(self.gpu, op_costs=self.st.config.op_costs)
         # The native op recorder (CPU builds of torch): it records the host op tree, autograd
         # nodes included, so the mode does not send AutogradSpans of its own.
         self._rec = op_recorder.get()
@@ -333,17 +334,11 @@ class CaptureMode(TorchDispatchMode):
         ext, depth = self._record_id(tls, record_name or name)
         op = OpCall(st.config.rank, ext, name, targs, tkwargs, touts, tid, start, start, stream, device, kind,
                     seq_nr=_forward_sequence_nr(tid, args), depth=depth)
-        user_ns = self.op_costs.get(name) if self.op_costs else None
-        if user_ns is not None:
-            kernels = (cost.Kernel("kernel", name, user_ns, grid=(self.gpu.num_sms, 1, 1), block=(256, 1, 1),
-                                   source="user"),)
-            dispatch = hostcost.dispatch_ns(name, True, self._autograd_open is not None)
-        elif name in _VIEW_OPS:
+        if name in _VIEW_OPS and not self.costs.has_user_cost(name):
             kernels = ()
-            dispatch = hostcost.dispatch_ns(name, False, self._autograd_open is not None)
         else:
-            kernels = tuple(cost.estimate(op, self.gpu, allow_tf32=_matmul_tf32()))
-            dispatch = hostcost.dispatch_ns(name, bool(kernels), self._autograd_open is not None)
+            kernels = self.costs.estimate(op, allow_tf32=_matmul_tf32())
+        dispatch = hostcost.dispatch_ns(name, bool(kernels), self._autograd_open is not None)
         launch_total = sum(hostcost.api_ns(k.launch_api) for k in kernels)
         op.launch_ns = start + dispatch
         op.end_ns = op.launch_ns + launch_total
@@ -560,7 +555,7 @@ class CaptureMode(TorchDispatchMode):
         dst = TensorArg(tuple(t.shape), tuple(t.stride()), src.dtype, CPU_DEVICE, True)
         op = OpCall(st.config.rank, ext, "aten::_local_scalar_dense", (src,), {}, (dst,), st.tid(), start,
                     start, stream, device, OpKind.MEMCPY, depth=depth)
-        kernels = tuple(cost.estimate(op, self.gpu))
+        kernels = self.costs.estimate(op)
         op.kernels = kernels
         op.launch_ns = start + hostcost.DISPATCH_NS_VIEW
         op.end_ns = op.launch_ns + sum(hostcost.api_ns(k.launch_api) for k in kernels)

@@ -103,7 +103,7 @@ def kernels(name: str, args: tuple, gpu: Any, allow_tf32: bool) -> tuple:
     h = q.shape[1] if q.dim() == 4 else 1
     spec = _K.KernelSpec(_K.KIND_KERNEL, _KERNELS[name], (max(1, -(-s_q // 128)), b * h, 1), (256, 1, 1),
                          128, 98304 if backward else 65536)
-    return tuple(_cost._materialize(c, [spec], _R.op_time_ns(c, gpu), gpu))
+    return tuple(_cost.materialize(c, [spec], _R.op_time_ns(c, gpu), gpu))
 
 
 def to_arg_list(args: tuple, to_arg: Any) -> tuple[TensorArg, ...]:

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from phantora_prof import cost
+from phantora_prof.cost.model import CostModel
 from phantora_prof.errors import ConfigError
 from phantora_prof.protocol import Goodbye, Hello
 from phantora_prof.runtime import clock as _clock
@@ -57,12 +58,10 @@ class InstalledRuntime:
         except Exception:  # noqa: BLE001 - never lose the trace because of the flush
             log.exception("flushing the capture mode failed")
         summary = self._summary()
-        src = cost.kernel_source()
-        if src is not None:
-            try:
-                src.close()  # a measuring source merges what it measured into the database file
-            except Exception:  # noqa: BLE001 - the run's own outcome comes first
-                log.exception("saving the kernel database failed")
+        try:
+            st.cost_model.close()  # a measuring source merges what it measured into the database file
+        except Exception:  # noqa: BLE001 - the run's own outcome comes first
+            log.exception("saving the kernel database failed")
         from phantora_prof.runtime import memory_counters
 
         last = memory_counters.final_message(st.config.rank)
@@ -71,17 +70,20 @@ class InstalledRuntime:
         st.channel.close(Goodbye(st.config.rank, st.clock.now_ns, exit_code, summary))
 
 
-def _install_kernel_source(config: RankConfig) -> None:
-    """--kernel-db / --kernel-times measure: a kernel database consulted before the models."""
+def _cost_model(config: RankConfig, gpu) -> CostModel:
+    """The rank's kernel-time model: the GPU, --op-cost, and with --kernel-db / --kernel-times
+    measure a kernel database consulted before the built-in sources."""
     from pathlib import Path
 
     from phantora_prof.cost.kernel_db import KernelDB
     from phantora_prof.measure.source import DatabaseSource, MeasuringSource
 
+    source = None
     if config.kernel_times == "measure":
-        cost.set_kernel_source(MeasuringSource(Path(config.kernel_db)))
+        source = MeasuringSource(Path(config.kernel_db))
     elif config.kernel_db:
-        cost.set_kernel_source(DatabaseSource(KernelDB.load(config.kernel_db), Path(config.kernel_db)))
+        source = DatabaseSource(KernelDB.load(config.kernel_db), Path(config.kernel_db))
+    return CostModel(gpu, source=source, op_costs=config.op_costs)
 
 
 def _install_host_python(st: RuntimeState, clock: _clock.VirtualClock) -> None:
@@ -120,8 +122,7 @@ def install(config: RankConfig) -> InstalledRuntime:
     clock = _clock.VirtualClock(epoch_ns=int(os.environ.get("PHANTORA_EPOCH_NS", "0")) or None)
     channel = connect_from_env()
     gpu = cost.get_gpu(config.gpu)
-    _install_kernel_source(config)
-    st = RuntimeState(config=config, clock=clock, channel=channel, gpu=gpu)
+    st = RuntimeState(config=config, clock=clock, channel=channel, gpu=gpu, cost_model=_cost_model(config, gpu))
     st.current_device = config.local_rank % config.device_count
     _state.set_state(st)
     channel.send(Hello(config.rank, config.world_size, os.getpid()))

@@ -30,6 +30,7 @@ class RuntimeState:
     placeholders_used: int = 0
     warned: set = field(default_factory=set)
     pyhost: Any = None  # runtime.pyhost.PythonHostTime when the interpreter's work is charged
+    cost_model: Any = None  # cost.model.CostModel: the run's kernel-time model (runtime/install.py)
 
     def stream_of(self, device: int | None = None) -> int:
         d = self.current_device if device is None else device

@@ -1,0 +1,78 @@
+"""The rank's one kernel-time model, built once from the run configuration.
+
+A CostModel holds what decides a captured op's GPU work for this run: the simulated GPU,
+the user's kernel database (`--kernel-db` / `--kernel-times measure`: consulted first), the
+`--op-cost` overrides, and which built-in sources are on (the exact-shape table, the
+isolated-op curves, the family curves, then the roofline; cost/__init__.py says in which
+order and why). The runtime builds it in `runtime/install.py` and hands it to the capture
+mode; nothing in `cost/` is configured through module globals.
+
+The TF32 policy is not fixed here: a script may flip `torch.backends.cuda.matmul.allow_tf32`
+between ops, so the capture mode passes it per call.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from phantora_prof.cost import _hashable, _estimate, materialize
+from phantora_prof.cost.gpus import GpuSpec, get_gpu
+from phantora_prof.cost.kernels import KIND_KERNEL, Kernel
+from phantora_prof.protocol import OpCall, OpKind
+
+CACHE_MAX = 1 << 16
+
+
+class CostModel:
+    """Kernels for captured ops on one simulated GPU (see the module docstring)."""
+
+    def __init__(self, gpu: GpuSpec | str, source: Any = None, op_costs: Mapping[str, int] | None = None,
+                 use_table: bool = True, use_measured: bool | None = None, use_family: bool | None = None):
+        self.gpu = gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
+        self.source = source  # measure/source.py: DatabaseSource or MeasuringSource, or None
+        self.op_costs = dict(op_costs or {})
+        for name, ns in self.op_costs.items():
+            if not isinstance(ns, int) or ns < 0:
+                from phantora_prof.errors import ConfigError
+
+                raise ConfigError(f"--op-cost {name}: the time must be a non-negative integer of ns, not {ns!r}")
+        self.use_table = use_table
+        self.use_measured = use_table if use_measured is None else use_measured
+        self.use_family = self.use_measured if use_family is None else use_family
+        self._cache: dict = {}
+
+    def has_user_cost(self, op_name: str) -> bool:
+        return op_name in self.op_costs
+
+    def estimate(self, op: OpCall, allow_tf32: bool = False) -> tuple[Kernel, ...]:
+        """The GPU activities `op` launches, in launch order (empty when none)."""
+        user_ns = self.op_costs.get(op.name)
+        if user_ns is not None:
+            return (Kernel(KIND_KERNEL, op.name, user_ns, grid=(self.gpu.num_sms, 1, 1), block=(256, 1, 1),
+                           source="user"),)
+        if op.kind == OpKind.HOST:
+            return ()
+        try:
+            key = (op.name, op.kind, allow_tf32, op.args, tuple(op.kwargs.items()) if op.kwargs else (), op.outputs)
+            hit = self._cache.get(key)
+        except TypeError:  # an unhashable scalar (a list in kwargs): normalise
+            key = (op.name, op.kind, allow_tf32, _hashable(op.args), _hashable(op.kwargs or {}), op.outputs)
+            hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        res = tuple(_estimate(op, self.gpu, allow_tf32, self.use_table, self.use_measured, self.use_family,
+                              self.source))
+        if len(self._cache) >= CACHE_MAX:
+            self._cache.clear()
+        self._cache[key] = res
+        return res
+
+    def kernels_from(self, cost: Any, specs: list, total_ns: float) -> list[Kernel]:
+        """Kernels for work the caller costed itself (a higher-order op's template kernel):
+        `total_ns` shared among `specs` as the built-in sources do."""
+        return materialize(cost, specs, total_ns, self.gpu)
+
+    def close(self) -> None:
+        """A measuring source merges what it measured into its database file."""
+        if self.source is not None:
+            self.source.close()
