@@ -6,10 +6,8 @@ Nothing here knows about phantora-prof: run it with
 `torchrun --nproc-per-node 4 examples/pp/train.py` on a machine with GPUs, or with
 `phantora-prof --nproc-per-node 4 python examples/pp/train.py` anywhere.
 """
-import argparse
 import os
 import sys
-import time
 
 import torch
 import torch.distributed as dist
@@ -17,8 +15,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gpt"))
-from train import Block  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import common  # noqa: E402  (the examples' shared scaffolding)
+from train import Block  # noqa: E402  (the single-GPU example's block)
 
 
 class Stage(nn.Module):
@@ -44,23 +43,14 @@ class Stage(nn.Module):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--steps", type=int, default=6)
-    p.add_argument("--layers", type=int, default=12)
-    p.add_argument("--dim", type=int, default=768)
-    p.add_argument("--heads", type=int, default=12)
-    p.add_argument("--seq", type=int, default=1024)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--vocab", type=int, default=50304)
+    p = common.gpt_parser(__doc__)
     p.add_argument("--microbatches", type=int, default=4)
     p.add_argument("--schedule", choices=["gpipe", "1f1b"], default="1f1b")
     args = p.parse_args()
 
     dist.init_process_group("nccl")
     rank, world = dist.get_rank(), dist.get_world_size()
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    torch.cuda.set_device(local_rank)
-    device = torch.device("cuda", local_rank)
+    device = common.local_device()
     torch.manual_seed(0)
     per_stage = args.layers // world
     model = Stage(args, rank == 0, rank == world - 1, per_stage).to(device)
@@ -79,9 +69,8 @@ def main() -> None:
     schedule = cls(stage, n_microbatches=args.microbatches, loss_fn=loss_fn)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
     x = torch.randint(0, args.vocab, (args.batch, args.seq), device=device)
-    for step in range(args.steps):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
+
+    def step():
         if rank == 0:
             schedule.step(x)
         elif rank == world - 1:
@@ -90,9 +79,8 @@ def main() -> None:
             schedule.step()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
-        dist.barrier()
-        print(f"rank {rank} step {step} time_ms {(time.perf_counter() - t0) * 1e3:.3f}", flush=True)
+
+    common.timed_steps(step, args.steps, rank, barrier=True)
     dist.destroy_process_group()
 
 
