@@ -12,16 +12,16 @@ import pytest
 import torch
 
 from conftest import REFERENCE, SCRIPTS, SHARED
-from phantora_prof.runtime.memory import (
+from phantora_prof.runtime.allocator import (
     AllocatorConfig,
     AllocatorModel,
     allocation_size,
     cublas_workspace_size,
     cublaslt_workspace_size,
     format_size,
-    reduction_scratch,
     round_size,
 )
+from phantora_prof.runtime.op_allocations import reduction_scratch
 
 MiB = 1 << 20
 GiB = 1 << 30

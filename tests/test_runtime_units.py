@@ -11,7 +11,7 @@ from phantora_prof.errors import ConfigError
 from phantora_prof.launcher import RunOptions, parse_op_cost, python_argv
 from phantora_prof.protocol import TensorArg
 from phantora_prof.runtime import clock as clock_mod
-from phantora_prof.runtime.memory import AllocatorModel, round_size, segment_size
+from phantora_prof.runtime.allocator import AllocatorModel, round_size, segment_size
 
 
 def test_virtual_clock_drives_python_clocks():

@@ -28,7 +28,7 @@ from phantora_prof import hostcost
 from phantora_prof.cost.model import CostModel
 from phantora_prof.errors import UnsupportedOpError
 from phantora_prof.protocol import CPU_DEVICE, AutogradSpan, OpCall, OpKind, SyncKind, TensorArg
-from phantora_prof.runtime import annotations, conv_layout, cuda_dispatch, memory, op_recorder, pinned, sdpa, values
+from phantora_prof.runtime import allocator, annotations, conv_layout, cuda_dispatch, op_allocations, op_recorder, pinned, sdpa, values
 from phantora_prof.runtime import state as _state
 from phantora_prof.runtime.distributed.pending import PENDING as _DIST_PENDING
 from phantora_prof.runtime.distributed.pending import consume as _dist_consume
@@ -480,19 +480,19 @@ class CaptureMode(TorchDispatchMode):
         if not cuda_outs:
             return
         device = cuda_outs[0].device.index or 0
-        model = memory.model(device)
-        memory.before_outputs(name, args, kwargs, device)
-        shared = memory.inplace_source(name, args, kwargs, out)
-        for t in memory.allocation_order(name, out, cuda_outs):
+        model = allocator.model(device)
+        op_allocations.before_outputs(name, args, kwargs, device)
+        shared = op_allocations.inplace_source(name, args, kwargs, out)
+        for t in op_allocations.allocation_order(name, out, cuda_outs):
             s = t.untyped_storage()
             if getattr(s, "_phantora_tracked", False):
                 continue
             s._phantora_tracked = True
             if shared is not None and model.share_storage(s, shared):
                 continue
-            memory.model(t.device.index or 0).track_storage(s, s.nbytes())
-        memory.after_outputs(name, args, kwargs, device)
-        memory.note_op(name, args, kwargs, out, device)
+            allocator.model(t.device.index or 0).track_storage(s, s.nbytes())
+        op_allocations.after_outputs(name, args, kwargs, device)
+        op_allocations.note_op(name, args, kwargs, out, device)
 
     def _device_of(self, args: tuple, kwargs: dict, out: Any) -> int:
         for t in _iter_tensors(out):

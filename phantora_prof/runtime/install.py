@@ -29,9 +29,9 @@ class InstalledRuntime:
 
     def _summary(self) -> dict:
         st = self.state
-        from phantora_prof.runtime import memory
+        from phantora_prof.runtime import allocator
 
-        models = [memory.model(d) for d in range(st.config.device_count)]
+        models = [allocator.model(d) for d in range(st.config.device_count)]
         return {"ops": st.ops_captured, "syncs": st.syncs, "placeholders": st.placeholders_used,
                 "peak_allocated": max(m.peak_allocated for m in models),
                 "peak_reserved": max(m.peak_reserved for m in models),

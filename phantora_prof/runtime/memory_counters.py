@@ -1,6 +1,6 @@
 """GPU memory over the whole run, sent to the coordinator as counter samples.
 
-Every allocation and free of the allocator models (runtime/memory.py) ends in one hook here:
+Every allocation and free of the allocator models (runtime/allocator.py) ends in one hook here:
 it records (host time, device, total allocated, total reserved), one sample per host time (the
 allocations of one op share its time, the last totals count), and sends them in batches
 (`protocol.MemoryCounters`). They become the memory counter tracks of `run.pftrace` and the
@@ -13,7 +13,7 @@ import threading
 from typing import Any, Callable
 
 from phantora_prof.protocol import MemoryCounters
-from phantora_prof.runtime import memory
+from phantora_prof.runtime import allocator
 from phantora_prof.runtime import state as _state
 
 BATCH = 1024
@@ -64,5 +64,5 @@ def final_message(rank: int, blocking: bool = True) -> Any:
 def install() -> None:
     st = _state.get()
     for device in range(st.config.device_count):
-        memory.model(device).on_event = (
+        allocator.model(device).on_event = (
             lambda addr, delta, allocated, reserved, _d=device: _record(_d, addr, delta, allocated, reserved))
