@@ -62,7 +62,7 @@ namespace {
 
 constexpr size_t kListLimit = 30;  // torch.profiler's TENSOR_LIST_DISPLAY_LENGTH_LIMIT / SCALAR_LIST_LENGTH_LIMIT
 
-// Shared with Python (ctypes.Structure in runtime/op_recorder.py): keep the layout in sync.
+// Shared with Python (ctypes.Structure in runtime/dispatch/op_recorder.py): keep the layout in sync.
 struct RecTls {
   int32_t suppress;
   int32_t skip_next;

@@ -14,7 +14,7 @@
 // FakeTensorMode. The rest of the composite (mask conversion, padding, the call of the
 // chosen fused op, autocast, autograd) stays torch's own C++.
 //
-// Installed on request (phantora_route_sdp_choice, from runtime/sdpa.py's install()), not at
+// Installed on request (phantora_route_sdp_choice, from runtime/dispatch/sdpa.py's install()), not at
 // load time: without the simulator's kernels the op would have no answer for CUDA tensors.
 
 #include <ATen/ATen.h>

@@ -134,7 +134,7 @@ AUTOGRAD_NODE_NS: int = TABLE["autograd_node_ns"]  # autograd engine overhead pe
 # zero_grad(set_to_none=True)'s loop. Measured with --host-probe (tools/calibrate_host.py).
 OPTIMIZER_PYTHON_NS: dict[str, int] = TABLE["optimizer_python_ns"]
 
-# Python interpreter work between ops (runtime/pyhost.py): per Python-level function call and
+# Python interpreter work between ops (runtime/host/pyhost.py): per Python-level function call and
 # per bytecode instruction executed.
 PY_CALL_NS: float = TABLE["python"]["py_call_ns"]
 OPCODE_NS: float = TABLE["python"]["opcode_ns"]
@@ -151,7 +151,7 @@ def cpu_op_ns(nbytes: int) -> int:
     return int(CPU_OP_BASE_NS + nbytes / CPU_OP_BYTES_PER_NS)
 
 
-# DataLoader's pinning thread (runtime/dataloader.py).
+# DataLoader's pinning thread (runtime/host/dataloader.py).
 PIN_BASE_NS: float = TABLE["pin_memory"]["base_ns"]
 PIN_BYTES_PER_NS: float = TABLE["pin_memory"]["bytes_per_ns"]
 

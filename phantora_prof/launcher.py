@@ -1,6 +1,6 @@
 """Start the coordinator and the rank processes for one simulated run, and write the results.
 
-A rank process is `python -m phantora_prof.runtime.bootstrap <the user's command>` with the
+A rank process is `python -m phantora_prof.runtime.process.bootstrap <the user's command>` with the
 environment torchrun would give it plus our own (coordinator address, rank config). The
 user's stdout/stderr are inherited untouched; the CLI exits with the script's exit code.
 """
@@ -48,7 +48,7 @@ class RunOptions:
     report_dir: Path | None = None
     kernel_times: str = "model"  # model | measure (time new ops on this machine's GPU)
     kernel_db: Path | None = None  # database to read; with measure, also filled (default: the user cache)
-    host_python: bool = True  # charge the interpreter's work between ops (runtime/pyhost.py)
+    host_python: bool = True  # charge the interpreter's work between ops (runtime/host/pyhost.py)
     host_profile: str = "h200"  # the simulated host's speed (hostcost.load_profile: a built-in name or a file)
     cluster: str | None = None  # network: a netsim preset or a TOML cluster file (default: the GPU's DGX)
 
@@ -319,7 +319,7 @@ def _run(opts: RunOptions, on_progress, stopper: _SignalStop) -> RunResult:
     base_env = dict(os.environ)
     base_env.pop("PHANTORA_RANK_CONFIG", None)
     # Hash-randomized iteration order (sets, dicts of str keys) changes how much Python a rank
-    # runs, which is counted as host time (runtime/pyhost.py): one fixed seed unless the user set one.
+    # runs, which is counted as host time (runtime/host/pyhost.py): one fixed seed unless the user set one.
     base_env.setdefault("PYTHONHASHSEED", "0")
 
     def timeline(rank: int) -> RankTimeline:
@@ -363,7 +363,7 @@ def _run(opts: RunOptions, on_progress, stopper: _SignalStop) -> RunResult:
                 "TORCHELASTIC_RUN_ID": run_id, "TORCHELASTIC_RESTART_COUNT": "0",
                 "TORCHELASTIC_MAX_RESTARTS": "0", "GLOO_SOCKET_IFNAME": base_env.get("GLOO_SOCKET_IFNAME", "lo"),
             })
-            cmd = [sys.executable, "-m", "phantora_prof.runtime.bootstrap", *argv]
+            cmd = [sys.executable, "-m", "phantora_prof.runtime.process.bootstrap", *argv]
             if stopper.signum is not None:  # interrupted while starting: start no more ranks
                 break
             if world == 1:

@@ -126,7 +126,7 @@ class AutogradSpan:
 
 @dataclass(slots=True)
 class HostOps:
-    """Host calls the native op recorder saw (runtime/op_recorder.py): composite ops around
+    """Host calls the native op recorder saw (runtime/dispatch/op_recorder.py): composite ops around
     captured ones, ops on CPU tensors, autograd nodes; `data` is the recorder's JSON array of
     [id, parent id, thread, start ns, end ns, name, sequence nr, forward thread id, depth,
     Input Dims, Input type, Input Strides, Concrete Inputs]. A record whose id is a captured
@@ -385,7 +385,7 @@ class RankConfig:
     placeholder_int: int = 1
     placeholder_bool: bool = True
     op_costs: dict = field(default_factory=dict)  # op name -> GPU time in ns (--op-cost)
-    host_python: bool = True  # charge the interpreter's work between ops (runtime/pyhost.py)
+    host_python: bool = True  # charge the interpreter's work between ops (runtime/host/pyhost.py)
 
     def __post_init__(self) -> None:
         if not 0 <= self.rank < self.world_size:

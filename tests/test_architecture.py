@@ -137,3 +137,14 @@ def test_the_checker_sees_cycles_and_torch(tmp_path):
     graph = _imports(mods)
     assert graph["pkg.a"] == {"torch", "pkg.b"} and graph["pkg.b"] == {"pkg.a"}
     assert _cycles(graph, mods) == [["pkg.a", "pkg.b"]]
+
+
+def test_schema_argument_table_is_fresh():
+    """cost/data/aten_arg_positions.json is what `phantora-prof calibrate schema-args` makes
+    from the installed torch (it stands in for torch's schemas so that cost/ needs no torch)."""
+    import json
+
+    from phantora_prof.calibrate import schema_args
+
+    shipped = json.loads(schema_args.TABLE.read_text())
+    assert schema_args.stale(schema_args.build(), shipped) == []

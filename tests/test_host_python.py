@@ -1,5 +1,5 @@
-"""Host time of the interpreter and of DataLoader workers (issue #15): runtime/pyhost.py,
-runtime/dataloader.py, native/pyhost/pyhost.c."""
+"""Host time of the interpreter and of DataLoader workers (issue #15): runtime/host/pyhost.py,
+runtime/host/dataloader.py, native/pyhost/pyhost.c."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from phantora_prof.runtime import pyhost
+from phantora_prof.runtime.host import pyhost
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from conftest import REFERENCE, SCRIPTS, SHARED
-from phantora_prof.runtime.allocator import (
+from phantora_prof.runtime.device.allocator import (
     AllocatorConfig,
     AllocatorModel,
     allocation_size,
@@ -21,7 +21,7 @@ from phantora_prof.runtime.allocator import (
     format_size,
     round_size,
 )
-from phantora_prof.runtime.op_allocations import reduction_scratch
+from phantora_prof.runtime.device.op_allocations import reduction_scratch
 
 MiB = 1 << 20
 GiB = 1 << 30

@@ -19,7 +19,7 @@ import pytest
 
 import phantora_prof
 from phantora_prof.errors import ConfigError, NativeBuildError
-from phantora_prof.runtime import native_loader as nl
+from phantora_prof.runtime.process import native_loader as nl
 
 # Where `phantora_prof` comes from (repo checkout or installed copy): children use the same.
 PKG_PARENT = str(Path(list(phantora_prof.__path__)[0]).resolve().parent)
@@ -54,7 +54,7 @@ def native_build(tmp_path_factory):
     cache = tmp_path_factory.mktemp("phantora-cache")
     env = _child_env({nl.ENV_CACHE_DIR: str(cache)})
     code = ("import logging, sys; logging.basicConfig(level=logging.INFO, stream=sys.stderr)\n"
-            "from phantora_prof.runtime.native_loader import ensure_built\n"
+            "from phantora_prof.runtime.process.native_loader import ensure_built\n"
             "print(ensure_built())\n")
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -80,7 +80,7 @@ def native_build(tmp_path_factory):
 def test_loader_never_imports_torch():
     out = run_child("""
         import sys
-        from phantora_prof.runtime import native_loader as nl
+        from phantora_prof.runtime.process import native_loader as nl
         d = nl.find_torch_dir()
         assert (d / "version.py").exists(), d
         nl.torch_is_cuda_build(d); nl.torch_cxx11_abi(d); nl.find_native_sources()
@@ -202,7 +202,7 @@ def test_build_is_cached(native_build, tmp_path, monkeypatch):
 
 def test_backward_with_autocast_on_fake_cuda(native_build):
     out = run_child("""
-        from phantora_prof.runtime.native_loader import load_fake_cuda
+        from phantora_prof.runtime.process.native_loader import load_fake_cuda
         assert load_fake_cuda(8) is not None
         import torch
         from torch._subclasses.fake_tensor import FakeTensorMode
@@ -233,7 +233,7 @@ def test_backward_with_autocast_on_fake_cuda(native_build):
 def test_device_count_streams_events_pinned(native_build):
     out = run_child("""
         import ctypes
-        from phantora_prof.runtime.native_loader import load_fake_cuda
+        from phantora_prof.runtime.process.native_loader import load_fake_cuda
         lib = load_fake_cuda(3)
         assert load_fake_cuda(3) == lib  # idempotent
         import torch
@@ -280,7 +280,7 @@ def test_device_count_streams_events_pinned(native_build):
 
 def test_distributed_and_ddp_reducer(native_build):
     out = run_child("""
-        from phantora_prof.runtime.native_loader import load_fake_cuda
+        from phantora_prof.runtime.process.native_loader import load_fake_cuda
         load_fake_cuda(2)
         import torch
         import torch.distributed as dist
@@ -309,7 +309,7 @@ def test_load_after_import_torch_raises(native_build):
     out = run_child("""
         import torch
         from phantora_prof.errors import NativeBuildError
-        from phantora_prof.runtime.native_loader import load_fake_cuda
+        from phantora_prof.runtime.process.native_loader import load_fake_cuda
         try:
             load_fake_cuda(2)
         except NativeBuildError as e:

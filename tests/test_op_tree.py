@@ -37,7 +37,8 @@ sys.path.insert(0, str(ROOT / "tools" / "holdout"))
 def test_recorder_records_the_dispatcher_tree(native_build):
     out = run_child("""
         import json
-        from phantora_prof.runtime import native_loader, op_recorder
+        from phantora_prof.runtime.dispatch import op_recorder
+        from phantora_prof.runtime.process import native_loader
         native_loader.load_fake_cuda(1)
         import torch
         rec = op_recorder.install()

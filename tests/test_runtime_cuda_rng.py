@@ -8,7 +8,7 @@ import textwrap
 
 import torch
 
-from phantora_prof.runtime.cuda_rng import DEFAULT_SEED, SimCudaGenerator, api
+from phantora_prof.runtime.device.cuda_rng import DEFAULT_SEED, SimCudaGenerator, api
 
 PY = sys.executable
 

@@ -1,5 +1,5 @@
 """Small point-to-point messages (send/recv, send/recv_object_list) carry their real values
-between the simulated ranks, as small collectives do (runtime/values.py `p2p`): torch's
+between the simulated ranks, as small collectives do (runtime/dispatch/values.py `p2p`): torch's
 pipeline schedules decide static/dynamic shape inference from a vote passed with send/recv
 and exchange activation metadata as pickled objects before the first step."""
 from __future__ import annotations

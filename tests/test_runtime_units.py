@@ -10,8 +10,8 @@ from phantora_prof.engine.kineto_args import shape_args
 from phantora_prof.errors import ConfigError
 from phantora_prof.launcher import RunOptions, parse_op_cost, python_argv
 from phantora_prof.protocol import TensorArg
-from phantora_prof.runtime import clock as clock_mod
-from phantora_prof.runtime.allocator import AllocatorModel, round_size, segment_size
+from phantora_prof.runtime.process import clock as clock_mod
+from phantora_prof.runtime.device.allocator import AllocatorModel, round_size, segment_size
 
 
 def test_virtual_clock_drives_python_clocks():
@@ -158,7 +158,7 @@ def test_cuda_build_simulates_only_the_gpus_it_sees():
     """A CUDA build of torch has no fake device guard: more simulated GPUs per node than real
     ones must be a clear start-up error, not 'invalid device ordinal' at the first op."""
     from phantora_prof.errors import ConfigError
-    from phantora_prof.runtime.install import check_real_cuda
+    from phantora_prof.runtime.process.install import check_real_cuda
 
     check_real_cuda(8, None, 0, "2.13.0+cpu")  # CPU build: any number
     check_real_cuda(1, "13.0", 1, "2.11.0+cu130")  # one rank on a one-GPU machine: fine

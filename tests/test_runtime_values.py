@@ -27,7 +27,7 @@ def test_small_values_and_parameter_identity_two_ranks(cli):
 
 
 def test_cuda_extension_build_is_refused_cpu_extension_passes():
-    from phantora_prof.runtime import extensions
+    from phantora_prof.runtime.process import extensions
 
     calls = []
     load = extensions._guard_load(lambda name, sources, *a, **k: calls.append(name) or "module")

@@ -27,7 +27,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.nn.attention import sdpa_kernel
 
 from conftest import REPO, SCRIPTS
-from phantora_prof.runtime import sdpa
+from phantora_prof.runtime.dispatch import sdpa
 
 DATA = REPO / "tests" / "data" / "device" / "h200_sdpa_cases.json"
 _spec = importlib.util.spec_from_file_location("sdpa_battery", REPO / "tools" / "sdpa_battery.py")
@@ -96,7 +96,7 @@ def changed_since_2_11(c: dict) -> str | None:
 
 def test_battery_is_the_simulated_h200():
     from phantora_prof import cost
-    from phantora_prof.runtime import cuda_api
+    from phantora_prof.runtime.device import cuda_api
 
     env = MEASURED["env"]
     assert tuple(env["capability"]) == cost.get_gpu("h200").compute_capability == (9, 0)

@@ -255,7 +255,7 @@ def _median(v):
     return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
 
 
-# torch.optim's per-parameter Python that no traced op covers (runtime/optim_host.py). The
+# torch.optim's per-parameter Python that no traced op covers (runtime/host/optim_host.py). The
 # profiled trace cannot separate it (its gaps hold the profiler's own overhead), so it was
 # measured unprofiled with tools/holdout/loop.py --host-probe on an H200 (gpt.py --batch 4,
 # 148 parameters, medians of steps 3-9): fused AdamW's step() 0.614 ms of host time of which

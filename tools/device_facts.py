@@ -7,7 +7,7 @@
   (the two must agree: tests/test_cuda_dispatch.py checks the recorded answer);
 - cudnn: the version and the flags C++ composites ask (torch.backends.cudnn);
 - rnn_reserve: bytes of cuDNN's training reserve space per LSTM/GRU configuration, which the
-  Meta kernel of `_cudnn_rnn` (runtime/cuda_fakes.py) must allocate for memory to be right.
+  Meta kernel of `_cudnn_rnn` (runtime/device/cuda_fakes.py) must allocate for memory to be right.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import torch
 
 def dispatch_facts() -> dict:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from phantora_prof.runtime.cuda_dispatch import _table, cuda_build_has_kernel
+    from phantora_prof.runtime.dispatch.cuda_dispatch import _table, cuda_build_has_kernel
 
     table = _table()
     mismatches = []

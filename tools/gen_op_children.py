@@ -72,7 +72,7 @@ class Classifier:
     def __init__(self) -> None:
         import torch
 
-        from phantora_prof.runtime import cuda_dispatch
+        from phantora_prof.runtime.dispatch import cuda_dispatch
 
         self.torch = torch
         self.cuda_dispatch = cuda_dispatch

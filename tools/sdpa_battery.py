@@ -1,4 +1,4 @@
-"""Which backend does F.scaled_dot_product_attention pick on this GPU? Ground truth for runtime/sdpa.py.
+"""Which backend does F.scaled_dot_product_attention pick on this GPU? Ground truth for runtime/dispatch/sdpa.py.
 
 Runs a grid of attention calls (dtype, head dim, sequence lengths, heads and GQA, masks,
 dropout, causal, requires_grad, memory layout, sdpa_kernel contexts) on a real CUDA GPU and
@@ -9,7 +9,7 @@ read from torch.profiler's CPU events (no kernel timing: a few seconds in all).
     python tools/sdpa_battery.py --out sdpa_cases.json      # on the GPU machine
 
 Output (JSON): {"env": {torch, cuda, cudnn, device, capability}, "cases": [{params..., "fwd": op, "bwd": op}]}.
-tests/test_sdpa_rules.py replays every case through the simulator's rules (runtime/sdpa.py)
+tests/test_sdpa_rules.py replays every case through the simulator's rules (runtime/dispatch/sdpa.py)
 and expects the same choice.
 """
 from __future__ import annotations

@@ -5,7 +5,7 @@
  * opcode events and no line events when it starts) the user's program executes:
  * its own code, the frameworks it calls (DTensor dispatch, FSDP2 hooks, DDP's reducer
  * glue, optimizer loops, DataLoader collate, trainer callbacks) and torch's Python layers.
- * The simulator turns the counts into host time on the reference host (runtime/pyhost.py).
+ * The simulator turns the counts into host time on the reference host (runtime/host/pyhost.py).
  * Counts do not depend on the simulating machine's speed or load, so runs stay reproducible.
  *
  * Work of the simulator itself is not counted: a call into a code object whose file lies

@@ -5,7 +5,7 @@
 The simulated host time of a step is linear in the profile's parameters when the step is
 host-bound: T = T0 + (k_fwd - 1) dF + a dP + b dC, where T0 is the step with the tables as
 measured (k_fwd = 1) and no Python charged, dF the step's share of the script thread's per-op
-costs, dP and dC its counted Python-level and C-level calls (runtime/pyhost.py). Each is read
+costs, dP and dC its counted Python-level and C-level calls (runtime/host/pyhost.py). Each is read
 off the simulator itself, by simulating every workload with one parameter moved at a time.
 The fit minimizes the relative errors against the measured medians of host-bound workloads
 (least squares, parameters kept positive); the workloads not fitted are simulated with the

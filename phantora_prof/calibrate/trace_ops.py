@@ -8,7 +8,7 @@ of that chain: CompositeImplicitAutograd ops have already decomposed above it, a
 the op it sees calls internally runs below it. So the op the runtime captures is, on every
 nesting chain, the OUTERMOST aten op that a CUDA build does not decompose: not
 CompositeImplicitAutograd, or CompositeImplicitAutograd with a CUDA kernel of its own in a
-CUDA build (`_fused_rms_norm`, runtime/cuda_dispatch.py). Non-aten ranges (autograd nodes such
+CUDA build (`_fused_rms_norm`, runtime/dispatch/cuda_dispatch.py). Non-aten ranges (autograd nodes such
 as "AddmmBackward0", "autograd::engine::evaluate_function: ...", user annotations) are
 transparent. Every launch belongs to the dispatch-level op that encloses the cpu_op named by
 the launch's "External id"; the GPU activity is joined to its launch by "correlation".
@@ -48,7 +48,7 @@ def is_composite(name: str) -> bool:
         return r
     import torch
 
-    from phantora_prof.runtime.cuda_dispatch import cuda_build_has_kernel
+    from phantora_prof.runtime.dispatch.cuda_dispatch import cuda_build_has_kernel
 
     r = False
     base = name[6:]

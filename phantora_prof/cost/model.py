@@ -4,7 +4,7 @@ A CostModel holds what decides a captured op's GPU work for this run: the simula
 the user's kernel database (`--kernel-db` / `--kernel-times measure`: consulted first), the
 `--op-cost` overrides, and which built-in sources are on (the exact-shape table, the
 isolated-op curves, the family curves, then the roofline; cost/__init__.py says in which
-order and why). The runtime builds it in `runtime/install.py` and hands it to the capture
+order and why). The runtime builds it in `runtime/process/install.py` and hands it to the capture
 mode; nothing in `cost/` is configured through module globals.
 
 The TF32 policy is not fixed here: a script may flip `torch.backends.cuda.matmul.allow_tf32`

@@ -41,7 +41,7 @@ from tracing.model import Flow, FlowEnd, Instant, RankTrace, Span
 log = logging.getLogger(__name__)
 
 _EVALUATE_FUNCTION = "autograd::engine::evaluate_function: "
-_HIDDEN_DEPTH = -2  # OpCall.depth of a call no dispatcher call stands for (runtime/capture.py)
+_HIDDEN_DEPTH = -2  # OpCall.depth of a call no dispatcher call stands for (runtime/dispatch/capture.py)
 
 _GPU_CATEGORY = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset"}
 _SYNC_API = {
@@ -348,7 +348,7 @@ class RankTimeline:
             self._fwdbwd.append((fwd, outer_span))
 
     def _host_ops(self, msg: HostOps) -> None:
-        """The op recorder's host calls (runtime/op_recorder.py): composite ops, CPU-tensor
+        """The op recorder's host calls (runtime/dispatch/op_recorder.py): composite ops, CPU-tensor
         ops and autograd nodes around the captured ops, as torch.profiler records them."""
         spans = self.spans
         for rid, parent, thread, t0, t1, name, seq, fwd, _depth, dims, types, strides, concrete \

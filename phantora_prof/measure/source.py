@@ -216,7 +216,7 @@ class WorkerClient:
     def close(self) -> None:
         """Close the worker's stdin (it exits) and reap it, waiting in real time.
 
-        The rank's time functions are simulated (runtime/clock.py: sleep advances the
+        The rank's time functions are simulated (runtime/process/clock.py: sleep advances the
         virtual clock), so Popen.wait(timeout=...) would burn simulated seconds; this polls
         with the real sleep instead and never adds simulated time.
         """
@@ -240,7 +240,7 @@ class WorkerClient:
 def _real_time(name: str):
     """The real `time.<name>` even inside a rank whose clock is simulated."""
     try:
-        from phantora_prof.runtime.clock import real_time
+        from phantora_prof.runtime.process.clock import real_time
     except ImportError:  # pragma: no cover - the runtime package is always there
         import time
 

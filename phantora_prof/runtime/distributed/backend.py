@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 from phantora_prof.protocol import CollectiveCall, CollectiveWait, GroupCreated, StreamCreated, SyncKind
-from phantora_prof.runtime import state as _state
+from phantora_prof.runtime.process import state as _state
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +171,7 @@ class PhantoraProcessGroup(dist.ProcessGroup):
                 out_nelems: int, opts: Any = None, root: int = 0, peer: int = -1) -> SimWork:
         st = _state.get()
         if _JITTER_S:
-            from phantora_prof.runtime.clock import real_time
+            from phantora_prof.runtime.process.clock import real_time
 
             st.channel.flush()
             real_time("sleep")(_jitter_rng.uniform(0, _JITTER_S))
@@ -218,7 +218,7 @@ class PhantoraProcessGroup(dist.ProcessGroup):
             st.channel.flush()  # other ranks may be waiting for this collective at the coordinator
         for t in outputs:
             _pending.mark(t, (group, seq))
-        from phantora_prof.runtime import values  # small outputs' real values (flags, counts)
+        from phantora_prof.runtime import values  # small outputs' real values flags, counts
 
         complete_values = None
         if peer >= 0:
@@ -387,7 +387,7 @@ class PhantoraProcessGroup(dist.ProcessGroup):
     def barrier(self, opts=None):
         """NCCL's barrier: a one-element all-reduce on the device, and the host waits for it."""
         st = _state.get()
-        from phantora_prof.runtime.streams import host_sync
+        from phantora_prof.runtime.device.streams import host_sync
 
         device = st.current_device
         with torch.no_grad():
@@ -423,7 +423,7 @@ _GROUPS: dict[str, "PhantoraProcessGroup"] = {}  # by c10d group name
 
 def next_seq(call: CollectiveCall) -> int:
     """The sequence number the next launch of `call`'s kind in its group gets (a CUDA graph
-    replaying a captured collective, runtime/cuda_graphs.py)."""
+    replaying a captured collective, runtime/device/cuda_graphs.py)."""
     if call.peer >= 0:
         pg = _GROUPS[call.group.split(":p2p:")[0]]
         a, b = call.group.split(":p2p:")[1].split("->")

@@ -71,7 +71,7 @@ def clear(t: Any) -> tuple[str, int] | None:
 def consume(args: Any, stream: int, device: int) -> None:
     """Before an op on `stream` that reads `args`: wait for pending collectives among them."""
     from phantora_prof.protocol import CollectiveWait
-    from phantora_prof.runtime import state as _state
+    from phantora_prof.runtime.process import state as _state
 
     for t in _tensors(args):
         if t.device.type != "cuda":

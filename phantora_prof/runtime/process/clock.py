@@ -24,7 +24,7 @@ class VirtualClock:
         self.origin_ns = origin_ns
         self.epoch_ns = _time.time_ns() if epoch_ns is None else epoch_ns
         self._lock = threading.Lock()
-        self._pending = None  # () -> ns of host work done since the last read (runtime/pyhost.py)
+        self._pending = None  # () -> ns of host work done since the last read (runtime/host/pyhost.py)
         self._mirror = None  # a ctypes.c_int64 that follows the clock (the native op recorder's)
 
     def set_pending(self, pending) -> None:

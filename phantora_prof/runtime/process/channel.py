@@ -26,7 +26,7 @@ class Channel:
         self.closed = False
         self._sending = False  # a frame is being written (a signal handler must not start another)
         # Called before each batch goes out: a message to send with it, or None (the native op
-        # recorder's finished host records, runtime/op_recorder.py).
+        # recorder's finished host records, runtime/dispatch/op_recorder.py).
         self.before_send: Any = None
 
     def _collect(self) -> None:

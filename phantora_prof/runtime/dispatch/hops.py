@@ -10,7 +10,7 @@ FakeTensorMode (not a subclass), and the op is recorded as one kernel.
 Cost of flex attention (approximate): the FLOPs of dense attention on the same q/k/v shapes
 (torch.utils.flop_counter's formulas), times the fraction of (q block, kv block) pairs the
 block mask computes. That fraction comes from the mask's block counts when they hold real
-values (small tensors do, see runtime/values.py); otherwise a causal mask is assumed
+values (small tensors do, see runtime/dispatch/values.py); otherwise a causal mask is assumed
 (the common case: torchtitan's llama models). Tile efficiency is that of the attention
 roofline (cost/roofline.py); the Triton template's own tuning is not modelled.
 """
@@ -63,7 +63,7 @@ def tensor_args(args: tuple) -> tuple:
 def _block_density(block_mask: tuple) -> float | None:
     """Fraction of (q block, kv block) pairs a BlockMask computes, from its block counts when
     they hold real values; None when unknown."""
-    from phantora_prof.runtime import values
+    from phantora_prof.runtime.dispatch import values
 
     tensors = [t for t in block_mask if isinstance(t, torch.Tensor)]
     ints = [x for x in block_mask if isinstance(x, int) and not isinstance(x, bool)]

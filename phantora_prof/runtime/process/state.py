@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from phantora_prof.protocol import RankConfig  # noqa: F401 - the launcher's contract, used here
-from phantora_prof.runtime.clock import VirtualClock
+from phantora_prof.runtime.process.clock import VirtualClock
 
 DEFAULT_STREAM_ID = 7  # what CUPTI reports for the legacy default stream (see the reference traces)
 FIRST_USER_STREAM_ID = 13
@@ -30,7 +30,7 @@ class RuntimeState:
     placeholders_used: int = 0
     warned: set = field(default_factory=set)
     pyhost: Any = None  # runtime.pyhost.PythonHostTime when the interpreter's work is charged
-    cost_model: Any = None  # cost.model.CostModel: the run's kernel-time model (runtime/install.py)
+    cost_model: Any = None  # cost.model.CostModel: the run's kernel-time model (runtime/process/install.py)
 
     def stream_of(self, device: int | None = None) -> int:
         d = self.current_device if device is None else device

@@ -34,8 +34,8 @@ block for block:
   with bottom-up addresses the reference run's placement was not reproduced); blocks carry
   them to the profiler's `[memory]` events through `AllocatorModel.on_event`.
 
-Allocations an op makes besides its outputs are in runtime/op_allocations.py; the
-torch.cuda memory API over these models in runtime/memory.py. Torch is imported only to
+Allocations an op makes besides its outputs are in runtime/device/op_allocations.py; the
+torch.cuda memory API over these models in runtime/device/memory.py. Torch is imported only to
 raise its OutOfMemoryError.
 """
 from __future__ import annotations
@@ -881,7 +881,7 @@ def _oom_error(msg: str) -> Exception:
 
 # ---------------------------------------------------------------- per-device models
 
-_models: dict[int, AllocatorModel] = {}  # device -> its allocator (runtime/memory.py's api() makes them)
+_models: dict[int, AllocatorModel] = {}  # device -> its allocator (runtime/device/memory.py's api() makes them)
 
 
 def model(device: int = 0) -> AllocatorModel:

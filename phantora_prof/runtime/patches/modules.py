@@ -118,7 +118,7 @@ def _eager_compile(model: Any = None, **kwargs: Any):
 def _record_stream(self: torch.Tensor, stream: Any) -> None:
     """Tensor.record_stream with a simulated stream: the allocator model keeps the block from
     being reused by another stream until the host next synchronizes."""
-    from phantora_prof.runtime import memory
+    from phantora_prof.runtime.device import memory
 
     if self.device.type == "cuda":
         memory.record_stream(self, stream)

@@ -13,11 +13,13 @@ from phantora_prof import cost
 from phantora_prof.cost.model import CostModel
 from phantora_prof.errors import ConfigError
 from phantora_prof.protocol import Goodbye, Hello
-from phantora_prof.runtime import clock as _clock
-from phantora_prof.runtime import cuda_api, modules, profiler, sdpa
-from phantora_prof.runtime import state as _state
-from phantora_prof.runtime.channel import connect_from_env
-from phantora_prof.runtime.state import RankConfig, RuntimeState
+from phantora_prof.runtime.process import clock as _clock
+from phantora_prof.runtime.device import cuda_api
+from phantora_prof.runtime.dispatch import sdpa
+from phantora_prof.runtime.patches import modules, profiler
+from phantora_prof.runtime.process import state as _state
+from phantora_prof.runtime.process.channel import connect_from_env
+from phantora_prof.runtime.process.state import RankConfig, RuntimeState
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +31,7 @@ class InstalledRuntime:
 
     def _summary(self) -> dict:
         st = self.state
-        from phantora_prof.runtime import allocator
+        from phantora_prof.runtime.device import allocator
 
         models = [allocator.model(d) for d in range(st.config.device_count)]
         return {"ops": st.ops_captured, "syncs": st.syncs, "placeholders": st.placeholders_used,
@@ -41,7 +43,7 @@ class InstalledRuntime:
         """The rank is being stopped by a signal (the CLI was interrupted): send the coordinator
         what was captured so far, without touching the capture mode (the signal may have come
         in the middle of an op). Called from the signal handler."""
-        from phantora_prof.runtime import memory_counters
+        from phantora_prof.runtime.device import memory_counters
 
         st = self.state
         try:
@@ -62,7 +64,7 @@ class InstalledRuntime:
             st.cost_model.close()  # a measuring source merges what it measured into the database file
         except Exception:  # noqa: BLE001 - the run's own outcome comes first
             log.exception("saving the kernel database failed")
-        from phantora_prof.runtime import memory_counters
+        from phantora_prof.runtime.device import memory_counters
 
         last = memory_counters.final_message(st.config.rank)
         if last is not None:
@@ -87,9 +89,9 @@ def _cost_model(config: RankConfig, gpu) -> CostModel:
 
 
 def _install_host_python(st: RuntimeState, clock: _clock.VirtualClock) -> None:
-    """The interpreter's work and DataLoader workers in simulated time (runtime/pyhost.py, dataloader.py)."""
+    """The interpreter's work and DataLoader workers in simulated time (runtime/host/pyhost.py, dataloader.py)."""
     from phantora_prof import hostcost
-    from phantora_prof.runtime import dataloader, pyhost
+    from phantora_prof.runtime.host import dataloader, pyhost
 
     if st.config.host_python:
         host = pyhost.install(hostcost.PY_CALL_NS, hostcost.OPCODE_NS)
@@ -129,42 +131,42 @@ def install(config: RankConfig) -> InstalledRuntime:
     _clock.install(clock)
     _install_host_python(st, clock)
     cuda_api.install()
-    from phantora_prof.runtime import memory_counters
+    from phantora_prof.runtime.device import memory_counters
 
     memory_counters.install()  # GPU memory over the run: run.pftrace counters, the report's memory.png
-    from phantora_prof.runtime import cuda_graphs
+    from phantora_prof.runtime.device import cuda_graphs
 
     cuda_graphs.install()  # torch.cuda.CUDAGraph: capture and replay
-    from phantora_prof.runtime import pointers
+    from phantora_prof.runtime.device import pointers
 
     pointers.install()  # data_ptr() of simulated CUDA tensors: distinct per storage
     modules.install()
-    from phantora_prof.runtime import optim_host
+    from phantora_prof.runtime.host import optim_host
 
     optim_host.install()  # measured per-parameter host work of optimizer steps and zero_grad
     sdpa.install()
     profiler.install()
-    from phantora_prof.runtime import extensions
+    from phantora_prof.runtime.process import extensions
 
     extensions.install()  # CUDA extension builds stop with a clear error
-    from phantora_prof.runtime import serialization
+    from phantora_prof.runtime.patches import serialization
 
     serialization.install()  # torch.save / torch.load of simulated CUDA tensors
     torch._C._set_only_lift_cpu_tensors(True)
-    from phantora_prof.runtime import cuda_dispatch
+    from phantora_prof.runtime.dispatch import cuda_dispatch
 
     cuda_dispatch.install()  # ops a CUDA build runs as one kernel stop decomposing on this CPU build
-    from phantora_prof.runtime import cuda_fakes
+    from phantora_prof.runtime.device import cuda_fakes
 
     cuda_fakes.install()  # shapes of CUDA-only ops torch has no Meta kernel for (cuDNN RNNs)
-    from phantora_prof.runtime.capture import CaptureMode
+    from phantora_prof.runtime.dispatch.capture import CaptureMode
 
     from phantora_prof.runtime import distributed
 
     distributed.install()
     rec = _record_op_tree(st)
     mode = CaptureMode()
-    from phantora_prof.runtime import backend_kernels
+    from phantora_prof.runtime.dispatch import backend_kernels
 
     backend_kernels.install(mode)
     if rec is not None:
@@ -175,9 +177,9 @@ def install(config: RankConfig) -> InstalledRuntime:
 
 def _record_op_tree(st: RuntimeState) -> Any:
     """The native op recorder (CPU builds of torch): the dispatcher's whole op stream in
-    simulated time, sent with every batch (runtime/op_recorder.py). Enabled by the caller."""
+    simulated time, sent with every batch (runtime/dispatch/op_recorder.py). Enabled by the caller."""
     from phantora_prof.protocol import HostOps
-    from phantora_prof.runtime import op_recorder
+    from phantora_prof.runtime.dispatch import op_recorder
 
     rec = op_recorder.install()
     if rec is None:

@@ -17,7 +17,7 @@ gets the next sequence number of its process group (every rank replays the same 
 the numbers agree), and the host pays one cudaGraphLaunch plus each node's launch cost.
 
 Approximate: replayed kernels keep the durations measured at capture; ops replayed do not
-run on the CPU, so small tensors' real values (runtime/values.py) are those of the
+run on the CPU, so small tensors' real values (runtime/dispatch/values.py) are those of the
 capture; a host sync inside a capture raises as CUDA does.
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ from phantora_prof.protocol import (
     StreamWaitEvent,
     SyncRequest,
 )
-from phantora_prof.runtime import state as _state
+from phantora_prof.runtime.process import state as _state
 
 log = logging.getLogger(__name__)
 

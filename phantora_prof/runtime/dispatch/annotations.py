@@ -6,7 +6,7 @@ import threading
 from typing import Callable
 
 from phantora_prof.protocol import Annotation
-from phantora_prof.runtime import state as _state
+from phantora_prof.runtime.process import state as _state
 
 _stacks = threading.local()
 

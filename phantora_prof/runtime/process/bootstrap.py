@@ -1,4 +1,4 @@
-"""Entry point of a rank process: `python -m phantora_prof.runtime.bootstrap SCRIPT ARGS...`
+"""Entry point of a rank process: `python -m phantora_prof.runtime.process.bootstrap SCRIPT ARGS...`
 (or `-m MODULE ARGS...`, or `-c CODE ARGS...`).
 
 Order of events: load the native fake-CUDA library (CPU builds of torch only) before torch
@@ -47,14 +47,14 @@ def _run_user(kind: str, target: str, argv: list[str]) -> None:
 
 def main() -> None:
     kind, target, argv = _parse(sys.argv[1:])
-    from phantora_prof.runtime.state import RankConfig
+    from phantora_prof.runtime.process.state import RankConfig
 
     config = RankConfig.from_env()
     _setup_logging(config.rank)
-    from phantora_prof.runtime import native_loader
+    from phantora_prof.runtime.process import native_loader
 
     native_loader.load_fake_cuda(config.device_count)
-    from phantora_prof.runtime import install
+    from phantora_prof.runtime.process import install
 
     from phantora_prof.errors import PhantoraError
 
@@ -146,7 +146,7 @@ def _print_user_traceback() -> None:
     bootstrap before the script, nor those of the simulation runtime (an error raised inside
     the simulated GPU, e.g. OutOfMemoryError, points at the user's line that caused it)."""
     etype, value, tb = sys.exc_info()
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../phantora_prof
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # .../phantora_prof
     runpy_file = runpy.__file__.rstrip("c")
 
     def ours(filename: str) -> bool:

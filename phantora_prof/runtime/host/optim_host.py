@@ -1,6 +1,6 @@
 """Host time of torch.optim's per-parameter work, which no captured op stands for.
 
-(With the interpreter's work counted (runtime/pyhost.py) the Python share of these
+(With the interpreter's work counted (runtime/host/pyhost.py) the Python share of these
 measurements is counted twice, ~15% of them; they stay because most of a parameter's cost
 here is C-level work the instruction count does not see: `p.grad = None` runs the tensor's
 grad setter, the state lookups hash tensors.)
@@ -21,7 +21,7 @@ import logging
 import torch
 
 from phantora_prof import hostcost
-from phantora_prof.runtime import state as _state
+from phantora_prof.runtime.process import state as _state
 
 log = logging.getLogger(__name__)
 

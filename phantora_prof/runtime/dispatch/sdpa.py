@@ -87,7 +87,7 @@ class Device:
 
     @classmethod
     def of(cls, gpu: Any) -> "Device":
-        from phantora_prof.runtime.cuda_api import CUDNN_VERSION
+        from phantora_prof.runtime.device.cuda_api import CUDNN_VERSION
 
         major, minor = gpu.compute_capability
         return cls(int(major), int(minor), CUDNN_VERSION)
@@ -512,7 +512,7 @@ _DEVICES: dict = {}
 
 
 def _device() -> Device:
-    from phantora_prof.runtime import state as _state
+    from phantora_prof.runtime.process import state as _state
 
     gpu = _state.get().gpu
     d = _DEVICES.get(id(gpu))
@@ -553,7 +553,7 @@ def install() -> None:
     global _LIBRARY
     if _LIBRARY is not None or torch._C._dispatch_has_kernel_for_dispatch_key("aten::_fused_sdp_choice", "CUDA"):
         return  # a CUDA build: torch's own selection runs (for the real GPU)
-    from phantora_prof.runtime import native_loader
+    from phantora_prof.runtime.process import native_loader
 
     lib = torch.library.Library("aten", "IMPL")
 

@@ -19,8 +19,8 @@ from phantora_prof.protocol import (
     SyncKind,
     SyncRequest,
 )
-from phantora_prof.runtime import state as _state
-from phantora_prof.runtime.state import DEFAULT_STREAM_ID
+from phantora_prof.runtime.process import state as _state
+from phantora_prof.runtime.process.state import DEFAULT_STREAM_ID
 
 
 def _device_index(device: Any) -> int:
@@ -44,7 +44,7 @@ def host_sync(kind: SyncKind, target: int, device: int, external_id: int = -1) -
     reply = st.channel.request(SyncRequest(st.config.rank, kind, target, device, st.clock.now_ns,
                                            st.tid(), external_id))
     st.clock.advance_to(reply)
-    from phantora_prof.runtime import memory
+    from phantora_prof.runtime.device import memory
 
     memory.note_host_sync(device)
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from phantora_prof.runtime.allocator import _models
+from phantora_prof.runtime.device.allocator import _models
 
 # ---------------------------------------------------------------- CUDA reductions' scratch
 

@@ -8,7 +8,7 @@ It must be loaded with ``RTLD_GLOBAL`` after torch's ``libc10.so``/``libtorch_cp
 This module must never import torch (it runs before torch is imported). Usage in a rank
 process, first thing::
 
-    from phantora_prof.runtime.native_loader import load_fake_cuda
+    from phantora_prof.runtime.process.native_loader import load_fake_cuda
     load_fake_cuda(device_count=8)   # None on CUDA builds of torch: nothing to fake
     import torch
 
@@ -45,7 +45,7 @@ import time
 from pathlib import Path
 
 from phantora_prof.errors import ConfigError, NativeBuildError
-from phantora_prof.runtime.clock import real_sleep
+from phantora_prof.runtime.process.clock import real_sleep
 
 log = logging.getLogger(__name__)
 
@@ -154,8 +154,8 @@ def find_native_sources() -> Path:
     """The directory holding CMakeLists.txt and native/: the repo, else package data."""
     here = Path(__file__).resolve()
     candidates = [
-        here.parents[2],  # source checkout: <repo>/phantora_prof/runtime/native_loader.py
-        here.parents[1] / "native_src",  # installed: phantora_prof/native_src/
+        here.parents[3],  # source checkout: <repo>/phantora_prof/runtime/process/native_loader.py
+        here.parents[2] / "native_src",  # installed: phantora_prof/native_src/
     ]
     for root in candidates:
         if _is_source_root(root):

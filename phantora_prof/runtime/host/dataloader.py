@@ -1,7 +1,7 @@
 """DataLoader worker processes in simulated time (issue #15).
 
 With `num_workers=0` a DataLoader fetches batches on the training thread: its Python and CPU
-ops are charged to the simulated host as they run (runtime/pyhost.py, the capture mode).
+ops are charged to the simulated host as they run (runtime/host/pyhost.py, the capture mode).
 With workers, batches are produced by forked processes in parallel with the training loop,
 and the loop waits only when the batch it asks for is not ready yet. This reproduces that
 in simulated time, around torch's own multiprocessing DataLoader (which keeps running for

@@ -108,7 +108,7 @@ def install() -> Recorder | None:
         return _recorder
     if os.environ.get(ENV_DISABLE, "") not in ("", "0"):
         return None
-    from phantora_prof.runtime import native_loader
+    from phantora_prof.runtime.process import native_loader
 
     lib = native_loader.loaded_library()
     if lib is None or not hasattr(lib, "phantora_rec_enable"):

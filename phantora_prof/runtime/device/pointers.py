@@ -5,7 +5,7 @@ warning) for all of them. Frameworks compare data pointers to find aliasing and 
 that buffers stayed in place (torchtitan's CUDA-graph wrapper records its static inputs'
 addresses; checkpointers deduplicate shared storages by pointer): with every pointer 0, all
 tensors alias. Each CUDA storage gets the address of the block the allocator model gave it
-(runtime/memory.py), plus the tensor's storage offset; storages without a block (e.g. of
+(runtime/device/memory.py), plus the tensor's storage offset; storages without a block (e.g. of
 size 0) get a distinct address of their own.
 """
 from __future__ import annotations

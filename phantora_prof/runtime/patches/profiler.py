@@ -26,8 +26,8 @@ from torch.autograd import DeviceType
 from torch.autograd.profiler_util import EventList, FunctionEvent
 
 from phantora_prof.protocol import MemoryEvent, ProfileExportRequest, ProfileStatsRequest
-from phantora_prof.runtime import annotations
-from phantora_prof.runtime import state as _state
+from phantora_prof.runtime.dispatch import annotations
+from phantora_prof.runtime.process import state as _state
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ class SimProfile(torch_profiler.profile):
 def _memory_events(enabled: bool) -> None:
     """Send every simulated allocation and free to the coordinator while a profile_memory
     window may be recording (the `[memory]` instant events of the trace)."""
-    from phantora_prof.runtime import memory_counters
+    from phantora_prof.runtime.device import memory_counters
 
     if not enabled:
         memory_counters.listener = None

@@ -28,11 +28,12 @@ from phantora_prof import hostcost
 from phantora_prof.cost.model import CostModel
 from phantora_prof.errors import UnsupportedOpError
 from phantora_prof.protocol import CPU_DEVICE, AutogradSpan, OpCall, OpKind, SyncKind, TensorArg
-from phantora_prof.runtime import allocator, annotations, conv_layout, cuda_dispatch, op_allocations, op_recorder, pinned, sdpa, values
-from phantora_prof.runtime import state as _state
+from phantora_prof.runtime.device import allocator, op_allocations, pinned
+from phantora_prof.runtime.dispatch import annotations, conv_layout, cuda_dispatch, op_recorder, sdpa, values
+from phantora_prof.runtime.process import state as _state
 from phantora_prof.runtime.distributed.pending import PENDING as _DIST_PENDING
 from phantora_prof.runtime.distributed.pending import consume as _dist_consume
-from phantora_prof.runtime.streams import host_sync
+from phantora_prof.runtime.device.streams import host_sync
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +110,7 @@ def _is_cuda_device(d: Any) -> bool:
 class CaptureMode(TorchDispatchMode):
     """Records and fakes CUDA ops; see the module docstring."""
 
-    supports_higher_order_operators = True  # flex_attention etc. come here (runtime/hops.py)
+    supports_higher_order_operators = True  # flex_attention etc. come here (runtime/dispatch/hops.py)
 
     def __init__(self) -> None:
         super().__init__()
@@ -154,7 +155,7 @@ class CaptureMode(TorchDispatchMode):
         if host is None:
             return self._dispatch(func, types, args, kwargs)
         pause, resume = host.native.pause, host.native.resume
-        pause()  # the simulator's own Python is not the program's (runtime/pyhost.py)
+        pause()  # the simulator's own Python is not the program's (runtime/host/pyhost.py)
         try:
             return self._dispatch(func, types, args, kwargs)
         finally:
@@ -163,7 +164,7 @@ class CaptureMode(TorchDispatchMode):
     def _dispatch(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is _SDP_CHOICE and sdpa.answers(args):
-            # SDPA's backend choice (runtime/sdpa.py): answered from the inputs' metadata, for any
+            # SDPA's backend choice (runtime/dispatch/sdpa.py): answered from the inputs' metadata, for any
             # tensor kind (fake, DTensor) and under any FakeTensorMode, as the CUDA build's C++
             # answers it. It launches no kernel and a real profile has no op for it: not recorded.
             return sdpa.fused_sdp_choice(*args, **kwargs)
@@ -358,11 +359,11 @@ class CaptureMode(TorchDispatchMode):
         return out
 
     def _hop(self, func, args: tuple, kwargs: dict):
-        """A higher-order operator (runtime/hops.py): shapes from its FakeTensorMode rule, one
+        """A higher-order operator (runtime/dispatch/hops.py): shapes from its FakeTensorMode rule, one
         recorded op with the kernel it launches on a GPU."""
         from torch.utils import _pytree as pytree
 
-        from phantora_prof.runtime import hops
+        from phantora_prof.runtime.dispatch import hops
 
         if not hops.supported(func):
             raise hops.unsupported_error(func)

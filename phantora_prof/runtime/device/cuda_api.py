@@ -15,9 +15,9 @@ from typing import Any
 import torch
 
 from phantora_prof.protocol import SyncKind
-from phantora_prof.runtime import cuda_rng, memory, streams
-from phantora_prof.runtime import state as _state
-from phantora_prof.runtime.streams import SimEvent, SimStream, host_sync
+from phantora_prof.runtime.device import cuda_rng, memory, streams
+from phantora_prof.runtime.process import state as _state
+from phantora_prof.runtime.device.streams import SimEvent, SimStream, host_sync
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +182,7 @@ def _install_cudnn() -> None:
 
 def _install_nvtx() -> None:
     """torch.cuda.nvtx ranges become user annotations in the trace."""
-    from phantora_prof.runtime import annotations
+    from phantora_prof.runtime.dispatch import annotations
 
     nvtx = torch.cuda.nvtx
     nvtx.range_push = annotations.range_push

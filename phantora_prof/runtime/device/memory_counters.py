@@ -1,6 +1,6 @@
 """GPU memory over the whole run, sent to the coordinator as counter samples.
 
-Every allocation and free of the allocator models (runtime/allocator.py) ends in one hook here:
+Every allocation and free of the allocator models (runtime/device/allocator.py) ends in one hook here:
 it records (host time, device, total allocated, total reserved), one sample per host time (the
 allocations of one op share its time, the last totals count), and sends them in batches
 (`protocol.MemoryCounters`). They become the memory counter tracks of `run.pftrace` and the
@@ -13,8 +13,8 @@ import threading
 from typing import Any, Callable
 
 from phantora_prof.protocol import MemoryCounters
-from phantora_prof.runtime import allocator
-from phantora_prof.runtime import state as _state
+from phantora_prof.runtime.device import allocator
+from phantora_prof.runtime.process import state as _state
 
 BATCH = 1024
 

@@ -1,8 +1,8 @@
 """Simulated GPU memory as torch.cuda shows it: the memory API over the allocator models.
 
-The allocator (PyTorch's CUDA caching allocator, block for block) is runtime/allocator.py;
+The allocator (PyTorch's CUDA caching allocator, block for block) is runtime/device/allocator.py;
 the allocations ops make besides their outputs (workspaces, reduction scratch, embedding
-backward's sort buffers) are runtime/op_allocations.py. This module answers
+backward's sort buffers) are runtime/device/op_allocations.py. This module answers
 `torch.cuda.memory_allocated()`, `memory_stats()`, `empty_cache()`, ... and re-exports both
 (the allocator's models are made here, on the first call, for every simulated device).
 
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from phantora_prof.runtime.allocator import AllocatorModel, Block, _models
+from phantora_prof.runtime.device.allocator import AllocatorModel, Block, _models
 
 
 def record_stream(tensor: Any, stream: Any) -> None:

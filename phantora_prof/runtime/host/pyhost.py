@@ -33,7 +33,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 MODULE = "phantora_pyhost"
-PACKAGE_DIR = Path(__file__).resolve().parents[1]  # phantora_prof/
+PACKAGE_DIR = Path(__file__).resolve().parents[2]  # phantora_prof/
 _SOURCE_REL = Path("native") / "pyhost" / "pyhost.c"
 
 
@@ -46,7 +46,7 @@ def _source() -> Path | None:
 
 
 def _cache_dir() -> Path:
-    from phantora_prof.runtime.native_loader import cache_root
+    from phantora_prof.runtime.process.native_loader import cache_root
 
     return cache_root() / "pyhost"
 
@@ -149,7 +149,7 @@ def install(py_call_ns: float, opcode_ns: float) -> PythonHostTime | None:
         log.warning("no C compiler found: Python code between ops costs no simulated time in this run "
                     "(install gcc or clang to have it counted)")
         return None
-    exempt = [str(PACKAGE_DIR / "runtime" / "bootstrap.py")]
+    exempt = [str(PACKAGE_DIR / "runtime" / "process" / "bootstrap.py")]
     native.configure(str(PACKAGE_DIR) + os.sep, exempt)
     host = PythonHostTime(native, py_call_ns, opcode_ns)
     host.attach()

@@ -57,7 +57,7 @@ def _scoped(name: str):
 def _host_copy(t: torch.Tensor, tag: bool) -> torch.UntypedStorage:
     """The whole storage of the fake CUDA tensor `t` on the host: a D2H copy (values where
     the storage has them, zeros otherwise), as `storage.cpu()` in a real save."""
-    from phantora_prof.runtime import values
+    from phantora_prof.runtime.dispatch import values
 
     storage = t.untyped_storage()
     itemsize = t.element_size()
@@ -83,7 +83,7 @@ def _host_copy(t: torch.Tensor, tag: bool) -> torch.UntypedStorage:
 def _reduce_ex(original, self: torch.Tensor, proto: int):
     if type(self) is not FakeTensor or self.device.type != "cuda":
         return original(self, proto)
-    if getattr(self, "_is_param", False):  # an nn.Parameter on the simulated GPU (runtime/modules.py)
+    if getattr(self, "_is_param", False):  # an nn.Parameter on the simulated GPU (runtime/patches/modules.py)
         return (torch._utils._rebuild_parameter, (self.detach(), self.requires_grad, OrderedDict()))
     scope = _scope("save")
     key = self.untyped_storage()._cdata

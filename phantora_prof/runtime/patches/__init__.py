@@ -1,0 +1,1 @@
+"""torch APIs patched for a fake device: nn.Module moves, torch.save/load, torch.profiler."""
