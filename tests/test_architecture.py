@@ -148,3 +148,47 @@ def test_schema_argument_table_is_fresh():
 
     shipped = json.loads(schema_args.TABLE.read_text())
     assert schema_args.stale(schema_args.build(), shipped) == []
+
+
+def _defined_names(path: Path) -> set[str]:
+    """Names a module binds at its top level (defs, classes, assignments, imports)."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name):
+                        names.add(n.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for a in node.names:
+                names.add((a.asname or a.name).split(".")[0])
+        elif isinstance(node, (ast.If, ast.Try)):
+            names |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return names
+
+
+def test_every_import_of_our_modules_resolves():
+    """`from phantora_prof.x import y` names a module or something x defines: imports inside
+    functions run only when their path does, so a stale one (a module moved to another
+    package) would otherwise surface in some rank process far from its cause."""
+    mods = _modules()
+    bad = []
+    for name, path in sorted(mods.items()):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                continue
+            if node.module.split(".")[0] not in PACKAGES:
+                continue
+            if node.module not in mods:
+                bad.append(f"{name}:{node.lineno}: no module {node.module}")
+                continue
+            defined = None
+            for a in node.names:
+                if a.name == "*" or f"{node.module}.{a.name}" in mods:
+                    continue
+                defined = defined if defined is not None else _defined_names(mods[node.module])
+                if a.name not in defined:
+                    bad.append(f"{name}:{node.lineno}: {node.module} has no {a.name}")
+    assert bad == []

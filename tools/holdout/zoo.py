@@ -71,6 +71,15 @@ def _hf_causal_lm(name: str, a):
     elif name == "hf_gpt2":
         cfg = tf.GPT2Config(n_positions=a.seq, n_embd=a.dim or 768, n_layer=a.layers or 12)  # dropout 0.1
         model = tf.GPT2LMHeadModel(cfg)
+    elif name == "hf_gptneox":  # parallel attention + MLP, partial rotary (25%), GELU
+        cfg = tf.GPTNeoXConfig(vocab_size=50304, hidden_size=a.dim or 1024, intermediate_size=4096,
+                               num_hidden_layers=a.layers or 8, num_attention_heads=16, rotary_pct=0.25,
+                               max_position_embeddings=a.seq)
+        model = tf.GPTNeoXForCausalLM(cfg)
+    elif name == "hf_opt":  # learned positions, ReLU MLP, pre-LN (OPT-350m-like width)
+        cfg = tf.OPTConfig(vocab_size=50272, hidden_size=a.dim or 1024, ffn_dim=4096, num_hidden_layers=a.layers or 8,
+                           num_attention_heads=16, max_position_embeddings=a.seq, word_embed_proj_dim=a.dim or 1024)
+        model = tf.OPTForCausalLM(cfg)
     else:
         raise SystemExit(f"unknown model {name}")
     model.config._attn_implementation = "sdpa"
@@ -130,11 +139,11 @@ def _vision_model(name: str):
         import timm
 
         arch = {"timm_vit": "vit_base_patch16_224", "timm_convnext": "convnext_tiny",
-                "timm_resnet50": "resnet50"}[name]
+                "timm_resnet50": "resnet50", "timm_regnet": "regnety_016"}[name]
         return timm.create_model(arch, pretrained=False)
     tv = import_torchvision()
     arch = {"tv_resnet50": "resnet50", "tv_mobilenet": "mobilenet_v3_large",
-            "tv_efficientnet": "efficientnet_b0"}[name]
+            "tv_efficientnet": "efficientnet_b0", "tv_swin": "swin_t", "tv_densenet": "densenet121"}[name]
     return getattr(tv.models, arch)()
 
 
@@ -193,6 +202,9 @@ MODELS = {
     "timm_vit": (64, 224), "timm_convnext": (64, 224), "timm_resnet50": (128, 224),
     "tv_resnet50": (128, 224), "tv_mobilenet": (128, 224), "tv_efficientnet": (128, 224),
     "lstm": (64, 256),
+    # blind set 2 (added 2026-12-01, session 6): measured once on the H200, compared, not tuned on
+    "hf_gptneox": (4, 2048), "hf_opt": (4, 2048), "timm_regnet": (128, 224), "tv_swin": (64, 224),
+    "tv_densenet": (64, 224),
 }
 
 
@@ -214,7 +226,7 @@ def main() -> None:
     dev = torch.device(a.device)
     import_torchvision()  # transformers and timm import it when it is installed
     name = a.model
-    if name in ("hf_llama", "hf_mistral", "hf_qwen2", "hf_gpt2"):
+    if name in ("hf_llama", "hf_mistral", "hf_qwen2", "hf_gpt2", "hf_gptneox", "hf_opt"):
         model = _hf_causal_lm(name, a).to(dev)
         step = _hf_lm_step(model, a, dev)
     elif name == "hf_bert":

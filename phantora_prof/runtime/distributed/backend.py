@@ -218,7 +218,7 @@ class PhantoraProcessGroup(dist.ProcessGroup):
             st.channel.flush()  # other ranks may be waiting for this collective at the coordinator
         for t in outputs:
             _pending.mark(t, (group, seq))
-        from phantora_prof.runtime import values  # small outputs' real values flags, counts
+        from phantora_prof.runtime.dispatch import values  # small outputs' real values flags, counts
 
         complete_values = None
         if peer >= 0:
