@@ -8,7 +8,7 @@
 // bmm + softmax + bmm. The native multi-head-attention fast path asks the same stub.
 //
 // The kernel installed here forwards the question to the `aten::_fused_sdp_choice` op
-// through the dispatcher, where the simulator answers it (phantora_prof/runtime/sdpa.py:
+// through the dispatcher, where the simulator answers it (phantora_prof/runtime/dispatch/sdpa.py:
 // torch's CUDA selection rules evaluated for the simulated GPU): the capture mode on the
 // Python key, a CUDA-key kernel when the Python key is excluded, a Meta kernel under a
 // FakeTensorMode. The rest of the composite (mask conversion, padding, the call of the
@@ -36,7 +36,7 @@ int64_t fused_sdp_choice_cuda(const at::Tensor& query, const at::Tensor& key, co
   // coming back here means its kernels are missing: say so instead of recursing.
   TORCH_CHECK(!g_in_choice,
               "phantora-prof: the SDPA backend choice re-entered itself; the simulator's kernels for "
-              "aten::_fused_sdp_choice (phantora_prof/runtime/sdpa.py) are not installed in this process");
+              "aten::_fused_sdp_choice (phantora_prof/runtime/dispatch/sdpa.py) are not installed in this process");
   g_in_choice = true;
   struct Reset {
     ~Reset() { g_in_choice = false; }

@@ -1,4 +1,4 @@
-"""SDPA's backend choice on the simulated GPU (phantora_prof/runtime/sdpa.py) against a real H200.
+"""SDPA's backend choice on the simulated GPU (phantora_prof/runtime/dispatch/sdpa.py) against a real H200.
 
 tests/data/device/h200_sdpa_cases.json: 500 calls of F.scaled_dot_product_attention on an H200
 (torch 2.11 cu130, cuDNN 9.19, sm90), recorded by tools/sdpa_battery.py: dtype, head dim,

@@ -20,7 +20,7 @@
  * of a fresh checkout differ from the second.
  *
  * Built as a CPython extension module with the C compiler alone (no torch), by
- * phantora_prof/runtime/pyhost.py, so it works with CPU and CUDA builds of torch.
+ * phantora_prof/runtime/host/pyhost.py, so it works with CPU and CUDA builds of torch.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -28,7 +28,10 @@ def build() -> dict:
 
     names = set(roofline.SCHEMA_ARGS)
     table: dict[str, dict[str, int]] = {n: {} for n in sorted(names)}
-    for base in sorted(dir(torch.ops.aten)):
+    # every registered aten op (dir(torch.ops.aten) lists only the packets already resolved
+    # in this process, so a table made from it depended on what had run before)
+    bases = {str(s.name).split("::", 1)[1] for s in torch._C._jit_get_all_schemas() if str(s.name).startswith("aten::")}
+    for base in sorted(bases):
         try:
             packet = getattr(torch.ops.aten, base)
             overloads = packet.overloads()
