@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -189,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         errs = sorted(abs(r["error"]) for r in rows if r.get("error") is not None and r["set"] == group)
         if errs:
             inside = sum(1 for r in rows if r.get("inside_band") and r["set"] == group)
-            print(f"{group:8s}: |error| mean {sum(errs) / len(errs):.1%}, median {errs[len(errs) // 2]:.1%}, "
+            print(f"{group:8s}: |error| mean {sum(errs) / len(errs):.1%}, median {statistics.median(errs):.1%}, "
                   f"max {errs[-1]:.1%} over {len(errs)} cases; real time inside the 90% band in {inside}")
     return 0
 
