@@ -15,7 +15,7 @@ from phantora_prof.cost import kernels as K
 from phantora_prof.cost import roofline as R
 from phantora_prof.cost.gpus import GpuSpec
 from phantora_prof.errors import ConfigError
-from phantora_prof.protocol import CPU_DEVICE, OpCall, OpKind, TensorArg
+from phantora_prof.protocol import CPU_DEVICE, OpKind
 
 ROOT = Path(__file__).resolve().parent.parent
 from conftest import REFERENCE as REF  # noqa: E402
@@ -23,19 +23,7 @@ needs_ref = pytest.mark.skipif(not (REF / "gpt_small" / "trace.pt.trace.json.gz"
                                reason="reference traces not available")
 
 
-def T(shape, dtype="float32", device=0, pinned=False, stride=None):
-    shape = tuple(shape)
-    if stride is None:
-        st, acc = [], 1
-        for s in reversed(shape):
-            st.append(acc)
-            acc *= s
-        stride = tuple(reversed(st))
-    return TensorArg(shape, tuple(stride), dtype, device, pinned)
-
-
-def call(name, args, outs=(), kind=OpKind.COMPUTE, kwargs=None):
-    return OpCall(0, 1, name, tuple(args), kwargs or {}, tuple(outs), 0, 0, 0, 7, 0, kind)
+from opcalls import T, call  # noqa: E402
 
 
 def total(ks):

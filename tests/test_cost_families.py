@@ -15,30 +15,12 @@ from phantora_prof.cost import estimate
 from phantora_prof.cost import families as F
 from phantora_prof.cost import ops as O
 from phantora_prof.cost.gpus import get_gpu
-from phantora_prof.protocol import OpCall, OpKind, TensorArg
-
-
-def T(shape, dtype="float32", stride=None):
-    shape = tuple(shape)
-    if stride is None:
-        st, acc = [], 1
-        for s in reversed(shape):
-            st.append(acc)
-            acc *= s
-        stride = tuple(reversed(st))
-    return TensorArg(shape, tuple(stride), dtype, 0)
+from opcalls import T, call, total
 
 
 def CL(n, c, h, w, dtype="bfloat16"):
-    return T((n, c, h, w), dtype, (h * w * c, 1, w * c, c))
-
-
-def call(name, args, outs=(), kwargs=None):
-    return OpCall(0, 1, name, tuple(args), kwargs or {}, tuple(outs), 0, 0, 0, 7, 0, OpKind.COMPUTE)
-
-
-def total(ks):
-    return sum(k.duration_ns for k in ks)
+    """A channels-last 4-D tensor argument."""
+    return T((n, c, h, w), dtype, stride=(h * w * c, 1, w * c, c))
 
 
 def _points(op, key):
@@ -48,7 +30,7 @@ def _points(op, key):
 
 def _dw_backward(bias: bool):
     x, g = CL(64, 96, 56, 56), CL(64, 96, 56, 56)
-    w = T((96, 1, 7, 7), "bfloat16", (49, 1, 7, 1))
+    w = T((96, 1, 7, 7), "bfloat16", stride=(49, 1, 7, 1))
     outs = [x, w] + ([T((96,), "bfloat16")] if bias else [])
     return call("aten::convolution_backward", [g, x, w, [96] if bias else None, [1, 1], [3, 3], [1, 1], False,
                                                [0, 0], 96, [True, True, bias]], outs)
@@ -128,7 +110,7 @@ def test_rnn_roofline_ignores_the_reserve_buffer():
 def test_conv_forward_with_bias_adds_the_bias_after_cudnn():
     """cudnn_convolution takes no bias: ATen adds it in place afterwards (timm ConvNeXt-T on the
     H200: conv2d_c1_k1_nhwc_specialized 150 us, then an elementwise add_ of the bias, 54 us)."""
-    x, w = CL(64, 96, 56, 56), T((96, 1, 7, 7), "bfloat16", (49, 1, 7, 1))
+    x, w = CL(64, 96, 56, 56), T((96, 1, 7, 7), "bfloat16", stride=(49, 1, 7, 1))
     out = CL(64, 96, 56, 56)
     args = [x, w, None, [1, 1], [3, 3], [1, 1], False, [0, 0], 96]
     plain = estimate(call("aten::convolution", args, [out]), "h200")

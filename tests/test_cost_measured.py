@@ -28,7 +28,6 @@ import pytest
 
 from phantora_prof.cost import GPUS, clear_cache, estimate, get_gpu
 from phantora_prof.cost import measured as M
-from phantora_prof.protocol import OpCall, OpKind, TensorArg
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -43,23 +42,7 @@ HELD_OUT_MEDIAN = {"gemm": 0.038, "gemm_unaligned": 0.131, "attention": 0.028, "
 MARGIN = 0.03
 
 
-def T(shape, dtype="float32", device=0, stride=None):
-    shape = tuple(shape)
-    if stride is None:
-        st, acc = [], 1
-        for s in reversed(shape):
-            st.append(acc)
-            acc *= s
-        stride = tuple(reversed(st))
-    return TensorArg(shape, tuple(stride), dtype, device)
-
-
-def call(name, args, outs=(), kwargs=None):
-    return OpCall(0, 1, name, tuple(args), kwargs or {}, tuple(outs), 0, 0, 0, 7, 0, OpKind.COMPUTE)
-
-
-def total(ks):
-    return sum(k.duration_ns for k in ks)
+from opcalls import T, call, total  # noqa: E402
 
 
 @pytest.fixture(scope="module")
