@@ -167,6 +167,13 @@ def test_real_script_features(cli):
     assert {"forward", "backward"} <= gpu_annotations
     memcpy = [e for e in doc["traceEvents"] if e.get("cat") == "gpu_memcpy"]
     assert any(e["name"] == "Memcpy HtoD (Pinned -> Device)" for e in memcpy)
+    # the DataLoader's pinning thread runs at real-time pace beside the loop: its ops are not
+    # recorded (they used to land on the autograd thread's row, overlapping its ops under load)
+    autograd_tids = {e["tid"] for e in doc["traceEvents"] if e.get("ph") == "M" and e.get("name") == "thread_name"
+                     and "pt_autograd" in e["args"]["name"]}
+    assert autograd_tids
+    assert not [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op" and e["tid"] in autograd_tids
+                and e["name"] == "aten::pin_memory"]
     assert validate_trace(doc, load_trace(reference_trace("gpt_small"))) == []
 
 

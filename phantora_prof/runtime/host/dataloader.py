@@ -42,10 +42,22 @@ class CostedBatch:
         self.pin_ns = 0
 
     def pin_memory(self, device: Any = None) -> "CostedBatch":
-        """Called by DataLoader's pinning thread: pin the batch, and account the copy."""
+        """Called by DataLoader's pinning thread: pin the batch, and account the copy.
+
+        The pinning's own ops are not recorded: the thread runs at real-time pace beside the
+        training loop, so its records would land wherever the OS scheduled it (they shared the
+        autograd thread's row and overlapped its ops under load); its cost is `pin_ns`."""
         from torch.utils.data._utils.pin_memory import pin_memory
 
-        self.data = pin_memory(self.data, device) if device is not None else pin_memory(self.data)
+        from phantora_prof.runtime.dispatch import op_recorder
+
+        rec = op_recorder.get()
+        was = rec.quiet(1) if rec is not None else None
+        try:
+            self.data = pin_memory(self.data, device) if device is not None else pin_memory(self.data)
+        finally:
+            if rec is not None:
+                rec.quiet(was)
         self.pin_ns = _pin_ns(self.data)
         return self
 
