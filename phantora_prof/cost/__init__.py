@@ -123,21 +123,29 @@ def estimate(op: OpCall, gpu: GpuSpec | str | None = None, *, allow_tf32: bool =
         return []
     spec = gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
     gkey = spec.key if GPUS.get(spec.key) is spec else spec
-    try:
-        key = (op.name, op.kind, gkey, allow_tf32, use_table, use_measured, use_family, op.args,
-               tuple(op.kwargs.items()) if op.kwargs else (), op.outputs)
-        hit = _CACHE.get(key)
-    except TypeError:  # an unhashable scalar (a list in kwargs): normalise
-        key = (op.name, op.kind, gkey, allow_tf32, use_table, use_measured, use_family, _hashable(op.args),
-               _hashable(op.kwargs or {}), op.outputs)
-        hit = _CACHE.get(key)
+    key, hit = cache_lookup(_CACHE, op, (gkey, allow_tf32, use_table, use_measured, use_family))
     if hit is not None:
         return list(hit)
     res = tuple(_estimate(op, spec, allow_tf32, use_table, use_measured, use_family, None))
-    if len(_CACHE) >= _CACHE_MAX:
-        _CACHE.clear()
-    _CACHE[key] = res
+    cache_store(_CACHE, key, res)
     return list(res)
+
+
+def cache_lookup(cache: dict, op: OpCall, context: tuple) -> tuple:
+    """(key, cached kernels or None) of a call in `cache`: its name, kind, arguments and
+    `context` (what else decided the answer: GPU, TF32, sources)."""
+    try:
+        key = (op.name, op.kind, context, op.args, tuple(op.kwargs.items()) if op.kwargs else (), op.outputs)
+        return key, cache.get(key)
+    except TypeError:  # an unhashable scalar (a list in kwargs): normalise
+        key = (op.name, op.kind, context, _hashable(op.args), _hashable(op.kwargs or {}), op.outputs)
+        return key, cache.get(key)
+
+
+def cache_store(cache: dict, key: tuple, kernels: tuple) -> None:
+    if len(cache) >= _CACHE_MAX:
+        cache.clear()
+    cache[key] = kernels
 
 
 def op_class(op: OpCall) -> str:
@@ -226,16 +234,11 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
         res = _from_table(op, base, gpu, allow_tf32, tbl, cost)
         if res is not None:
             return res
-    if base in ("convolution", "_convolution"):
-        split = _conv_forward_bias_split(op)
-        if split is not None:
-            return [k for part in split for k in _estimate(part, gpu, allow_tf32, use_table, use_measured,
-                                                           use_family, source)]
-    if base == "convolution_backward":
-        split = _conv_bias_split(op)
-        if split is not None:
-            return [k for part in split for k in _estimate(part, gpu, allow_tf32, use_table, use_measured,
-                                                           use_family, source)]
+    split = _SPLITS.get(base)
+    parts = split(op) if split is not None else None
+    if parts is not None:  # an op a CUDA build runs as two (see _SPLITS)
+        return [k for part in parts for k in _estimate(part, gpu, allow_tf32, use_table, use_measured, use_family,
+                                                       source)]
     if handler is _ops.elementwise and tbl is not None and specs and specs[0].generic:
         specs = _table_names(op, base, tbl, specs, gpu)
     total = _R.op_time_ns(cost, gpu)
@@ -294,6 +297,11 @@ def _conv_bias_split(op: OpCall) -> tuple[OpCall, OpCall] | None:
     total = dataclasses.replace(op, name="aten::sum.dim_IntList", args=(grad, dims, False), kwargs={},
                                 outputs=(bias,))
     return conv, total
+
+
+# ops whose biased form a CUDA build runs as the unbiased op and the bias's own kernel
+_SPLITS = {"convolution": _conv_forward_bias_split, "_convolution": _conv_forward_bias_split,
+           "convolution_backward": _conv_bias_split}
 
 
 def _family(op, base, gpu, allow_tf32, handler, cost, specs, total) -> list[Kernel] | None:

@@ -15,12 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from phantora_prof.cost import _hashable, _estimate, materialize
+from phantora_prof.cost import _estimate, cache_lookup, cache_store, materialize
 from phantora_prof.cost.gpus import GpuSpec, get_gpu
 from phantora_prof.cost.kernels import KIND_KERNEL, Kernel
 from phantora_prof.protocol import OpCall, OpKind
-
-CACHE_MAX = 1 << 16
 
 
 class CostModel:
@@ -52,19 +50,12 @@ class CostModel:
                            source="user"),)
         if op.kind == OpKind.HOST:
             return ()
-        try:
-            key = (op.name, op.kind, allow_tf32, op.args, tuple(op.kwargs.items()) if op.kwargs else (), op.outputs)
-            hit = self._cache.get(key)
-        except TypeError:  # an unhashable scalar (a list in kwargs): normalise
-            key = (op.name, op.kind, allow_tf32, _hashable(op.args), _hashable(op.kwargs or {}), op.outputs)
-            hit = self._cache.get(key)
+        key, hit = cache_lookup(self._cache, op, (allow_tf32,))
         if hit is not None:
             return hit
         res = tuple(_estimate(op, self.gpu, allow_tf32, self.use_table, self.use_measured, self.use_family,
                               self.source))
-        if len(self._cache) >= CACHE_MAX:
-            self._cache.clear()
-        self._cache[key] = res
+        cache_store(self._cache, key, res)
         return res
 
     def kernels_from(self, cost: Any, specs: list, total_ns: float) -> list[Kernel]:
