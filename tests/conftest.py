@@ -10,20 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from phantora_prof.calibrate.reference import shared_dir
+
 REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = REPO / "tests" / "scripts"
-
-
-
-def _find_shared() -> Path:
-    """../shared beside the repo (as CI lays it), else the workplace's /work/shared."""
-    for candidate in (Path(os.environ.get("PHANTORA_SHARED_DIR", "")), REPO.parent / "shared", Path("/work/shared")):
-        if str(candidate) and (candidate / "reference" / "h200").is_dir():
-            return candidate
-    return REPO.parent / "shared"
-
-
-SHARED = _find_shared()
+SHARED = shared_dir(REPO)  # ../shared beside the repo (as CI lays it), else /work/shared
 REFERENCE = SHARED / "reference" / "h200"
 
 

@@ -82,6 +82,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import extract_kernel_table as X  # noqa: E402
+from phantora_prof.calibrate.trace_ops import dispatch_level, nesting  # noqa: E402
 
 sys.path.insert(0, str(HERE.parent))
 from phantora_prof.engine.gpu import KERNEL_GAP_NS, LAUNCH_LATENCY_NS  # noqa: E402
@@ -149,29 +150,11 @@ def analyse(workload: str = WORKLOAD) -> dict:
     apis = [e for e in events if e.get("ph") == "X" and e.get("cat") in API_KINDS]
     gpu = {e["args"]["correlation"]: e for e in events if e.get("cat") in X.GPU_CATS}
 
-    # parents (per thread nesting), as extract_kernel_table.dispatch_ops
-    parent: dict[int, dict | None] = {}
-    by_tid = defaultdict(list)
-    for e in ranges + apis:
-        by_tid[e["tid"]].append(e)
-    for lst in by_tid.values():
-        lst.sort(key=lambda e: (e["ts"], -e["dur"]))
-        stack: list = []
-        for e in lst:
-            while stack and not (_end(e) <= _end(stack[-1]) + 1e-3):
-                stack.pop()
-            parent[id(e)] = stack[-1] if stack else None
-            stack.append(e)
+    # parents (per thread nesting), as the kernel table's dispatch ops
+    parent = nesting(ranges + apis, thread=lambda e: e["tid"])
 
     def dispatch_of(e):
-        chain = []
-        while e is not None:
-            chain.append(e)
-            e = parent[id(e)]
-        for o in reversed(chain):
-            if o.get("cat") == "cpu_op" and not X.is_composite(o["name"]):
-                return o
-        return None
+        return dispatch_level(e, parent)
 
     def gpu_of(calls):
         return tuple(int(round(gpu[a["args"]["correlation"]]["dur"] * 1e3)) for a in calls)

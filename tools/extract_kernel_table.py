@@ -50,10 +50,11 @@ from phantora_prof.calibrate.trace_ops import (  # noqa: E402,F401 - re-exported
     GPU_CATS, TYPE_MAP, DispatchOp, GpuAct, _contig, _is_tensor_type, count_steps, dispatch_ops, input_dtypes, input_tensors,
     is_composite, key_inputs, meta_outputs, parse_scalar,
 )
+from phantora_prof.calibrate.reference import shared_dir  # noqa: E402
 from phantora_prof.calibrate.trace_ops import load_events as _load_trace  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-REF = Path("/work/shared/reference/h200")
+REF = shared_dir(ROOT) / "reference" / "h200"
 WORKLOADS = ("gpt_small", "gpt_b32", "gpt_ddp1", "gpt_small_memory", "streams")
 OUT = ROOT / "phantora_prof" / "cost" / "data" / "h200_kernels.json"
 

@@ -37,7 +37,6 @@ hf_llama, hf_gpt2, timm_vit, tv_resnet50.
 from __future__ import annotations
 
 import argparse
-import os
 import collections
 import gzip
 import json
@@ -48,23 +47,16 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "phantora_prof" / "cost" / "data" / "op_children.json"
 ZOO_DEV = ("hf_llama", "hf_gpt2", "timm_vit", "tv_resnet50")
 
+from phantora_prof.calibrate.reference import shared_dir  # noqa: E402
+
 
 REFERENCE_RUNS = ("gpt_b32", "gpt_ddp1", "gpt_small", "gpt_small_memory", "streams")
-
-
-def shared_dir() -> Path:
-    """The shared folder: $PHANTORA_SHARED_DIR, ../shared beside the repo (as CI lays it), else
-    the workplace's /work/shared (a clone elsewhere); as tests/conftest.py finds it."""
-    for candidate in (os.environ.get("PHANTORA_SHARED_DIR", ""), ROOT.parent / "shared", "/work/shared"):
-        if str(candidate) and (Path(candidate) / "reference" / "h200").is_dir():
-            return Path(candidate).resolve()
-    return (ROOT.parent / "shared").resolve()
 
 
 def default_sources() -> list[Path]:
     """Every source trace, listed by name: one that is not there makes the table incomplete
     (--check then says which instead of comparing a table built from fewer traces)."""
-    shared = shared_dir() / "reference" / "h200"
+    shared = shared_dir(ROOT) / "reference" / "h200"
     out = [shared / run / "trace.pt.trace.json.gz" for run in REFERENCE_RUNS]
     out += sorted((ROOT / "tests" / "data" / "real" / "h200x2" / "traces").glob("*.pt.trace.json.gz"))
     out.append(ROOT / "tools" / "holdout" / "real_h200" / "traces" / "cnn.pt.trace.json.gz")
@@ -311,7 +303,7 @@ def _source_name(p: Path) -> str:
     p = p.resolve()
     if ROOT in p.parents:
         return p.relative_to(ROOT).as_posix()
-    shared = shared_dir()
+    shared = shared_dir(ROOT)
     if shared in p.parents:
         return "../shared/" + p.relative_to(shared).as_posix()
     return p.name

@@ -25,6 +25,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from phantora_prof.cost.kernels import parse_scalar  # the one parser of Concrete Inputs (callers import it from here)
+
 # profiler "Input type" -> protocol dtype name
 TYPE_MAP = {
     "float": "float32", "double": "float64", "c10::Half": "float16",
@@ -119,6 +121,37 @@ def count_steps(events) -> int:
     return max(n, 1)
 
 
+def nesting(events, thread=lambda e: (e["pid"], e["tid"])) -> dict[int, dict | None]:
+    """id(event) -> the innermost event on its thread whose time range encloses it (None at
+    the top), from the ranges alone (torch.profiler writes no parent links)."""
+    parent: dict[int, dict | None] = {}
+    by_thread = defaultdict(list)
+    for e in events:
+        by_thread[thread(e)].append(e)
+    for lst in by_thread.values():
+        lst.sort(key=lambda e: (e["ts"], -e["dur"]))
+        stack: list = []
+        for e in lst:
+            while stack and not (e["ts"] + e["dur"] <= stack[-1]["ts"] + stack[-1]["dur"] + 1e-3):
+                stack.pop()
+            parent[id(e)] = stack[-1] if stack else None
+            stack.append(e)
+    return parent
+
+
+def dispatch_level(e, parent: dict[int, dict | None]) -> dict | None:
+    """The outermost non-composite cpu_op among `e` and its enclosing events: the op the
+    dispatcher handed to a kernel, which the simulator captures as one."""
+    chain = []
+    while e is not None:
+        chain.append(e)
+        e = parent[id(e)]
+    for o in reversed(chain):
+        if o.get("cat") == "cpu_op" and not is_composite(o["name"]):
+            return o
+    return None
+
+
 def dispatch_ops(events) -> list[DispatchOp]:
     """All dispatch-level ops of a trace (in host order), each with its GPU activities."""
     ranges = [e for e in events if e.get("cat") in ("cpu_op", "user_annotation") and e.get("ph") == "X"]
@@ -127,28 +160,10 @@ def dispatch_ops(events) -> list[DispatchOp]:
         x = e.get("args", {}).get("External id")
         if x is not None and e.get("cat") == "cpu_op":
             by_ext[x] = e
-    parent: dict[int, dict | None] = {}
-    by_tid = defaultdict(list)
-    for e in ranges:
-        by_tid[(e["pid"], e["tid"])].append(e)
-    for lst in by_tid.values():
-        lst.sort(key=lambda e: (e["ts"], -e["dur"]))
-        stack: list = []
-        for e in lst:
-            while stack and not (e["ts"] + e["dur"] <= stack[-1]["ts"] + stack[-1]["dur"] + 1e-3):
-                stack.pop()
-            parent[id(e)] = stack[-1] if stack else None
-            stack.append(e)
+    parent = nesting(ranges)
 
     def dispatch_of(e):
-        chain = []
-        while e is not None:
-            chain.append(e)
-            e = parent[id(e)]
-        for o in reversed(chain):
-            if o.get("cat") == "cpu_op" and not is_composite(o["name"]):
-                return o
-        return None
+        return dispatch_level(e, parent)
 
     ops: dict[int, DispatchOp] = {}
 
@@ -235,25 +250,6 @@ def input_tensors(op: DispatchOp):
             out.append(("s", conc))
     return out
 
-
-def parse_scalar(s: str):
-    if s is None or s == "":
-        return None
-    if s in ("True", "False"):
-        return s == "True"
-    if s.startswith("[") and s.endswith("]"):
-        inner = s[1:-1].strip()
-        if not inner:
-            return ()
-        return tuple(parse_scalar(x.strip()) for x in inner.split(","))
-    try:
-        return int(s)
-    except ValueError:
-        pass
-    try:
-        return float(s)
-    except ValueError:
-        return s
 
 
 _TORCH_DTYPE = None

@@ -89,14 +89,15 @@ def _freeze(x):
     return x
 
 
-def _parse_scalar(s):
+def parse_scalar(s):
+    """A scalar as torch.profiler writes it in `Concrete Inputs` (bool, int, float, list, str; None for empty)."""
     if s is None or s == "":
         return None
     if s in ("True", "False"):
         return s == "True"
     if s.startswith("[") and s.endswith("]"):
         inner = s[1:-1].strip()
-        return tuple(_parse_scalar(x.strip()) for x in inner.split(",")) if inner else ()
+        return tuple(parse_scalar(x.strip()) for x in inner.split(",")) if inner else ()
     try:
         return int(s)
     except ValueError:
@@ -130,7 +131,7 @@ class KernelTable:
                 kin = _freeze(e["in"])
                 kout = None if e["out"] is None else _freeze(e["out"])
                 variants = tuple(
-                    (tuple(_parse_scalar(s) for s in v["scalars"]), v["n"], specs(v["kernels"]))
+                    (tuple(parse_scalar(s) for s in v["scalars"]), v["n"], specs(v["kernels"]))
                     for v in e["variants"])
                 self.exact[(opname, kin, kout)] = variants
                 prev = self.exact_noout.get((opname, kin))
