@@ -154,9 +154,23 @@ def test_reference_streams_workload_runs_unmodified(cli):
 
 
 def test_real_script_features(cli):
-    """DataLoader workers + pin_memory, seeds, backend flags, torch.compile, nvtx, AMP GradScaler."""
-    r = cli("--out", "traces", PY, str(SCRIPTS / "features.py"), "train")
-    assert r.returncode == 0, r.stderr[-3000:]
+    """DataLoader workers + pin_memory, seeds, backend flags, torch.compile, nvtx, AMP GradScaler.
+
+    Run twice at once (the OS interleaves the workers, the pinning thread and the loop
+    differently each time): the traces must be the same."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda out: cli("--out", out, PY, str(SCRIPTS / "features.py"), "train"),
+                             ("traces", "again")))
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-3000:]
+    r = runs[0]
+    twice = [load_trace(cli.cwd / out / "rank0.pt.trace.json.gz") for out in ("traces", "again")]
+    for doc in twice:  # ids of the run
+        for key in ("trace_id", "baseTimeNanoseconds", "traceName"):
+            doc.pop(key, None)
+    assert twice[0] == twice[1]
     assert "steps 8" in r.stdout
     assert "torch.compile runs eagerly" in r.stderr
     assert r.stderr.count("torch.compile runs eagerly") == 1

@@ -44,20 +44,10 @@ class CostedBatch:
     def pin_memory(self, device: Any = None) -> "CostedBatch":
         """Called by DataLoader's pinning thread: pin the batch, and account the copy.
 
-        The pinning's own ops are not recorded: the thread runs at real-time pace beside the
-        training loop, so its records would land wherever the OS scheduled it (they shared the
-        autograd thread's row and overlapped its ops under load); its cost is `pin_ns`."""
+        The pinning's own ops are not recorded (`_quiet_pin_loop`); its cost is `pin_ns`."""
         from torch.utils.data._utils.pin_memory import pin_memory
 
-        from phantora_prof.runtime.dispatch import op_recorder
-
-        rec = op_recorder.get()
-        was = rec.quiet(1) if rec is not None else None
-        try:
-            self.data = pin_memory(self.data, device) if device is not None else pin_memory(self.data)
-        finally:
-            if rec is not None:
-                rec.quiet(was)
+        self.data = pin_memory(self.data, device) if device is not None else pin_memory(self.data)
         self.pin_ns = _pin_ns(self.data)
         return self
 
@@ -151,9 +141,59 @@ def install(clock: Any, pyhost: Any = None) -> None:
                         "their batches cost no simulated time")
         return orig_process(self, data, worker_idx)
 
+    _quiet_pin_loop()
+    # Taking a batch (`_next_data`: waiting for it, storing batches that arrive out of order,
+    # sending the next indices) and shutting the workers down are not counted as the program's
+    # Python: how often those loops run depends on when the OS ran the workers and the pinning
+    # thread, so counting them made two runs differ. The wait's simulated length is modelled
+    # in `process_data`; the loop's own Python (tens of us per batch on a GPU host) is left out
+    # (approximate). `__next__` around it, and the workers' fetches, are counted.
+    mp_iter._next_data = _uncounted(mp_iter._next_data)
+    mp_iter._shutdown_workers = _uncounted(mp_iter._shutdown_workers)
     kind.create_fetcher = staticmethod(create_fetcher)
     mp_iter._try_put_index = try_put_index
     mp_iter._process_data = process_data
+
+
+def _uncounted(method: Any) -> Any:
+    """`method` with the host-Python counter (runtime/host/pyhost.py) paused while it runs."""
+    def call(self, *args, **kwargs):
+        host = _STATE.get("pyhost")
+        if host is None:
+            return method(self, *args, **kwargs)
+        host.native.pause()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            host.native.resume()
+
+    return call
+
+
+def _quiet_pin_loop() -> None:
+    """Nothing DataLoader's pinning thread dispatches is recorded in the op tree.
+
+    The thread runs at real-time pace beside the training loop: what it dispatches (the
+    tensors it rebuilds from the workers' shared memory: aten::empty + aten::set_, then the
+    pinning copies) would be stamped with whatever the simulated clock read when the OS ran
+    it, on the row of the rank's other non-main thread (autograd's), overlapping its ops
+    under load and making two runs' traces differ. Its cost is modelled (`CostedBatch.pin_ns`)."""
+    import torch.utils.data._utils.pin_memory as pin_module
+
+    loop = pin_module._pin_memory_loop
+    if getattr(loop, "_phantora_quiet", False):
+        return
+
+    def quiet_loop(*args, **kwargs):
+        from phantora_prof.runtime.dispatch import op_recorder
+
+        rec = op_recorder.get()
+        if rec is not None:
+            rec.quiet(1)  # this thread only, for its whole life
+        return loop(*args, **kwargs)
+
+    quiet_loop._phantora_quiet = True
+    pin_module._pin_memory_loop = quiet_loop
 
 
 def _sent(it: Any) -> dict:
