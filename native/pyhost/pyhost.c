@@ -82,11 +82,18 @@ static int classify_uncached(PyCodeObject *code) {
     return CODE_USER;
 }
 
-static int classify(PyCodeObject *code) {
+/* Diagnostics (by_code(1)): what was counted, per code object (slot of the cache). */
+static int g_by_code = 0;
+static long long slot_calls[CACHE_SIZE];
+static long long slot_ops[CACHE_SIZE];
+
+/* The class of `code`; *slot is its cache slot, or -1 when it could not be cached. */
+static int lookup(PyCodeObject *code, int *slot) {
     uintptr_t h = ((uintptr_t)code >> 4) * 2654435761u;
     unsigned i = (unsigned)(h & (CACHE_SIZE - 1));
     for (unsigned probe = 0; probe < 64; ++probe, i = (i + 1) & (CACHE_SIZE - 1)) {
         if (cache_key[i] == (void *)code) {
+            *slot = (int)i;
             return cache_val[i];
         }
         if (cache_key[i] == NULL) {
@@ -94,10 +101,27 @@ static int classify(PyCodeObject *code) {
             Py_INCREF(code);
             cache_key[i] = (void *)code;
             cache_val[i] = (unsigned char)c;
+            *slot = (int)i;
             return c;
         }
     }
+    *slot = -1;
     return classify_uncached(code); /* a crowded neighbourhood: no caching */
+}
+
+static int classify(PyCodeObject *code) {
+    int slot;
+    return lookup(code, &slot);
+}
+
+static void count_opcode_by_code(PyFrameObject *frame) {
+    PyCodeObject *code = PyFrame_GetCode(frame);
+    int slot;
+    lookup(code, &slot);
+    Py_DECREF(code);
+    if (slot >= 0) {
+        slot_ops[slot]++;
+    }
 }
 
 static void clear_cache(void) {
@@ -119,12 +143,19 @@ static int profile(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
         case PyTrace_OPCODE:
             if (tls.depth == 0) {
                 tls.c_calls++;
+                if (g_by_code) {
+                    count_opcode_by_code(frame);
+                }
             }
             break;
         case PyTrace_CALL: {
             PyCodeObject *code = PyFrame_GetCode(frame);
-            int cls = classify(code);
+            int slot;
+            int cls = lookup(code, &slot);
             Py_DECREF(code);
+            if (g_by_code && cls == CODE_USER && tls.depth == 0 && slot >= 0) {
+                slot_calls[slot]++;
+            }
             if (cls == CODE_OURS) {
                 tls.depth++;
             } else if (cls == CODE_IMPORT) {
@@ -260,7 +291,43 @@ static PyObject *reset(PyObject *self, PyObject *noargs) {
     Py_RETURN_NONE;
 }
 
+/* by_code(on): count per code object from now on (diagnostics; slower). */
+static PyObject *by_code(PyObject *self, PyObject *arg) {
+    g_by_code = PyObject_IsTrue(arg);
+    Py_RETURN_NONE;
+}
+
+/* [(file, first line, name, calls, opcodes)] of the code objects counted (by_code(1)). */
+static PyObject *code_counts(PyObject *self, PyObject *noargs) {
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (unsigned i = 0; i < CACHE_SIZE; ++i) {
+        if (cache_key[i] == NULL || (slot_calls[i] == 0 && slot_ops[i] == 0)) {
+            continue;
+        }
+        PyCodeObject *code = (PyCodeObject *)cache_key[i];
+#if PY_VERSION_HEX >= 0x030B0000
+        PyObject *name = code->co_qualname;
+#else
+        PyObject *name = code->co_name;
+#endif
+        PyObject *row = Py_BuildValue("(OiOLL)", code->co_filename, code->co_firstlineno, name,
+                                      slot_calls[i], slot_ops[i]);
+        if (row == NULL || PyList_Append(out, row) < 0) {
+            Py_XDECREF(row);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(row);
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"by_code", by_code, METH_O, "by_code(on): also count per code object (diagnostics)"},
+    {"code_counts", code_counts, METH_NOARGS, "[(file, line, qualname, calls, opcodes)] counted by code object"},
     {"configure", configure, METH_VARARGS, "configure(prefix, exempt_files): what counts as the simulator's code"},
     {"attach", attach, METH_NOARGS, "start counting on this thread"},
     {"detach", detach, METH_NOARGS, "stop counting on this thread"},

@@ -45,3 +45,24 @@ elif mode == "timing":
     torch.cuda.synchronize()
     t1 = time.perf_counter()
     print(f"event_ms {start.elapsed_time(end):.4f} wall_ms {(t1 - t0) * 1e3:.4f}")
+elif mode == "exit_effects":
+    # what a script observes of the interpreter's exit: files left open are closed (their
+    # last lines and a gzip trailer written), atexit handlers run, non-daemon threads finish
+    import atexit
+    import gzip
+    import threading
+    import time
+
+    text = open(sys.argv[2], "w")
+    text.write("left open\n")
+    packed = gzip.open(sys.argv[3], "wt")
+    packed.write("gzip left open\n")
+    atexit.register(lambda: print("atexit handler ran", flush=True))
+
+    def late():
+        time.sleep(0.05)
+        print("non-daemon thread finished", flush=True)
+
+    threading.Thread(target=late).start()
+    x = torch.ones(4, device="cuda")
+    sys.exit(4)

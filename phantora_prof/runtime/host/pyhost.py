@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 MODULE = "phantora_pyhost"
 PACKAGE_DIR = Path(__file__).resolve().parents[2]  # phantora_prof/
 _SOURCE_REL = Path("native") / "pyhost" / "pyhost.c"
+# Diagnostics: a folder where each rank writes what Python it was charged for, per function
+# (pyhost-rank<N>.json: [[file, first line, qualname, calls, opcodes], ...]). Slower.
+ENV_PROFILE = "PHANTORA_PYHOST_PROFILE"
 
 
 def _source() -> Path | None:
@@ -152,10 +155,29 @@ def install(py_call_ns: float, opcode_ns: float) -> PythonHostTime | None:
     exempt = [str(PACKAGE_DIR / "runtime" / "process" / "bootstrap.py")]
     native.configure(str(PACKAGE_DIR) + os.sep, exempt)
     host = PythonHostTime(native, py_call_ns, opcode_ns)
+    profile_dir = os.environ.get(ENV_PROFILE)
+    if profile_dir:
+        _profile_by_code(native, Path(profile_dir))
     host.attach()
     os.register_at_fork(after_in_child=host.after_fork)
     gc.callbacks.append(_gc_pause(native))
     return host
+
+
+def _profile_by_code(native: Any, folder: Path) -> None:
+    """Count per code object and write the counts when the process exits (ENV_PROFILE)."""
+    import atexit
+    import json
+
+    native.by_code(True)
+    rank = os.environ.get("RANK", "0")
+
+    def write() -> None:
+        rows = sorted(native.code_counts(), key=lambda r: (-r[4], r[0], r[1]))
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"pyhost-rank{rank}.json").write_text(json.dumps(rows, indent=0))
+
+    atexit.register(write)
 
 
 def _gc_pause(native: Any):

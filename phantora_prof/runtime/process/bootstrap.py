@@ -98,7 +98,67 @@ def main() -> None:
         except Exception:  # noqa: BLE001
             pass
         runtime.finish(exit_code)
-    os._exit(exit_code) if os.environ.get("PHANTORA_HARD_EXIT") else sys.exit(exit_code)
+    if os.environ.get("PHANTORA_FULL_FINALIZE"):
+        sys.exit(exit_code)
+    _exit_without_finalizing(exit_code)
+
+
+def _exit_without_finalizing(exit_code: int) -> None:
+    """End the rank as `python` would, minus the interpreter's teardown.
+
+    Finalizing an interpreter that imported torch and torch._dynamo (FakeTensorMode imports
+    it) takes ~1 s of CPU: every module's objects are freed one by one. What a script can
+    observe of that teardown is kept: its non-daemon threads are waited for, its atexit
+    handlers run (logging's shutdown, multiprocessing's worker clean-up, weakref.finalize
+    callbacks), and files it left open are closed, as their finalizers would. Other objects'
+    __del__ methods are not called at exit (CPython does not promise that either).
+    PHANTORA_FULL_FINALIZE=1 exits the normal way."""
+    import atexit
+    import threading
+
+    try:
+        threading._shutdown()  # wait for the script's non-daemon threads, as Py_Finalize does first
+    except BaseException:  # noqa: BLE001 - e.g. KeyboardInterrupt while waiting: exit anyway
+        pass
+    try:
+        atexit._run_exitfuncs()
+    except BaseException:  # noqa: BLE001 - reported by atexit itself, as at a normal exit
+        pass
+    _close_open_files()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001
+        pass
+    os._exit(exit_code)
+
+
+def _close_open_files() -> None:
+    """Close the file objects the script left open, as their finalizers would at a normal exit
+    (a text or gzip file written and never closed keeps its last lines and its trailer):
+    outer layers first (text, then buffered and compressed, then raw), the standard streams
+    left alone. `_io._IOBase` is the C base of every file class: the check stays cheap over
+    all of the heap's objects."""
+    import _io
+    import gc
+
+    std = set()
+    for stream in (sys.stdin, sys.stdout, sys.stderr, sys.__stdin__, sys.__stdout__, sys.__stderr__):
+        std.add(id(stream))
+        std.add(id(getattr(stream, "buffer", None)))
+        std.add(id(getattr(getattr(stream, "buffer", None), "raw", None)))
+    layers: tuple[list, list, list] = ([], [], [])
+    for obj in gc.get_objects():
+        if isinstance(obj, _io._IOBase) and id(obj) not in std:
+            layer = 0 if isinstance(obj, _io._TextIOBase) else 1 if isinstance(obj, _io._BufferedIOBase) else 2
+            layers[layer].append(obj)
+    for objs in layers:
+        for obj in objs:
+            try:
+                if not obj.closed:
+                    obj.close()
+            except Exception:  # noqa: BLE001 - a broken stream loses nothing more than before
+                pass
 
 
 def _stop_with_the_cli(runtime) -> None:
