@@ -66,6 +66,37 @@ def test_the_simulators_own_frames_are_not_counted(native):
     assert py2 - py1 == 15
 
 
+class _Key:
+    """A dict key whose hash collides with every other one's: each lookup calls __eq__."""
+
+    def __init__(self, v):
+        self.v = v
+
+    def __hash__(self):
+        return _fib(3)  # callees of __hash__ are not counted either
+
+    def __eq__(self, other):
+        return isinstance(other, _Key) and _fib(4) >= 0 and self.v == other.v
+
+
+def test_hash_table_equality_is_not_counted(native):
+    """How often a dict calls __eq__ depends on its layout (on memory addresses, for keys
+    hashed by identity inside them): __eq__/__hash__ and their callees are not counted."""
+    native.configure(str(pyhost.PACKAGE_DIR) + os.sep, [])
+    table = {_Key(i): i for i in range(20)}
+    native.attach()
+    try:
+        py0, op0, _ = native.counts()
+        table.get(_Key(0))  # one probe: __eq__ once
+        py1, op1, _ = native.counts()
+        table.get(_Key(19))  # 20 probes
+        py2, op2, _ = native.counts()
+    finally:
+        native.detach()
+    assert py1 - py0 == 1  # _Key(0)'s __init__; neither __hash__ nor __eq__
+    assert (py2 - py1, op2 - op1) == (py1 - py0, op1 - op0)
+
+
 def test_pause_resume_skips_a_region_and_counts_stay_balanced(native):
     native.configure("/nonexistent/", [])
     native.attach()
