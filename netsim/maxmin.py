@@ -193,7 +193,6 @@ def progressive_fill(flows, nflows, flow_ptr, flow_link, flow_w, flow_cap, link_
 def maxmin_rates(flow_ptr, flow_link, flow_w, flow_cap, link_cap):
     """Max-min fair rates of all flows (one full recomputation)."""
     n_links = link_cap.shape[0]
-    nflows = flow_ptr.shape[0] - 1
     lf_ptr, lf_flow = build_link_flows(n_links, flow_ptr, flow_link)
     return maxmin_rates_prebuilt(flow_ptr, flow_link, flow_w, flow_cap, link_cap, lf_ptr, lf_flow)
 

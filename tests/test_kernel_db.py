@@ -6,7 +6,6 @@ its test mode (PHANTORA_MEASURE_DEVICE=cpu: CPU times, so the whole build path r
 """
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re

@@ -528,7 +528,7 @@ def _query_for(op, base, allow_tf32):
             return None
         return ("mem", "cast", f"{s}>{d}", dst.numel, 0)
     if base == "embedding":
-        w, idx = a[0], a[1]
+        w = a[0]
         if not outs or not isinstance(w, TensorArg) or len(w.shape) != 2:
             return None
         dt = _DT.get(w.dtype)

@@ -23,20 +23,7 @@ log = logging.getLogger(__name__)
 
 
 def _index(device: Any = None) -> int:
-    st = _state.get()
-    if device is None:
-        return st.current_device
-    if isinstance(device, int):
-        idx = device
-    elif isinstance(device, str):
-        idx = torch.device(device).index
-    else:
-        idx = getattr(device, "index", None)
-    idx = st.current_device if idx is None else idx
-    if not 0 <= idx < st.config.device_count:
-        raise RuntimeError(f"CUDA error: invalid device ordinal {idx} (the simulated node has "
-                           f"{st.config.device_count} GPU(s); see --nproc-per-node / --gpus-per-node)")
-    return idx
+    return _state.get().device_index(device, check=True)
 
 
 class _DeviceProperties(SimpleNamespace):

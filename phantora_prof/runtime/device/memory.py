@@ -74,17 +74,7 @@ def api(st: Any, capacity: int) -> dict[str, Any]:
             _models[d] = m
 
     def dev(device: Any = None) -> AllocatorModel:
-        if device is None:
-            return _models[st.current_device]
-        if isinstance(device, int):
-            idx = device
-        elif isinstance(device, str):
-            import torch
-
-            idx = torch.device(device).index
-        else:
-            idx = getattr(device, "index", None)
-        return _models[st.current_device if idx is None or idx < 0 else idx]
+        return _models[st.device_index(device)]
 
     def empty_cache() -> None:
         for m in _models.values():

@@ -77,7 +77,6 @@ def reduction_scratch(shape: tuple[int, ...], strides: tuple[int, ...], elem_siz
     inputs_per_output = numel // num_outputs
     ndim = len(red) + len(keep)
     output_vec_size = 1
-    vectorize_input = False
     if ndim > 0:
         on_fastest = not keep or (bool(red) and red[0][1] < keep[0][1])
         if not red:
@@ -92,7 +91,7 @@ def reduction_scratch(shape: tuple[int, ...], strides: tuple[int, ...], elem_siz
         on_fastest, fastest, dim0, dim1 = True, elem_size, 1, 1
     if fastest == elem_size:
         if on_fastest and dim0 > 128 and len(red) == 1:
-            vectorize_input = True
+            # torch sets vectorize_input here: 4 inputs per thread
             dim0 //= 4
         elif not on_fastest:
             vec = 4

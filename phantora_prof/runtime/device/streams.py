@@ -24,17 +24,7 @@ from phantora_prof.runtime.process.state import DEFAULT_STREAM_ID
 
 
 def _device_index(device: Any) -> int:
-    st = _state.get()
-    if device is None:
-        return st.current_device
-    if isinstance(device, int):
-        return device
-    idx = getattr(device, "index", None)
-    if idx is None and isinstance(device, str):
-        import torch
-
-        idx = torch.device(device).index
-    return st.current_device if idx is None else idx
+    return _state.get().device_index(device)
 
 
 def host_sync(kind: SyncKind, target: int, device: int, external_id: int = -1) -> None:

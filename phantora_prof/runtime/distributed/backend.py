@@ -392,7 +392,7 @@ class PhantoraProcessGroup(dist.ProcessGroup):
         device = st.current_device
         with torch.no_grad():
             t = torch.empty(1, dtype=torch.float32, device=f"cuda:{device}")
-        work = self._launch("all_reduce", "barrier", [t], [t], 4, 1, 1, None)
+        self._launch("all_reduce", "barrier", [t], [t], 4, 1, 1, None)
         _pending.clear(t)
         host_sync(SyncKind.STREAM, self._comm_stream(device), device)
         return SimWork(self, None, [t], device)

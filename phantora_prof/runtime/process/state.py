@@ -36,6 +36,27 @@ class RuntimeState:
         d = self.current_device if device is None else device
         return self.current_stream.get(d, DEFAULT_STREAM_ID)
 
+    def device_index(self, device: Any = None, check: bool = False) -> int:
+        """The CUDA device index `device` names (None, an int, "cuda:1", a torch.device or
+        anything with `.index`); no index means the current device. `check`: an index the
+        simulated node does not have is CUDA's "invalid device ordinal" error."""
+        if device is None:
+            idx = None
+        elif isinstance(device, int):
+            idx = device
+        elif isinstance(device, str):
+            import torch
+
+            idx = torch.device(device).index
+        else:
+            idx = getattr(device, "index", None)
+        if idx is None or (idx < 0 and not check):
+            idx = self.current_device
+        if check and not 0 <= idx < self.config.device_count:
+            raise RuntimeError(f"CUDA error: invalid device ordinal {idx} (the simulated node has "
+                               f"{self.config.device_count} GPU(s); see --nproc-per-node / --gpus-per-node)")
+        return idx
+
     def tid(self) -> int:
         return 0 if threading.get_ident() == self.main_thread else 1
 
