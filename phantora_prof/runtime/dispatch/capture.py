@@ -30,6 +30,7 @@ from phantora_prof.errors import UnsupportedOpError
 from phantora_prof.protocol import CPU_DEVICE, AutogradSpan, OpCall, OpKind, SyncKind, TensorArg
 from phantora_prof.runtime.device import allocator, op_allocations, pinned
 from phantora_prof.runtime.dispatch import annotations, conv_layout, cuda_dispatch, op_recorder, sdpa, values
+from phantora_prof.runtime.dispatch.tensors import tensors_in
 from phantora_prof.runtime.process import state as _state
 from phantora_prof.runtime.distributed.pending import PENDING as _DIST_PENDING
 from phantora_prof.runtime.distributed.pending import consume as _dist_consume
@@ -477,7 +478,7 @@ class CaptureMode(TorchDispatchMode):
         """Allocate the block of every new CUDA storage the op returned (freed when the storage
         dies), then what the op allocates besides its outputs (GEMM/cuDNN workspaces)."""
         kwargs = kwargs or {}
-        cuda_outs = [t for t in _iter_tensors(out) if t.device.type == "cuda"]
+        cuda_outs = [t for t in tensors_in(out) if t.device.type == "cuda"]
         if not cuda_outs:
             return
         device = cuda_outs[0].device.index or 0
@@ -496,10 +497,10 @@ class CaptureMode(TorchDispatchMode):
         op_allocations.note_op(name, args, kwargs, out, device)
 
     def _device_of(self, args: tuple, kwargs: dict, out: Any) -> int:
-        for t in _iter_tensors(out):
+        for t in tensors_in(out):
             if t.device.type == "cuda":
                 return t.device.index or 0
-        for t in _iter_tensors(args):
+        for t in tensors_in(args):
             if t.device.type == "cuda":
                 return t.device.index or 0
         return self.st.current_device
@@ -510,10 +511,10 @@ class CaptureMode(TorchDispatchMode):
                                    and args[1] == 0):
             return OpKind.MEMSET
         if name in ("aten::_to_copy", "aten::copy_", "aten::to", "aten::_copy_from", "aten::_copy_from_and_resize"):
-            devices = {t.device.type for t in _iter_tensors(args)} | {t.device.type for t in _iter_tensors(out)}
+            devices = {t.device.type for t in tensors_in(args)} | {t.device.type for t in tensors_in(out)}
             if "cpu" in devices and "cuda" in devices:
                 return OpKind.MEMCPY
-            tensors = list(_iter_tensors(args)) + list(_iter_tensors(out))
+            tensors = list(tensors_in(args)) + list(tensors_in(out))
             if name == "aten::copy_" and len(tensors) >= 2:
                 a, b = tensors[0], tensors[1]
                 if a.dtype == b.dtype and a.is_contiguous() and b.is_contiguous():
@@ -707,26 +708,15 @@ def _forward_sequence_nr(tid: int, args: tuple) -> int:
 
 def _cpu_bytes(args: tuple, out: Any) -> int:
     n = 0
-    for t in _iter_tensors(args):
+    for t in tensors_in(args):
         n += t.numel() * t.element_size()
-    for t in _iter_tensors(out):
+    for t in tensors_in(out):
         n += t.numel() * t.element_size()
     return n
 
 
-def _iter_tensors(x: Any):
-    if isinstance(x, torch.Tensor):
-        yield x
-    elif isinstance(x, (list, tuple)):
-        for y in x:
-            if isinstance(y, torch.Tensor):
-                yield y
-            elif isinstance(y, (list, tuple)):
-                yield from _iter_tensors(y)
-
-
 def _outputs(out: Any) -> tuple:
-    return tuple(_to_arg(t) for t in _iter_tensors(out))
+    return tuple(_to_arg(t) for t in tensors_in(out))
 
 
 def _describe(a: Any) -> str:

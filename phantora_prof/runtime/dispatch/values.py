@@ -33,6 +33,8 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._python_dispatch import _disable_current_modes
 
+from phantora_prof.runtime.dispatch.tensors import tensors_in
+
 log = logging.getLogger(__name__)
 
 # torch's factory functions as they are before the user's program runs: frameworks replace
@@ -96,7 +98,7 @@ def _give_shadow(t: torch.Tensor, value: torch.Tensor | None) -> None:
 
 def forget(t: Any) -> None:
     """The data of `t` is no longer known (written from data that does not exist)."""
-    for x in _tensors(t):
+    for x in tensors_in(t):
         if isinstance(x, FakeTensor):
             try:
                 s = x.untyped_storage()
@@ -104,14 +106,6 @@ def forget(t: Any) -> None:
                 continue
             if getattr(s, _ATTR, None) is not None:
                 setattr(s, _ATTR, None)
-
-
-def _tensors(x: Any):
-    if isinstance(x, torch.Tensor):
-        yield x
-    elif isinstance(x, (list, tuple)):
-        for y in x:
-            yield from _tensors(y)
 
 
 class _Unknown(Exception):
@@ -158,14 +152,14 @@ def _propagate(func, name: str, args: tuple, kwargs: dict, out: Any) -> None:
         cpu_kwargs = {k: _map(v, name) for k, v in kwargs.items()}
     except _Unknown:
         if name in _UNKNOWN_REDUCE:
-            for t in _tensors(out):
+            for t in tensors_in(out):
                 if isinstance(t, FakeTensor) and t.device.type == "cuda" and _small(t):
                     _give_shadow(t, _full(tuple(t.shape), _UNKNOWN_REDUCE[name], dtype=t.dtype, device="cpu"))
             return
         forget(_written(func, args, kwargs))
         return
     if name in _ASSUME_TRUE or name in _ASSUME_FALSE:
-        for t in _tensors(out):
+        for t in tensors_in(out):
             if isinstance(t, FakeTensor) and t.device.type == "cuda" and _small(t):
                 _give_shadow(t, _full(tuple(t.shape), name in _ASSUME_TRUE, dtype=t.dtype, device="cpu"))
         return
@@ -173,7 +167,7 @@ def _propagate(func, name: str, args: tuple, kwargs: dict, out: Any) -> None:
         forget(_written(func, args, kwargs))
         return
     if name.startswith(("aten::empty", "aten::new_empty")):  # uninitialised memory: zeros
-        for t in _tensors(out):
+        for t in tensors_in(out):
             if isinstance(t, FakeTensor) and t.device.type == "cuda":
                 _give_shadow(t, None)
         return
@@ -231,11 +225,11 @@ def _finite_decided(name: str, args: tuple) -> bool:
 
 def _has_large_input(args: tuple, kwargs: dict) -> bool:
     """Cheap pre-check (no storage lookups): a large CUDA input has no values."""
-    for t in _tensors(args):
+    for t in tensors_in(args):
         if t.device.type == "cuda" and t.numel() * t.element_size() > MAX_BYTES:
             return True
     for v in kwargs.values():
-        for t in _tensors(v):
+        for t in tensors_in(v):
             if t.device.type == "cuda" and t.numel() * t.element_size() > MAX_BYTES:
                 return True
     return False
@@ -252,12 +246,12 @@ def _written(func, args: tuple, kwargs: dict) -> list[torch.Tensor]:
     out = []
     for i, name, kwarg_only in idx:
         v = args[i] if i < len(args) and not kwarg_only else kwargs.get(name)
-        out.extend(t for t in _tensors(v) if isinstance(t, FakeTensor))
+        out.extend(t for t in tensors_in(v) if isinstance(t, FakeTensor))
     return out
 
 
 def _outputs_small(out: Any) -> bool:
-    for t in _tensors(out):
+    for t in tensors_in(out):
         if isinstance(t, FakeTensor) and t.device.type == "cuda" and not _small(t):
             return False
     return True
@@ -282,7 +276,7 @@ def _map(a: Any, name: str) -> Any:
             raise _Unknown
         return a
     if isinstance(a, (list, tuple)):
-        if next(_tensors(a), None) is None:  # nested too: `cat((t1, t2))` is `(list,)` at the top
+        if next(tensors_in(a), None) is None:  # nested too: `cat((t1, t2))` is `(list,)` at the top
             return a
         return type(a)(_map(b, name) for b in a)
     if isinstance(a, torch.device) and a.type == "cuda":
@@ -293,7 +287,7 @@ def _map(a: Any, name: str) -> Any:
 
 
 def _store(out: Any, r: Any) -> None:
-    outs, rs = list(_tensors(out)), list(_tensors(r))
+    outs, rs = list(tensors_in(out)), list(tensors_in(r))
     if len(outs) != len(rs):
         forget(out)
         return

@@ -1,5 +1,5 @@
-"""Outputs of collectives nobody has waited for yet (kept torch-light: the capture mode
-imports this on every run, distributed or not).
+"""Outputs of collectives nobody has waited for yet (kept light: the capture mode
+imports this on every run, distributed or not; no torch.distributed here).
 
 NCCL semantics: a collective runs on its communicator's stream; work on another stream that
 uses its output must wait for it (`Work.wait()`, or the future/`wait_tensor` frameworks use).
@@ -11,6 +11,8 @@ import itertools
 import weakref
 from typing import Any
 
+from phantora_prof.runtime.dispatch.tensors import tensors_in
+
 # token -> (group, seq) of the collective that writes the storage holding the token. The token
 # is an attribute of the storage object (torch keeps one Python object per live storage), so
 # it lives and dies with the storage. (Keyed by id(storage), a storage freed while pending left
@@ -20,19 +22,6 @@ from typing import Any
 PENDING: dict[int, tuple[str, int]] = {}
 _ATTR = "_phantora_pending"
 _tokens = itertools.count(1)
-
-
-def _tensors(x: Any):
-    import torch
-
-    if isinstance(x, torch.Tensor):
-        yield x
-    elif isinstance(x, (list, tuple)):
-        for y in x:
-            yield from _tensors(y)
-    elif isinstance(x, dict):
-        for y in x.values():
-            yield from _tensors(y)
 
 
 def _storage(t: Any) -> Any:
@@ -73,7 +62,7 @@ def consume(args: Any, stream: int, device: int) -> None:
     from phantora_prof.protocol import CollectiveWait
     from phantora_prof.runtime.process import state as _state
 
-    for t in _tensors(args):
+    for t in tensors_in(args):
         if t.device.type != "cuda":
             continue
         hit = clear(t)
