@@ -46,6 +46,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from phantora_prof.calibrate.interning import Interner  # noqa: E402
 from phantora_prof.calibrate.trace_ops import (  # noqa: E402,F401 - re-exported for tools/calibrate_cost.py and tests
     GPU_CATS, TYPE_MAP, DispatchOp, GpuAct, _contig, _is_tensor_type, count_steps, dispatch_ops, input_dtypes, input_tensors,
     is_composite, key_inputs, meta_outputs, parse_scalar,
@@ -73,22 +74,8 @@ def _kernel_sig(acts):
 
 
 def build_table(workloads=WORKLOADS):
-    names: list[str] = []
-    name_idx: dict[str, int] = {}
-    apis: list[str] = []
-    api_idx: dict[str, int] = {}
-
-    def nid(n):
-        if n not in name_idx:
-            name_idx[n] = len(names)
-            names.append(n)
-        return name_idx[n]
-
-    def aid(n):
-        if n not in api_idx:
-            api_idx[n] = len(apis)
-            apis.append(n)
-        return api_idx[n]
+    nid, aid = Interner(), Interner()  # kernel names, launch APIs
+    names, apis = nid.values, aid.values
 
     # (name, key) -> sig -> list of (acts, scalars)
     exact = defaultdict(lambda: defaultdict(list))

@@ -22,6 +22,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from phantora_prof.calibrate.interning import Interner
 from phantora_prof.calibrate.trace_ops import DispatchOp, dispatch_ops, input_tensors, load_events, meta_outputs, \
     parse_scalar
 from phantora_prof.cost import families as F
@@ -121,22 +122,8 @@ def collect(paths: list[Path]) -> tuple[list[dict], dict]:
 
 
 def build(points: list[dict], sources: list[str]) -> dict:
-    names: list[str] = []
-    apis: list[str] = []
-    idx: dict[str, int] = {}
-    aidx: dict[str, int] = {}
-
-    def nid(n):
-        if n not in idx:
-            idx[n] = len(names)
-            names.append(n)
-        return idx[n]
-
-    def aid(n):
-        if n not in aidx:
-            aidx[n] = len(apis)
-            apis.append(n)
-        return aidx[n]
+    nid, aid = Interner(), Interner()  # kernel names, launch APIs
+    names, apis = nid.values, aid.values
 
     ops: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for p in points:
