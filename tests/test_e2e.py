@@ -280,11 +280,17 @@ def test_optimizer_python_costs_host_time(cli):
 
 def test_channels_last_convolutions_stay_channels_last(cli):
     """A CPU build has no cuDNN, so fake convolutions came out NCHW; cuDNN keeps NHWC."""
-    r = cli("--no-trace", PY, str(SCRIPTS / "conv_channels_last.py"))
+    r = cli("--out", "traces", PY, str(SCRIPTS / "conv_channels_last.py"))
     assert r.returncode == 0, r.stderr[-3000:]
     assert "y (1568, 1, 112, 8) True torch.bfloat16" in r.stdout
     assert "z (1568, 1, 112, 8)" in r.stdout  # batch norm follows its input
     assert "grad w True" in r.stdout
+    # the bias is added as cuDNN's caller does, to a [1, C, 1, 1] view (traced as in the H200
+    # traces of biased convolutions; it used to carry the output's shape)
+    doc = load_trace(cli.cwd / "traces" / "rank0.pt.trace.json.gz")
+    adds = [e["args"] for e in doc["traceEvents"] if e.get("name") == "aten::add_" and e.get("cat") == "cpu_op"]
+    assert any(a["Input Dims"] == [[2, 8, 14, 14], [1, 8, 1, 1], []] and a["Input Strides"][1] == [8, 1, 1, 1]
+               for a in adds), adds
 
 
 def test_checkpoints_round_trip_and_load_in_a_plain_cpu_process(cli):

@@ -160,8 +160,10 @@ def _args(e: dict) -> tuple[list, list, list]:
 def _child_args(child: dict, parent: dict) -> list:
     """One code per input of `child`: "i<k>" = the parent's input k (same dims and type, or the
     same tensor list), "e0" = a fresh empty tensor (dims [0], before a resize_) of the parent's
-    first output's dtype, "o0" = the parent's first output (any other tensor), else the input's
-    kind as the profiler types it ("Scalar", "ScalarList", "TensorList", "")."""
+    first output's dtype, "c<k>" = the parent's input k viewed as [1, numel, 1, ...] (a bias
+    broadcast over the channels of a 3-d or wider output), "o0" = the parent's first output (any
+    other tensor), else the input's kind as the profiler types it ("Scalar", "ScalarList",
+    "TensorList", "")."""
     pdims, ptypes, _ = _args(parent)
     dims, types, _ = _args(child)
     out = []
@@ -172,9 +174,18 @@ def _child_args(child: dict, parent: dict) -> list:
             continue
         ref = next((f"i{k}" for k, (pd, pt) in enumerate(zip(pdims, ptypes)) if pd == d and pt == t), None)
         if ref is None:
+            ref = next((f"c{k}" for k, (pd, pt) in enumerate(zip(pdims, ptypes))
+                        if pt == t and _is_channel_view(d, pd)), None)
+        if ref is None:
             ref = "TensorList" if t == "TensorList" else ("e0" if d == [0] else "o0")
         out.append(ref)
     return out
+
+
+def _is_channel_view(d: list, source: list) -> bool:
+    """`d` is [1, n, 1, ...] (3 or more dims) where n is the element count of a 1-d `source`."""
+    return (len(d) >= 3 and len(source) == 1 and d[0] == 1 and d[1] == source[0] and
+            all(x == 1 for x in d[2:]))
 
 
 def _subtree(node: dict, top: dict, list_len: int | None, multi_out: bool = False) -> list:

@@ -143,6 +143,14 @@ def _resolve_args(codes: list, parent: dict, op: Any) -> dict:
             dims.append(pdims[k] if k < len(pdims) else [])
             types.append(ptypes[k] if k < len(ptypes) else "")
             strides.append(pstrides[k] if k < len(pstrides) else [])
+        elif c.startswith("c") and c[1:].isdigit():  # input k as [1, numel, 1, ...] against the output
+            k = int(c[1:])
+            n = pdims[k][0] if k < len(pdims) and len(pdims[k]) == 1 else 0
+            rank = len(out0.shape) if out0 is not None else 4
+            d = [1, n] + [1] * (rank - 2)
+            dims.append(d)
+            types.append(ptypes[k] if k < len(ptypes) else "")
+            strides.append([n] + [1] * (rank - 1))
         elif c in ("o0", "e0"):
             if out0 is not None:
                 d, t, s = _tensor_args(out0)
