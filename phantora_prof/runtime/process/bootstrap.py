@@ -149,8 +149,9 @@ def _close_open_files() -> None:
         std.add(id(getattr(getattr(stream, "buffer", None), "raw", None)))
     layers: tuple[list, list, list] = ([], [], [])
     for obj in gc.get_objects():
-        if isinstance(obj, _io._IOBase) and id(obj) not in std:
-            layer = 0 if isinstance(obj, _io._TextIOBase) else 1 if isinstance(obj, _io._BufferedIOBase) else 2
+        kind = type(obj)  # not isinstance(): it reads obj.__class__, which some objects compute (and warn)
+        if issubclass(kind, _io._IOBase) and id(obj) not in std:
+            layer = 0 if issubclass(kind, _io._TextIOBase) else 1 if issubclass(kind, _io._BufferedIOBase) else 2
             layers[layer].append(obj)
     for objs in layers:
         for obj in objs:
