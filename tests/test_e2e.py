@@ -103,6 +103,13 @@ def test_exit_keeps_what_the_script_observes(cli):
     assert "Warning" not in r.stderr, r.stderr  # looking for open files touches no object's __class__
 
 
+def test_progress_bars_and_timeit_report_simulated_time(cli):
+    r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "progress_clocks")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "timeit 2.000" in r.stdout
+    assert "tqdm absent" in r.stdout or "tqdm elapsed 3.0" in r.stdout, r.stdout
+
+
 def test_torch_cuda_answers_from_the_simulated_gpu(cli):
     r = cli("--no-trace", "--gpu", "h100", PY, str(SCRIPTS / "behaviours.py"), "cuda")
     assert r.returncode == 0, r.stderr[-2000:]

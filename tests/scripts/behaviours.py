@@ -68,3 +68,22 @@ elif mode == "exit_effects":
     threading.Thread(target=late).start()
     x = torch.ones(4, device="cuda")
     sys.exit(4)
+elif mode == "progress_clocks":
+    # progress bars and timeit read the simulated clock, even when imported before the
+    # simulator installed it (torch's own imports bring tqdm in)
+    import time
+    import timeit
+
+    t0 = timeit.default_timer()
+    time.sleep(2.0)  # simulated: no real wait
+    print(f"timeit {timeit.default_timer() - t0:.3f}")
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        print("tqdm absent")
+    else:
+        bar = tqdm(total=2, disable=False)
+        time.sleep(3.0)
+        bar.update(2)
+        print(f"tqdm elapsed {bar.format_dict['elapsed']:.1f}")
+        bar.close()

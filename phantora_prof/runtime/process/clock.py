@@ -173,6 +173,21 @@ def install(clock: VirtualClock) -> None:
     datetime.__module__ = "datetime"
     _dt.datetime = datetime
     _real_datetime_for_extensions(real_datetime, datetime)
+    _rebind_early_imports()
+
+
+# Modules that copy a clock function at import (`from time import time`) and may already be
+# imported when the clock is installed (torch's own imports bring in tqdm): their copy is
+# pointed at the simulated clock, so that the script's progress bars and timeit report
+# simulated time. Not queue, threading, subprocess: their timeouts bound real waits.
+_EARLY_COPIES = (("tqdm.std", "time", "time"), ("timeit", "default_timer", "perf_counter"))
+
+
+def _rebind_early_imports() -> None:
+    for module, attr, name in _EARLY_COPIES:
+        mod = sys.modules.get(module)
+        if mod is not None and getattr(mod, attr, None) is _real.get(name):
+            setattr(mod, attr, getattr(_time, name))
 
 
 def _real_datetime_for_extensions(real_datetime: type, patched: type) -> None:
