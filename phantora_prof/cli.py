@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from phantora_prof.errors import PhantoraError
-from phantora_prof.execute import console, execute
+from phantora_prof.execute import console, execute, run_config
 
 log = logging.getLogger("phantora_prof")
 
@@ -111,7 +111,7 @@ def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, nnodes
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @click.pass_obj
 def _run_command(obj: dict, command: tuple[str, ...]) -> None:
-    sys.exit(execute(obj, command).exit_code)
+    sys.exit(execute(run_config(obj, command)).exit_code)
 
 
 @cli.command("validate")

@@ -36,13 +36,14 @@ def build_cmd(ctx: click.Context, out: Path, with_trace: bool, command: tuple[st
     on the real GPU with fresh random inputs, warm-up and repeats under torch.profiler, and
     its kernels (names, grid, block, registers, shared memory, duration) are kept in OUT.
     """
-    from phantora_prof.execute import execute
     from phantora_prof.cost.kernel_db import KernelDB
+    from phantora_prof.execute import execute, run_config
 
-    obj = ctx.find_root().obj
+    config = run_config(ctx.find_root().obj, command)
+    config = config.with_changes(kernel_times={"mode": "measure", "db": out},
+                                 outputs={"trace": config.outputs.trace and with_trace})
     before = len(KernelDB.load_or_empty(out)) if out.exists() else 0
-    result = execute(obj, command, kernel_times="measure", kernel_db=out,
-                     trace=obj["trace"] and with_trace)
+    result = execute(config)
     if out.exists():
         db = KernelDB.load(out)
         cov = db.coverage()

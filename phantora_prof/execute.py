@@ -36,13 +36,14 @@ def console(stderr: bool = True):
     return c
 
 
-def execute(obj: dict, command: tuple[str, ...], **overrides):
-    """Run the user's command under the simulator with the group's options (and overrides)."""
-    from phantora_prof.launcher import RunOptions, parse_op_cost, run
-    from phantora_prof.summary import print_summary, write_summary_json
+def run_config(options: dict, command: tuple[str, ...]):
+    """The validated RunConfig of the CLI's options (`cli.py`'s group options, as click parsed
+    them) and the user's command (`torchrun ...` sets the nodes and GPUs per node)."""
+    from phantora_prof.config import ClusterConfig, HostConfig, KernelTimesConfig, OutputConfig, RunConfig
+    from phantora_prof.launcher import parse_op_cost
 
     command = list(command)
-    nproc, nnodes = obj["nproc_per_node"], obj["nnodes"]
+    nproc, nnodes = options["nproc_per_node"], options["nnodes"]
     if command and os.path.basename(command[0]) == "torchrun":  # `phantora-prof torchrun --nproc-per-node 8 x.py`
         from phantora_prof.launcher import TorchrunHelp, torchrun_command
 
@@ -51,19 +52,26 @@ def execute(obj: dict, command: tuple[str, ...], **overrides):
         except TorchrunHelp:
             click.echo(TORCHRUN_HELP, nl=False)
             raise click.exceptions.Exit(0) from None
-    opts = RunOptions(command=command, gpu=obj["gpu"], out_dir=obj["out_dir"],
-                      nproc_per_node=nproc, nnodes=nnodes,
-                      collective_timeout_s=obj["collective_timeout"], trace=obj["trace"], log_level=obj["log_level"],
-                      op_costs=dict(parse_op_cost(spec) for spec in obj["op_costs"]),
-                      trace_format=obj["trace_format"], report_dir=obj["report_dir"],
-                      kernel_times=obj["kernel_times"], kernel_db=obj["kernel_db"],
-                      host_python=obj.get("host_python", True), host_profile=obj.get("host_profile", "h200"), cluster=obj.get("cluster"))
-    for k, v in overrides.items():
-        setattr(opts, k, v)
-    opts.__post_init__()
-    from phantora_prof.outputs import check_output_paths
+    return RunConfig(
+        command=tuple(command),
+        cluster=ClusterConfig(gpu=options["gpu"], nnodes=nnodes, nproc_per_node=nproc, network=options.get("cluster")),
+        kernel_times=KernelTimesConfig(mode=options["kernel_times"], db=options["kernel_db"],
+                                       op_costs=dict(parse_op_cost(spec) for spec in options["op_costs"])),
+        host=HostConfig(profile=options.get("host_profile", "h200"), count_python=options.get("host_python", True)),
+        outputs=OutputConfig(out_dir=options["out_dir"], trace=options["trace"], trace_format=options["trace_format"],
+                             report_dir=options["report_dir"], summary_json=options["summary_json"]),
+        collective_timeout_s=options["collective_timeout"], log_level=options["log_level"])
 
-    check_output_paths(opts.out_dir if opts.trace else None, opts.report_dir, obj["summary_json"])
+
+def execute(config):
+    """Run the user's command under the simulator (a RunConfig), print the summary, and return
+    the RunResult with the exit status the CLI ends with."""
+    from phantora_prof.launcher import run
+    from phantora_prof.outputs import check_output_paths
+    from phantora_prof.summary import print_summary, write_summary_json
+
+    outputs = config.outputs
+    check_output_paths(outputs.out_dir if outputs.trace else None, outputs.report_dir, outputs.summary_json)
     out = console(stderr=True)
     if out.is_terminal:
         # Progress on long runs: simulated time reached so far, on a status line that goes away.
@@ -75,25 +83,25 @@ def execute(obj: dict, command: tuple[str, ...], **overrides):
                     sim_s = max(0, min(host_ns.values()) - ORIGIN_NS) / 1e9
                     status.update(f"simulating... {sim_s:,.3f} s of simulated time on {len(host_ns)} rank(s)")
 
-            result = run(opts, on_progress=progress)
+            result = run(config, on_progress=progress)
     else:
-        result = run(opts)
-    print_summary(result, opts, out)
+        result = run(config)
+    print_summary(result, config, out)
     if result.report is not None:
         from phantora_prof.report import print_report_table
 
         print_report_table(result.report, out)
-        out.print(f"report: {opts.report_dir}")
+        out.print(f"report: {outputs.report_dir}")
     output_errors = list(result.output_errors)
     if result.report_error:
         output_errors.append(f"the report could not be written: {result.report_error}")
     if result.error:
         click.echo(f"phantora-prof: error: {result.error}", err=True)
-    if obj["summary_json"]:
+    if outputs.summary_json:
         try:
-            write_summary_json(result, opts, obj["summary_json"])
+            write_summary_json(result, config, outputs.summary_json)
         except OSError as exc:
-            output_errors.append(f"--summary-json {obj['summary_json']} could not be written: {exc}")
+            output_errors.append(f"--summary-json {outputs.summary_json} could not be written: {exc}")
     for err in output_errors:
         click.echo(f"phantora-prof: error: {err}", err=True)
     if output_errors and result.exit_code == 0:
@@ -102,11 +110,11 @@ def execute(obj: dict, command: tuple[str, ...], **overrides):
                    err=True)
         result.exit_code = 1
     if result.interrupted is not None:
-        click.echo(_interrupted_line(result, opts), err=True)
+        click.echo(_interrupted_line(result, config), err=True)
     return result
 
 
-def _interrupted_line(result, opts) -> str:
+def _interrupted_line(result, config) -> str:
     import signal
 
     try:
@@ -114,7 +122,7 @@ def _interrupted_line(result, opts) -> str:
     except ValueError:
         name = f"signal {result.interrupted}"
     sim_ms = max((r.sim_time_ns for r in result.ranks), default=0) / 1e6
-    where = (f"traces of the run until then in {opts.out_dir}/" if opts.trace
+    where = (f"traces of the run until then in {config.outputs.out_dir}/" if config.outputs.trace
              else "no traces (--no-trace)")
     return (f"phantora-prof: interrupted by {name} after {result.wall_s:.1f} s ({sim_ms:,.2f} ms simulated): "
             f"stopped {len(result.ranks)} rank(s); {where}")

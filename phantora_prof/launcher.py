@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from phantora_prof.config import RunConfig
 from phantora_prof.cost import get_gpu
 from phantora_prof.engine.coordinator import Coordinator
 from phantora_prof.engine.rank_timeline import RankTimeline
@@ -32,65 +33,6 @@ from phantora_prof.protocol import RankConfig
 log = logging.getLogger(__name__)
 
 PYTHON_NAMES = ("python", "python3")
-
-
-@dataclass
-class RunOptions:
-    command: list[str]
-    gpu: str = "h200"
-    out_dir: Path = Path("phantora_traces")
-    nproc_per_node: int = 1
-    nnodes: int = 1
-    collective_timeout_s: float = 300.0
-    trace: bool = True
-    log_level: str = "warning"
-    op_costs: dict[str, int] = field(default_factory=dict)  # op name -> ns
-    trace_format: str = "both"  # kineto | perfetto | both
-    report_dir: Path | None = None
-    kernel_times: str = "model"  # model | measure (time new ops on this machine's GPU)
-    kernel_db: Path | None = None  # database to read; with measure, also filled (default: the user cache)
-    host_python: bool = True  # charge the interpreter's work between ops (runtime/host/pyhost.py)
-    host_profile: str = "h200"  # the simulated host's speed (hostcost.load_profile: a built-in name or a file)
-    cluster: str | None = None  # network: a netsim preset or a TOML cluster file (default: the GPU's DGX)
-
-    def __post_init__(self) -> None:
-        from phantora_prof.outputs import TRACE_FORMATS
-
-        if self.trace_format not in TRACE_FORMATS:
-            raise ConfigError(f"--format must be one of {', '.join(TRACE_FORMATS)}, not {self.trace_format!r}")
-        if not self.command:
-            raise ConfigError("no command given: try `phantora-prof python train.py`")
-        if self.nproc_per_node < 1:
-            raise ConfigError("--nproc-per-node must be at least 1")
-        if self.nnodes < 1:
-            raise ConfigError("--nnodes must be at least 1")
-        if self.collective_timeout_s <= 0:
-            raise ConfigError("--collective-timeout must be positive")
-        spec = get_gpu(self.gpu)  # validates the name
-        from phantora_prof.engine.collectives import check_cluster, default_cluster
-
-        self.cluster = check_cluster(self.cluster, spec) if self.cluster else default_cluster(spec.key)
-        from phantora_prof import hostcost
-
-        hostcost.load_profile(self.host_profile)  # a clear error now rather than one per rank
-        if os.sep in self.host_profile or self.host_profile.endswith(".json"):
-            self.host_profile = str(Path(self.host_profile).expanduser().resolve())
-        if self.kernel_times not in ("model", "measure"):
-            raise ConfigError(f"--kernel-times must be 'model' or 'measure', not {self.kernel_times!r}")
-        if self.kernel_times == "measure" and self.kernel_db is None:
-            self.kernel_db = default_kernel_db(self.gpu)
-        if self.kernel_db is not None:
-            self.kernel_db = Path(self.kernel_db).expanduser().resolve()
-        if self.kernel_times == "model" and self.kernel_db is not None:
-            from phantora_prof.cost.kernel_db import KernelDB
-
-            KernelDB.load(self.kernel_db)  # a clear error now rather than one per rank
-
-
-def default_kernel_db(gpu: str) -> Path:
-    """Where --kernel-times measure keeps what it measured, per simulated GPU model."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "phantora-prof"
-    return base / f"kernels-{gpu}.json.gz"
 
 
 @dataclass
@@ -294,11 +236,11 @@ class _SignalStop:
             raise KeyboardInterrupt  # a second signal while the traces are written: stop writing
 
 
-def run(opts: RunOptions, on_progress=None) -> RunResult:
+def run(config: RunConfig, on_progress=None) -> RunResult:
     """Run the command under the simulator: start the coordinator and the ranks, serve them
     until they end (or a signal stops them), write the traces."""
     with _quiet_collector(), _SignalStop() as stopper:
-        return _run(opts, on_progress, stopper)
+        return _run(config, on_progress, stopper)
 
 
 # Python's cyclic collector runs every 700 net allocations; the coordinator allocates millions of
@@ -325,19 +267,20 @@ def _quiet_collector():
         gc.unfreeze()
 
 
-def _run(opts: RunOptions, on_progress, stopper: _SignalStop) -> RunResult:
-    argv = python_argv(opts.command)
-    gpu = get_gpu(opts.gpu)
-    if opts.kernel_times == "measure":
+def _run(config: RunConfig, on_progress, stopper: _SignalStop) -> RunResult:
+    cluster, kernel_times, outputs = config.cluster, config.kernel_times, config.outputs
+    argv = python_argv(list(config.command))
+    gpu = get_gpu(cluster.gpu)
+    if kernel_times.mode == "measure":
         from phantora_prof.measure.source import check_can_measure
 
-        check_can_measure(opts.kernel_db, gpu.key)  # a clear error before any rank starts
-    world = opts.nproc_per_node * opts.nnodes
-    per_node = opts.nproc_per_node
-    if opts.trace:
+        check_can_measure(kernel_times.db, gpu.key)  # a clear error before any rank starts
+    world = cluster.world_size
+    per_node = cluster.nproc_per_node
+    if outputs.trace:
         from phantora_prof.outputs import clear_previous_outputs
 
-        clear_previous_outputs(Path(opts.out_dir))  # the directory holds this run's traces only
+        clear_previous_outputs(Path(outputs.out_dir))  # the directory holds this run's traces only
     epoch_ns = time.time_ns()
     t0 = time.monotonic()
     sock_dir = tempfile.mkdtemp(prefix="phantora-")
@@ -355,9 +298,9 @@ def _run(opts: RunOptions, on_progress, stopper: _SignalStop) -> RunResult:
     def model():
         from phantora_prof.engine.collectives import NetsimModel
 
-        return NetsimModel(gpu.key, opts.nnodes, per_node, opts.cluster)
+        return NetsimModel(gpu.key, cluster.nnodes, per_node, cluster.network)
 
-    coord = Coordinator(world, sock_dir, timeline, collective_timeout_s=opts.collective_timeout_s,
+    coord = Coordinator(world, sock_dir, timeline, collective_timeout_s=config.collective_timeout_s,
                         model_factory=model)
     stopper.coord = coord
     procs: list[subprocess.Popen] = []
@@ -370,16 +313,16 @@ def _run(opts: RunOptions, on_progress, stopper: _SignalStop) -> RunResult:
         for rank in range(world):
             local = rank % per_node
             cfg = RankConfig(rank=rank, world_size=world, local_rank=local, device_count=per_node,
-                             gpu=gpu.key, op_costs=opts.op_costs, kernel_times=opts.kernel_times,
-                             kernel_db=str(opts.kernel_db) if opts.kernel_db else None,
-                             host_python=opts.host_python)
+                             gpu=gpu.key, op_costs=dict(kernel_times.op_costs), kernel_times=kernel_times.mode,
+                             kernel_db=str(kernel_times.db) if kernel_times.db else None,
+                             host_python=config.host.count_python)
             env = dict(base_env)
             env.update({
                 "PHANTORA_COORDINATOR": coord.address,
                 "PHANTORA_RANK_CONFIG": cfg.to_env(),
                 "PHANTORA_EPOCH_NS": str(epoch_ns),
-                "PHANTORA_HOST_PROFILE": opts.host_profile,
-                "PHANTORA_LOG_LEVEL": opts.log_level,
+                "PHANTORA_HOST_PROFILE": config.host.profile,
+                "PHANTORA_LOG_LEVEL": config.log_level,
                 "PHANTORA_CLI_PID": str(os.getpid()),
                 "RANK": str(rank), "LOCAL_RANK": str(local), "WORLD_SIZE": str(world),
                 "LOCAL_WORLD_SIZE": str(per_node), "GROUP_RANK": str(rank // per_node), "ROLE_RANK": str(rank),
@@ -436,14 +379,14 @@ def _run(opts: RunOptions, on_progress, stopper: _SignalStop) -> RunResult:
     perfetto_path = None
     kept: dict = {}
     output_errors: list[str] = []
-    if opts.trace:
+    if outputs.trace:
         try:
             paths, perfetto_path, kept = write_traces(
-                coord, world, epoch_ns, opts.out_dir, opts.trace_format,
-                keep=opts.report_dir is not None and opts.trace_format == "perfetto")
+                coord, world, epoch_ns, outputs.out_dir, outputs.trace_format,
+                keep=outputs.report_dir is not None and outputs.trace_format == "perfetto")
         except OSError as exc:  # checked before the run; the disk can still fill up or go away
-            output_errors.append(f"the traces could not be written to {opts.out_dir}: {exc}")
-    elif opts.report_dir is not None:
+            output_errors.append(f"the traces could not be written to {outputs.out_dir}: {exc}")
+    elif outputs.report_dir is not None:
         kept = kept_traces(coord, world, epoch_ns)
     summaries = []
     for rank in range(world):
@@ -477,14 +420,14 @@ def _run(opts: RunOptions, on_progress, stopper: _SignalStop) -> RunResult:
         exit_code = next((c for c in codes if c != 0), 0)
     result = RunResult(exit_code, summaries, time.monotonic() - t0, error, perfetto_path=perfetto_path,
                        interrupted=interrupted, output_errors=output_errors)
-    if opts.report_dir is not None:
+    if outputs.report_dir is not None:
         from phantora_prof.report import ReportError, write_report
 
         memory = {}
         for rank, res in coord.ranks.items():
             memory[rank] = [((t - ORIGIN_NS) / 1e6, a, r) for t, _d, a, r in res.timeline.memory.samples()]
         try:
-            result.report = write_report(result, kept or None, opts.report_dir, gpu=opts.gpu, memory=memory)
+            result.report = write_report(result, kept or None, outputs.report_dir, gpu=cluster.gpu, memory=memory)
         except (ReportError, ValueError, OSError) as exc:
             result.report_error = str(exc)
     return result

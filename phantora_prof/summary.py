@@ -22,8 +22,8 @@ SOURCE_LABELS = {
 }
 
 
-def print_summary(result: Any, opts: Any, console: Any) -> None:
-    table = Table(title=f"phantora-prof: simulated {opts.gpu.upper()} run", title_justify="left")
+def print_summary(result: Any, config: Any, console: Any) -> None:
+    table = Table(title=f"phantora-prof: simulated {config.cluster.gpu.upper()} run", title_justify="left")
     for col in ("rank", "exit", "sim. time", "GPU busy", "ops", "kernels", "peak mem", "reserved"):
         table.add_column(col, justify="right", no_wrap=True)
     for r in result.ranks:
@@ -66,7 +66,7 @@ def print_summary(result: Any, opts: Any, console: Any) -> None:
         console.print("open them at https://ui.perfetto.dev (drag the file in), or with HTA or TensorBoard")
 
 
-def write_summary_json(result: Any, opts: Any, path: Path) -> None:
+def write_summary_json(result: Any, config: Any, path: Path) -> None:
     """The same figures as the table, for scripts and CI."""
     ranks = []
     for r in result.ranks:
@@ -77,5 +77,5 @@ def write_summary_json(result: Any, opts: Any, path: Path) -> None:
 
     for d, r in zip(ranks, result.ranks):
         d["error_band_90"] = errorband.band(r.sim_time_ns, r.gpu_busy_ns, r.kernel_sources)
-    doc = {"gpu": opts.gpu, "exit_code": result.exit_code, "wall_s": result.wall_s, "ranks": ranks}
+    doc = {"gpu": config.cluster.gpu, "exit_code": result.exit_code, "wall_s": result.wall_s, "ranks": ranks}
     Path(path).write_text(json.dumps(doc, indent=2, sort_keys=True))

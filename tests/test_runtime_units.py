@@ -8,7 +8,7 @@ import pytest
 
 from phantora_prof.engine.kineto_args import shape_args
 from phantora_prof.errors import ConfigError
-from phantora_prof.launcher import RunOptions, parse_op_cost, python_argv
+from phantora_prof.launcher import parse_op_cost, python_argv
 from phantora_prof.protocol import TensorArg
 from phantora_prof.runtime.process import clock as clock_mod
 from phantora_prof.runtime.device.allocator import AllocatorModel, round_size, segment_size
@@ -102,16 +102,33 @@ def test_python_argv_forms(tmp_path):
         python_argv(["python", "-X", "dev", str(script)])
 
 
-def test_run_options_validate():
+def test_run_config_validates_itself(tmp_path):
+    from phantora_prof.config import ClusterConfig, HostConfig, KernelTimesConfig, OutputConfig, RunConfig
+
     with pytest.raises(ConfigError, match="no command"):
-        RunOptions(command=[])
+        RunConfig(command=())
     with pytest.raises(ConfigError):
-        RunOptions(command=["python", "x.py"], gpu="v100")
+        ClusterConfig(gpu="v100")
     with pytest.raises(ConfigError, match="at least 1"):
-        RunOptions(command=["python", "x.py"], nproc_per_node=0)
+        ClusterConfig(nproc_per_node=0)
     with pytest.raises(ConfigError, match="--nnodes"):
-        RunOptions(command=["python", "x.py"], nproc_per_node=2, nnodes=0)
-    assert RunOptions(command=["python", "x.py"], nproc_per_node=4, nnodes=2).nnodes == 2
+        ClusterConfig(nproc_per_node=2, nnodes=0)
+    with pytest.raises(ConfigError, match="--kernel-times"):
+        KernelTimesConfig(mode="guess")
+    with pytest.raises(ConfigError, match="--format"):
+        OutputConfig(trace_format="pdf")
+    with pytest.raises(ConfigError):
+        HostConfig(profile="no-such-host")
+    with pytest.raises(ConfigError, match="--collective-timeout"):
+        RunConfig(command=("python", "x.py"), collective_timeout_s=0)
+    cfg = RunConfig(command=("python", "x.py"), cluster=ClusterConfig(nproc_per_node=4, nnodes=2))
+    assert cfg.cluster.world_size == 8
+    assert cfg.cluster.network == "dgx-h200"  # the GPU's own network, resolved
+    # a measuring run keeps its kernels in the user's cache, per GPU model; changes are validated
+    measured = cfg.with_changes(kernel_times={"mode": "measure"})
+    assert measured.kernel_times.db is not None and measured.kernel_times.db.name == "kernels-h200.json.gz"
+    with pytest.raises(ConfigError, match="at least 1"):
+        cfg.with_changes(cluster={"nnodes": 0})
 
 
 def test_parse_op_cost_units():
