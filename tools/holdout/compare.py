@@ -60,6 +60,10 @@ CASES: dict[str, tuple[str, list[str]]] = {
     "timm_regnet": ("zoo.py", ["--model", "timm_regnet"]),
     "tv_swin": ("zoo.py", ["--model", "tv_swin"]),
     "tv_densenet": ("zoo.py", ["--model", "tv_densenet"]),
+    "hf_phi": ("zoo.py", ["--model", "hf_phi"]),
+    "hf_gemma": ("zoo.py", ["--model", "hf_gemma"]),
+    "timm_mixer": ("zoo.py", ["--model", "timm_mixer"]),
+    "tv_shufflenet": ("zoo.py", ["--model", "tv_shufflenet"]),
 }
 ZOO_DEV = ("hf_llama", "hf_gpt2", "timm_vit", "tv_resnet50",
            "timm_convnext", "lstm")  # the last two were blind until session 6 looked at their traces
@@ -67,6 +71,9 @@ ZOO_BLIND = ("hf_bert", "hf_mistral", "hf_qwen2", "hf_t5", "tv_mobilenet", "tv_e
 # measured on the H200 in session 6 after that session's changes (a host ~1.9x slower in Python than
 # session 5's: real_h200/zoo/host_probe_blind2.json), compared once, not looked into before the report
 ZOO_BLIND2 = ("hf_gptneox", "hf_opt", "timm_regnet", "tv_swin", "tv_densenet")
+# chosen in session 7 before any run, measured once on the H200 at the end of that session's changes
+# (real_h200/zoo/host_probe_blind3.json: that lease's host), compared once
+ZOO_BLIND3 = ("hf_phi", "hf_gemma", "timm_mixer", "tv_shufflenet")
 ZOO = REAL / "zoo"
 
 
@@ -121,6 +128,8 @@ def case_set(case: str) -> str:
         return "blind"
     if case in ZOO_BLIND2:
         return "blind2"
+    if case in ZOO_BLIND3:
+        return "blind3"
     if case in ZOO_DEV:
         return "dev"
     return "holdout"
@@ -186,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
     if a.json:
         a.json.write_text(json.dumps(rows, indent=1) + "\n")
-    for group in ("holdout", "dev", "blind", "blind2"):
+    for group in ("holdout", "dev", "blind", "blind2", "blind3"):
         errs = sorted(abs(r["error"]) for r in rows if r.get("error") is not None and r["set"] == group)
         if errs:
             inside = sum(1 for r in rows if r.get("inside_band") and r["set"] == group)

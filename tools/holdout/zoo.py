@@ -80,6 +80,16 @@ def _hf_causal_lm(name: str, a):
         cfg = tf.OPTConfig(vocab_size=50272, hidden_size=a.dim or 1024, ffn_dim=4096, num_hidden_layers=a.layers or 8,
                            num_attention_heads=16, max_position_embeddings=a.seq, word_embed_proj_dim=a.dim or 1024)
         model = tf.OPTForCausalLM(cfg)
+    elif name == "hf_phi":  # parallel attention + MLP, partial rotary (50%), biased dense layers, LayerNorm
+        cfg = tf.PhiConfig(vocab_size=51200, hidden_size=a.dim or 1024, intermediate_size=4096,
+                           num_hidden_layers=a.layers or 8, num_attention_heads=16, partial_rotary_factor=0.5,
+                           max_position_embeddings=a.seq)
+        model = tf.PhiForCausalLM(cfg)
+    elif name == "hf_gemma":  # GeGLU MLP, RMSNorm (1 + weight), multi-query attention, head_dim 256
+        cfg = tf.GemmaConfig(vocab_size=32000, hidden_size=a.dim or 1024, intermediate_size=4096,
+                             num_hidden_layers=a.layers or 8, num_attention_heads=4, num_key_value_heads=1,
+                             head_dim=256, max_position_embeddings=a.seq)
+        model = tf.GemmaForCausalLM(cfg)
     else:
         raise SystemExit(f"unknown model {name}")
     model.config._attn_implementation = "sdpa"
@@ -139,11 +149,12 @@ def _vision_model(name: str):
         import timm
 
         arch = {"timm_vit": "vit_base_patch16_224", "timm_convnext": "convnext_tiny",
-                "timm_resnet50": "resnet50", "timm_regnet": "regnety_016"}[name]
+                "timm_resnet50": "resnet50", "timm_regnet": "regnety_016", "timm_mixer": "mixer_b16_224"}[name]
         return timm.create_model(arch, pretrained=False)
     tv = import_torchvision()
     arch = {"tv_resnet50": "resnet50", "tv_mobilenet": "mobilenet_v3_large",
-            "tv_efficientnet": "efficientnet_b0", "tv_swin": "swin_t", "tv_densenet": "densenet121"}[name]
+            "tv_efficientnet": "efficientnet_b0", "tv_swin": "swin_t", "tv_densenet": "densenet121",
+            "tv_shufflenet": "shufflenet_v2_x1_0"}[name]
     return getattr(tv.models, arch)()
 
 
@@ -205,6 +216,8 @@ MODELS = {
     # blind set 2 (added 2026-12-01, session 6): measured once on the H200, compared, not tuned on
     "hf_gptneox": (4, 2048), "hf_opt": (4, 2048), "timm_regnet": (128, 224), "tv_swin": (64, 224),
     "tv_densenet": (64, 224),
+    # blind set 3 (added 2026-12-01, session 7): chosen before any run, measured once, not tuned on
+    "hf_phi": (4, 2048), "hf_gemma": (4, 2048), "timm_mixer": (64, 224), "tv_shufflenet": (128, 224),
 }
 
 
@@ -226,7 +239,7 @@ def main() -> None:
     dev = torch.device(a.device)
     import_torchvision()  # transformers and timm import it when it is installed
     name = a.model
-    if name in ("hf_llama", "hf_mistral", "hf_qwen2", "hf_gpt2", "hf_gptneox", "hf_opt"):
+    if name in ("hf_llama", "hf_mistral", "hf_qwen2", "hf_gpt2", "hf_gptneox", "hf_opt", "hf_phi", "hf_gemma"):
         model = _hf_causal_lm(name, a).to(dev)
         step = _hf_lm_step(model, a, dev)
     elif name == "hf_bert":
