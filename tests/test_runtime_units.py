@@ -181,3 +181,20 @@ def test_cuda_build_simulates_only_the_gpus_it_sees():
     check_real_cuda(1, "13.0", 1, "2.11.0+cu130")  # one rank on a one-GPU machine: fine
     with pytest.raises(ConfigError, match=r"sees 1 GPU\(s\).*2 GPU\(s\) per node.*--nproc-per-node 1.*CPU build"):
         check_real_cuda(2, "13.0", 1, "2.11.0+cu130")
+
+
+def test_protocol_messages_pickle_by_their_fields():
+    """Ops cross to the coordinator pickled; the slotted dataclasses pickle as (class, fields)
+    (protocol.pickled_by_fields), and come back equal."""
+    import pickle
+
+    from phantora_prof.cost.kernels import Kernel
+    from phantora_prof.protocol import HostOps, OpCall, OpKind, TensorArg
+
+    t = TensorArg((2, 3), (3, 1), "bfloat16", 0)
+    k = Kernel("kernel", "gemm", 1500, (1, 2, 1), (128, 1, 1), 64, 0, 0, "cudaLaunchKernel", 1e6)
+    op = OpCall(0, 7, "aten::mm", (t, [t, t], 2.0, None), {"out": t}, (t,), 1, 10, 20, 7, 0, OpKind.COMPUTE,
+                seq_nr=3, launch_ns=15, kernels=(k,), depth=2)
+    for obj in (t, k, op, HostOps(0, b"[]")):
+        back = pickle.loads(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+        assert back == obj and type(back) is type(obj)

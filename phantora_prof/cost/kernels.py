@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-from phantora_prof.protocol import TensorArg
+from phantora_prof.protocol import TensorArg, pickled_by_fields
 
 KIND_KERNEL = "kernel"
 KIND_MEMCPY = "memcpy"
@@ -41,6 +41,7 @@ LAUNCH_APIS = (API_KERNEL, API_KERNEL_EX, API_KERNEL_EXC, API_CU_KERNEL, API_MEM
 MEMSET_NAME = "Memset (Device)"
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class Kernel:
     """One GPU activity an op launches, as the trace shows it."""
