@@ -103,6 +103,21 @@ def test_exit_keeps_what_the_script_observes(cli):
     assert "Warning" not in r.stderr, r.stderr  # looking for open files touches no object's __class__
 
 
+def test_self_profile_covers_the_autograd_thread(cli):
+    """PHANTORA_CPROFILE: cProfile of the rank on the script's thread and, merged, on the
+    threads the capture mode serves (autograd's runs the whole backward)."""
+    import pstats
+
+    prefix = cli.cwd / "prof"
+    r = cli("--no-trace", PY, str(SCRIPTS / "tiny_gpt.py"), "1", env={"PHANTORA_CPROFILE": str(prefix)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    main = pstats.Stats(str(prefix) + ".rank0")
+    threads = pstats.Stats(str(prefix) + ".rank0.threads")
+    names = {fn for (_file, _line, fn) in threads.stats}
+    assert "_dispatch" in names  # the capture mode's work on autograd's thread
+    assert main.total_calls > 0
+
+
 def test_progress_bars_and_timeit_report_simulated_time(cli):
     r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "progress_clocks")
     assert r.returncode == 0, r.stderr[-2000:]

@@ -198,3 +198,33 @@ def test_protocol_messages_pickle_by_their_fields():
     for obj in (t, k, op, HostOps(0, b"[]")):
         back = pickle.loads(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
         assert back == obj and type(back) is type(obj)
+
+
+def test_meta_cache_remakes_the_meta_kernels_outputs():
+    """Fresh-output ops: the outputs' metadata per input signature, made again without the
+    meta kernel (runtime/dispatch/meta_cache.py); another signature is a miss."""
+    import torch
+
+    from phantora_prof.runtime.dispatch.meta_cache import FRESH_OUTPUT_OPS, MetaCache
+
+    aten = torch.ops.aten
+    cache = MetaCache()
+    x = torch.empty_strided((8, 16), (1, 8), dtype=torch.bfloat16, device="meta")  # a transposed layout
+    w = torch.empty((16, 32), dtype=torch.bfloat16, device="meta")
+    b = torch.empty((32,), dtype=torch.bfloat16, device="meta")
+    calls = [(aten.addmm.default, (b, x, w), {}),
+             (aten.native_layer_norm.default, (w, [32], b, b, 1e-5), {}),
+             (aten._to_copy.default, (x,), {"dtype": torch.float32, "memory_format": torch.preserve_format})]
+    for func, args, kwargs in calls:
+        assert func in FRESH_OUTPUT_OPS
+        key = cache.key(func, args, kwargs)
+        assert key is not None and cache.outputs(key) is None
+        real = func(*args, **kwargs)
+        cache.remember(key, real)
+        again = cache.outputs(cache.key(func, args, kwargs))
+        for r, a in zip(real if isinstance(real, tuple) else (real,), again if isinstance(again, tuple) else (again,)):
+            assert (a.shape, a.stride(), a.dtype, a.device.type) == (r.shape, r.stride(), r.dtype, "meta")
+    assert cache.hits == 3 and cache.misses == 3
+    y = torch.empty((8, 16), dtype=torch.bfloat16, device="meta")  # same shape, other strides: another signature
+    assert cache.outputs(cache.key(aten._to_copy.default, (y,), calls[2][2])) is None
+    assert aten.view.default not in FRESH_OUTPUT_OPS and aten.add_.Tensor not in FRESH_OUTPUT_OPS

@@ -29,7 +29,7 @@ from phantora_prof.cost.model import CostModel
 from phantora_prof.errors import UnsupportedOpError
 from phantora_prof.protocol import CPU_DEVICE, AutogradSpan, OpCall, OpKind, SyncKind, TensorArg
 from phantora_prof.runtime.device import allocator, op_allocations, pinned
-from phantora_prof.runtime.dispatch import annotations, conv_layout, cuda_dispatch, op_recorder, sdpa, values
+from phantora_prof.runtime.dispatch import annotations, conv_layout, cuda_dispatch, meta_cache, op_recorder, sdpa, values
 from phantora_prof.runtime.dispatch.tensors import tensors_in
 from phantora_prof.runtime.process import state as _state
 from phantora_prof.runtime.distributed.pending import PENDING as _DIST_PENDING
@@ -121,6 +121,7 @@ class CaptureMode(TorchDispatchMode):
         self._tls = threading.local()
         self._autograd_open: tuple | None = None  # (node, name, seq, start_ns, ext_id)
         self.unsupported: dict[str, str] = {}
+        self._meta_cache = meta_cache.MetaCache()  # output metadata per op signature (the fast path)
         self.costs = self.st.cost_model or CostModel(self.gpu, op_costs=self.st.config.op_costs)
         # The native op recorder (CPU builds of torch): it records the host op tree, autograd
         # nodes included, so the mode does not send AutogradSpans of its own.
@@ -152,6 +153,8 @@ class CaptureMode(TorchDispatchMode):
         return False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.st.self_profile is not None:
+            self.st.self_profile.on_thread()
         host = self.st.pyhost
         if host is None:
             return self._dispatch(func, types, args, kwargs)
@@ -417,8 +420,15 @@ class CaptureMode(TorchDispatchMode):
         for v in kwargs.values():
             if isinstance(v, torch.Tensor):
                 return None
-        with in_kernel_invocation_manager(self.fake_mode):
-            r = func(*args, **kwargs)
+        r = None
+        key = self._meta_cache.key(func, args, kwargs) if func in meta_cache.FRESH_OUTPUT_OPS else None
+        if key is not None:
+            r = self._meta_cache.outputs(key)
+        if r is None:
+            with in_kernel_invocation_manager(self.fake_mode):
+                r = func(*args, **kwargs)
+            if key is not None:
+                self._meta_cache.remember(key, r)
         mode = self.fake_mode
         if isinstance(r, torch.Tensor):
             return r if isinstance(r, FakeTensor) else FakeTensor(mode, r, device)

@@ -66,12 +66,12 @@ def main() -> None:
     _stop_with_the_cli(runtime)
     _freeze_startup_objects()
     exit_code = 0
-    profiler = None
-    if os.environ.get("PHANTORA_CPROFILE"):  # developer aid: where does the simulation's own time go?
-        import cProfile
+    from phantora_prof.runtime.process import self_profile
 
-        profiler = cProfile.Profile()
-        profiler.enable()
+    profiler = self_profile.from_env(config.rank)  # developer aid: where does the simulation's own time go?
+    if profiler is not None:
+        runtime.state.self_profile = profiler
+        profiler.start()
     try:
         _run_user(kind, target, argv)
     except SystemExit as exc:
@@ -91,8 +91,8 @@ def main() -> None:
         exit_code = 1
     finally:
         if profiler is not None:
-            profiler.disable()
-            profiler.dump_stats(f"{os.environ['PHANTORA_CPROFILE']}.rank{config.rank}")
+            runtime.state.self_profile = None
+            profiler.stop_and_write()
         try:
             sys.stdout.flush()
             sys.stderr.flush()

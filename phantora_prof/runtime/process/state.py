@@ -31,6 +31,7 @@ class RuntimeState:
     warned: set = field(default_factory=set)
     pyhost: Any = None  # runtime.pyhost.PythonHostTime when the interpreter's work is charged
     cost_model: Any = None  # cost.model.CostModel: the run's kernel-time model (runtime/process/install.py)
+    self_profile: Any = None  # runtime.process.self_profile.SelfProfile under PHANTORA_CPROFILE
 
     def stream_of(self, device: int | None = None) -> int:
         d = self.current_device if device is None else device
