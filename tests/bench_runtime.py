@@ -1,11 +1,18 @@
 """Benchmarks of the simulation itself (not in the default run: `pytest -m benchmark tests/bench_runtime.py`).
 
-Figures: captured ops per second and simulated steps per second for the GPT example, with
-start-up (imports, building the model on the CPU) separated out by running 2 and 6 steps.
+Figures for the GPT example (GPT-2 124M by default): wall and CPU seconds per simulated step,
+captured ops per second, start-up. Start-up (imports, building the model on the CPU) is taken
+out by running 2 and 6 steps and dividing the difference by 4. Each figure is the median of
+ROUNDS rounds, with the smallest and largest beside it; CPU time is the user + system time of
+the simulation's processes (coordinator and rank), measured as the children of this one.
+`test_bench_meta_cache_ab` runs the same steps with the output-metadata cache
+(runtime/dispatch/meta_cache.py) on and off, alternating, in one run.
 """
 from __future__ import annotations
 
 import json
+import resource
+import statistics
 import sys
 import time
 
@@ -16,34 +23,73 @@ from conftest import REPO, run_cli
 pytestmark = pytest.mark.benchmark
 
 GPT = str(REPO / "examples" / "gpt" / "train.py")
+ROUNDS = 3
 
 
-def _run(tmp_path, steps: int, *extra: str) -> tuple[float, dict]:
+def _children_cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _run(tmp_path, steps: int, *extra: str, env: dict | None = None) -> tuple[float, float, dict]:
+    """(wall s, CPU s, summary) of one simulated run of `steps` steps."""
     summary = tmp_path / f"summary{steps}.json"
-    t0 = time.perf_counter()
+    cpu0, t0 = _children_cpu_s(), time.perf_counter()
     r = run_cli(["--no-trace", "--summary-json", str(summary), sys.executable, GPT, "--steps", str(steps),
-                 *extra], tmp_path, timeout=900)
-    wall = time.perf_counter() - t0
+                 *extra], tmp_path, timeout=900, env=env)
+    wall, cpu = time.perf_counter() - t0, _children_cpu_s() - cpu0
     assert r.returncode == 0, r.stderr[-2000:]
-    return wall, json.loads(summary.read_text())
+    return wall, cpu, json.loads(summary.read_text())
+
+
+def _per_step(tmp_path, *extra: str, env: dict | None = None) -> dict:
+    """One round: wall / CPU seconds per simulated step and start-up, from a 2- and a 6-step run."""
+    w2, c2, s2 = _run(tmp_path, 2, *extra, env=env)
+    w6, c6, s6 = _run(tmp_path, 6, *extra, env=env)
+    wall, cpu = (w6 - w2) / 4, (c6 - c2) / 4
+    # a negative step means start-up noise swamped the steps: a broken measurement, not a fast one
+    assert wall > 0 and cpu > 0, (w2, w6, c2, c6)
+    return {"wall_s": wall, "cpu_s": cpu, "startup_s": w2 - 2 * wall,
+            "ops_per_step": (s6["ranks"][0]["ops"] - s2["ranks"][0]["ops"]) / 4}
+
+
+def _summary(rounds: list[dict], key: str) -> dict:
+    values = sorted(r[key] for r in rounds)
+    return {"median": round(statistics.median(values), 3), "min": round(values[0], 3), "max": round(values[-1], 3)}
 
 
 @pytest.mark.parametrize("layers", [2, 12])
 def test_bench_gpt_steps_per_second(benchmark, tmp_path, layers):
-    wall2, s2 = _run(tmp_path, 2, "--layers", str(layers))
-
-    def six():
-        return _run(tmp_path, 6, "--layers", str(layers))
-
-    wall6, s6 = benchmark.pedantic(six, rounds=1, iterations=1)
-    per_step = (wall6 - wall2) / 4
-    ops_per_step = (s6["ranks"][0]["ops"] - s2["ranks"][0]["ops"]) / 4
+    rounds: list[dict] = []
+    benchmark.pedantic(lambda: rounds.append(_per_step(tmp_path, "--layers", str(layers))),
+                       rounds=ROUNDS, iterations=1)
+    wall = _summary(rounds, "wall_s")
+    ops = rounds[0]["ops_per_step"]
     benchmark.extra_info.update({
         "layers": layers,
-        "wall_s_per_simulated_step": round(per_step, 3),
-        "simulated_steps_per_s": round(1 / per_step, 3) if per_step > 0 else None,
-        "captured_ops_per_step": ops_per_step,
-        "captured_ops_per_s": round(ops_per_step / per_step) if per_step > 0 else None,
-        "startup_s": round(wall2 - 2 * per_step, 2),
+        "wall_s_per_simulated_step": wall,
+        "cpu_s_per_simulated_step": _summary(rounds, "cpu_s"),
+        "startup_s": _summary(rounds, "startup_s"),
+        "captured_ops_per_step": ops,
+        "wall_us_per_captured_op": round(wall["median"] / ops * 1e6, 1) if ops else None,
+    })
+    print(benchmark.extra_info)
+
+
+def test_bench_meta_cache_ab(benchmark, tmp_path):
+    """The output-metadata cache on and off, alternating round by round (A/B in one run)."""
+    on: list[dict] = []
+    off: list[dict] = []
+
+    def one_round() -> None:
+        on.append(_per_step(tmp_path))
+        off.append(_per_step(tmp_path, env={"PHANTORA_NO_META_CACHE": "1"}))
+
+    benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
+    benchmark.extra_info.update({
+        "cache_on_wall_s_per_step": _summary(on, "wall_s"), "cache_off_wall_s_per_step": _summary(off, "wall_s"),
+        "cache_on_cpu_s_per_step": _summary(on, "cpu_s"), "cache_off_cpu_s_per_step": _summary(off, "cpu_s"),
+        "cpu_ratio_on_off": round(statistics.median(r["cpu_s"] for r in on)
+                                  / statistics.median(r["cpu_s"] for r in off), 3),
     })
     print(benchmark.extra_info)

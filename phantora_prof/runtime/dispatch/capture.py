@@ -121,7 +121,8 @@ class CaptureMode(TorchDispatchMode):
         self._tls = threading.local()
         self._autograd_open: tuple | None = None  # (node, name, seq, start_ns, ext_id)
         self.unsupported: dict[str, str] = {}
-        self._meta_cache = meta_cache.MetaCache()  # output metadata per op signature (the fast path)
+        # output metadata per op signature on the fast path (off: the A/B switch of tests/bench_runtime.py)
+        self._meta_cache = meta_cache.MetaCache() if meta_cache.enabled() else None
         self.costs = self.st.cost_model or CostModel(self.gpu, op_costs=self.st.config.op_costs)
         # The native op recorder (CPU builds of torch): it records the host op tree, autograd
         # nodes included, so the mode does not send AutogradSpans of its own.
@@ -421,14 +422,15 @@ class CaptureMode(TorchDispatchMode):
             if isinstance(v, torch.Tensor):
                 return None
         r = None
-        key = self._meta_cache.key(func, args, kwargs) if func in meta_cache.FRESH_OUTPUT_OPS else None
+        cache = self._meta_cache
+        key = cache.key(func, args, kwargs) if cache is not None and func in meta_cache.FRESH_OUTPUT_OPS else None
         if key is not None:
-            r = self._meta_cache.outputs(key)
+            r = cache.outputs(key)
         if r is None:
             with in_kernel_invocation_manager(self.fake_mode):
                 r = func(*args, **kwargs)
             if key is not None:
-                self._meta_cache.remember(key, r)
+                cache.remember(key, r)
         mode = self.fake_mode
         if isinstance(r, torch.Tensor):
             return r if isinstance(r, FakeTensor) else FakeTensor(mode, r, device)

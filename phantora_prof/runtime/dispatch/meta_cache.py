@@ -9,6 +9,7 @@ they are computed once per signature and made again with `empty_strided` on the 
 """
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
@@ -24,7 +25,12 @@ FRESH_OUTPUT_OPS = frozenset(getattr(aten, name).default if "." not in name else
     "zeros_like", "empty_like", "pow.Tensor_Scalar", "mean.dim", "rsqrt", "neg", "exp", "tanh", "sigmoid",
 ))
 
+ENV_DISABLE = "PHANTORA_NO_META_CACHE"  # "1": run every meta kernel (A/B in tests/bench_runtime.py)
 _LIMIT = 1 << 16  # signatures kept (a few MB); the table starts over when full
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV_DISABLE, "") in ("", "0")
 
 
 class _Uncacheable(Exception):
