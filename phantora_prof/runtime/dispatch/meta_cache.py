@@ -49,7 +49,9 @@ def _arg_key(a: Any) -> Any:
 
 def _out_meta(r: Any) -> Any:
     if isinstance(r, torch.Tensor):
-        return (tuple(r.shape), r.stride(), r.dtype, r.storage_offset())
+        if r.storage_offset():
+            raise _Uncacheable  # not a fresh tensor after all: its meta kernel runs every time
+        return (tuple(r.shape), r.stride(), r.dtype)
     if r is None:
         return None
     if isinstance(r, (list, tuple)):
@@ -95,8 +97,5 @@ def _make(meta: Any) -> Any:
     if isinstance(meta[0], type):
         kind, items = meta
         return kind(_make(m) for m in items)
-    shape, stride, dtype, offset = meta
-    if offset:
-        base = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
-        return base.as_strided(shape, stride, offset)
+    shape, stride, dtype = meta
     return torch.empty_strided(shape, stride, dtype=dtype, device="meta")

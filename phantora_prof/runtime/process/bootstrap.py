@@ -93,11 +93,7 @@ def main() -> None:
         if profiler is not None:
             runtime.state.self_profile = None
             profiler.stop_and_write()
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except Exception:  # noqa: BLE001
-            pass
+        _flush_std_streams()
         runtime.finish(exit_code)
     if os.environ.get("PHANTORA_FULL_FINALIZE"):
         sys.exit(exit_code)
@@ -138,12 +134,16 @@ def _exit_without_finalizing(exit_code: int) -> None:
     except BaseException:  # noqa: BLE001 - reported by atexit itself, as at a normal exit
         pass
     _close_open_files()
+    _flush_std_streams()
+    os._exit(exit_code)
+
+
+def _flush_std_streams() -> None:
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a closed or broken stream: nothing more to save
         pass
-    os._exit(exit_code)
 
 
 def _close_open_files() -> None:
@@ -151,7 +151,8 @@ def _close_open_files() -> None:
     (a text or gzip file written and never closed keeps its last lines and its trailer):
     outer layers first (text, then buffered and compressed, then raw), the standard streams
     left alone. `_io._IOBase` is the C base of every file class: the check stays cheap over
-    all of the heap's objects."""
+    the heap's objects (gc.get_objects leaves out the start-up objects frozen before the script
+    ran, `_freeze_startup_objects`; the script's files are made after)."""
     import _io
     import gc
 
