@@ -24,6 +24,7 @@ from typing import Any
 
 from phantora_prof.config import RunConfig
 from phantora_prof.cost import get_gpu
+from phantora_prof.cost.profiles import profile_for
 from phantora_prof.engine.coordinator import Coordinator
 from phantora_prof.engine.rank_timeline import RankTimeline
 from phantora_prof.errors import ConfigError
@@ -293,7 +294,7 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop) -> RunResult:
     def timeline(rank: int) -> RankTimeline:
         props = [gpu.device_properties(i) for i in range(per_node)]
         return RankTimeline(rank, host_pid=100 + rank, device_properties=props, num_sms=gpu.num_sms,
-                            base_time_ns=epoch_ns - ORIGIN_NS)
+                            base_time_ns=epoch_ns - ORIGIN_NS, profile=profile_for(gpu))
 
     def model():
         from phantora_prof.engine.collectives import NetsimModel

@@ -9,9 +9,14 @@ import pytest
 
 from phantora_prof.cost.kernels import Kernel
 from phantora_prof.engine import collectives as coll
-from phantora_prof.engine.contention import SLOWDOWN, GpuContention, kernel_category
+from phantora_prof.cost.profiles import load_profile
+from phantora_prof.engine.contention import GpuContention, kernel_category
 from phantora_prof.engine.coordinator import Coordinator
-from phantora_prof.engine.gpu import KERNEL_GAP_NS, LAUNCH_LATENCY_NS
+
+PROFILE = load_profile("h200")
+SLOWDOWN = PROFILE.contention_slowdown
+LAUNCH_LATENCY_NS = PROFILE.launch_latency_ns
+KERNEL_GAP_NS = PROFILE.kernel_gap_ns
 from phantora_prof.engine.rank_timeline import RankTimeline
 from phantora_prof.protocol import CollectiveCall, Hello, OpCall
 
@@ -19,7 +24,7 @@ SMS = 132
 
 
 def test_factor_per_category_and_pro_rata():
-    c = GpuContention(SMS)
+    c = GpuContention(SMS, SLOWDOWN, PROFILE.nccl_ctas, PROFILE.nccl_p2p_ctas)
     assert c.finish(0, "gemm", 1_000, 100_000) == 101_000  # no NCCL kernel known: alone
     c.add_nccl(0, 200_000, 300_000, 24)
     f = 1 + SLOWDOWN["gemm"] * 24 / SMS

@@ -8,6 +8,7 @@ from collections import deque
 
 import pytest
 
+from phantora_prof.cost.profiles import load_profile
 from phantora_prof.engine import collectives as coll
 from phantora_prof.engine.coordinator import Coordinator
 from phantora_prof.engine.rank_timeline import RankTimeline
@@ -63,7 +64,7 @@ def test_resolution_does_not_depend_on_arrival_order(tmp_path):
     peer = [s for s in spans if s[0] == 1]
     # the transfer starts when the later member launched it (rank 1 at 3 ms + launch latency);
     # rank 0's kernel runs from its own launch on, waiting for rank 1, as an NCCL kernel does
-    assert kernels[0][2] == 1_000_000 + coll.LAUNCH_LATENCY_NS and peer[0][2] >= 3_000_000
+    assert kernels[0][2] == 1_000_000 + load_profile("h200").launch_latency_ns and peer[0][2] >= 3_000_000
     assert kernels[0][2] + kernels[0][3] == peer[0][2] + peer[0][3] >= 3_000_000 + 10_000
 
 

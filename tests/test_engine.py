@@ -1,7 +1,11 @@
 """Engine semantics: stream FIFO order, launch latency, events, cross-stream waits, syncs."""
 from dataclasses import dataclass
 
-from phantora_prof.engine.gpu import KERNEL_GAP_NS, LAUNCH_LATENCY_NS, SimulatedGpu
+from phantora_prof.cost.profiles import load_profile
+from phantora_prof.engine.gpu import SimulatedGpu
+
+LAUNCH_LATENCY_NS = load_profile("h200").launch_latency_ns
+KERNEL_GAP_NS = load_profile("h200").kernel_gap_ns
 from phantora_prof.engine.rank_timeline import RankTimeline
 from phantora_prof.protocol import (
     EventElapsedRequest,
@@ -19,7 +23,7 @@ L = LAUNCH_LATENCY_NS
 
 
 def test_stream_is_fifo_and_respects_launch_latency():
-    g = SimulatedGpu(0)
+    g = SimulatedGpu(0, LAUNCH_LATENCY_NS, KERNEL_GAP_NS)
     a = g.enqueue(7, launch_ns=0, duration_ns=10_000)
     b = g.enqueue(7, launch_ns=1_000, duration_ns=5_000)
     assert a.start_ns == L and a.end_ns == L + 10_000
@@ -29,7 +33,7 @@ def test_stream_is_fifo_and_respects_launch_latency():
 
 
 def test_streams_run_concurrently_and_events_order_them():
-    g = SimulatedGpu(0)
+    g = SimulatedGpu(0, LAUNCH_LATENCY_NS, KERNEL_GAP_NS)
     g.enqueue(13, 0, 50_000)  # side stream: a long copy
     ev = g.record_event(13, host_ns=1_000)
     assert ev == L + 50_000
@@ -44,13 +48,13 @@ def test_streams_run_concurrently_and_events_order_them():
 
 
 def test_wait_on_unrecorded_event_is_noop():
-    g = SimulatedGpu(0)
+    g = SimulatedGpu(0, LAUNCH_LATENCY_NS, KERNEL_GAP_NS)
     g.wait_event(7, None)
     assert g.enqueue(7, 0, 1).start_ns == L
 
 
 def test_device_done_is_max_over_streams():
-    g = SimulatedGpu(0)
+    g = SimulatedGpu(0, LAUNCH_LATENCY_NS, KERNEL_GAP_NS)
     g.enqueue(7, 0, 10)
     g.enqueue(13, 0, 1_000_000)
     assert g.device_done_ns() == L + 1_000_000

@@ -8,9 +8,11 @@ from dataclasses import dataclass
 
 from conftest import SCRIPTS
 
-from phantora_prof.engine.gpu import LAUNCH_LATENCY_NS as L
+from phantora_prof.cost.profiles import load_profile
 from phantora_prof.engine.rank_timeline import RankTimeline
 from phantora_prof.protocol import OpCall, OpKind, SyncKind, SyncRequest, TensorArg
+
+L = load_profile("h200").launch_latency_ns
 
 
 @dataclass

@@ -67,7 +67,8 @@ from phantora_prof.cost import ops as _ops
 from phantora_prof.cost import roofline as _R
 from phantora_prof.cost.gpus import GPUS, DEFAULT_GPU, GpuSpec, get_gpu
 from phantora_prof.cost.kernels import Kernel, KernelSpec, table
-from phantora_prof.cost.roofline import CLASSES, KERNEL_FLOOR_NS
+from phantora_prof.cost.profiles import profile_for
+from phantora_prof.cost.roofline import CLASSES
 from phantora_prof.protocol import OpCall, OpKind, TensorArg
 
 __all__ = ["Kernel", "GpuSpec", "GPUS", "DEFAULT_GPU", "get_gpu", "estimate", "op_class", "op_flops",
@@ -338,7 +339,7 @@ def _family(op, base, gpu, allow_tf32, handler, cost, specs, total) -> list[Kern
     out = []
     for kind, ni, gx, gy, gz, bx, by, bz, regs, smem, nbytes, ai, dur in near["k"]:
         d = dur if kind == _K.KIND_MEMSET else dur * scale
-        out.append(Kernel(kind, fam.names[ni], max(KERNEL_FLOOR_NS, int(round(d))), (gx, gy, gz), (bx, by, bz), regs,
+        out.append(Kernel(kind, fam.names[ni], max(profile_for(gpu).kernel_floor_ns, int(round(d))), (gx, gy, gz), (bx, by, bz), regs,
                           smem, nbytes, fam.apis[ai], cost.flops * (d / max(t, 1.0)) if kind == _K.KIND_KERNEL else 0.0,
                           "family"))
     return out
@@ -370,13 +371,13 @@ def _interpolated(op, base, gpu, allow_tf32, handler, cost, specs, total) -> lis
         if len(specs) != 1 or specs[0].kind != _K.KIND_MEMCPY:
             return None
         s = specs[0]
-        return [Kernel(_K.KIND_MEMCPY, s.name, max(KERNEL_FLOOR_NS, int(round(t))), bytes=int(s.nbytes),
+        return [Kernel(_K.KIND_MEMCPY, s.name, max(profile_for(gpu).kernel_floor_ns, int(round(t))), bytes=int(s.nbytes),
                        launch_api=_K.API_MEMCPY, source="interpolated")]
     if any(s.kind == _K.KIND_MEMCPY for s in specs):
         return None
     fixed = sum(_R.memset_ns(s.nbytes, gpu) if s.kind == _K.KIND_MEMSET else float(s.dur_ns)
                 for s in specs if s.kind == _K.KIND_MEMSET or s.dur_ns > 0)
-    weighted = max(t - fixed, float(KERNEL_FLOOR_NS))
+    weighted = max(t - fixed, float(profile_for(gpu).kernel_floor_ns))
     return materialize(cost, specs, weighted, gpu, "interpolated")
 
 
@@ -435,7 +436,7 @@ def _from_table(op, base, gpu, allow_tf32, tbl, cost) -> list[Kernel] | None:
         else:
             dur = s.dur_ns * scale
         fl = cost.flops * s.dur_ns / tot if s.kind == _K.KIND_KERNEL else 0.0
-        out.append(Kernel(s.kind, s.name, max(KERNEL_FLOOR_NS, int(round(dur))), s.grid, s.block, s.regs, s.smem,
+        out.append(Kernel(s.kind, s.name, max(profile_for(gpu).kernel_floor_ns, int(round(dur))), s.grid, s.block, s.regs, s.smem,
                           s.nbytes, s.api, fl, "table"))
     return out
 
@@ -461,7 +462,7 @@ def _from_source(op, gpu, cost, source) -> list[Kernel] | None:
     for k in measured:
         fl = cost.flops * k.duration_ns / tot if k.kind == _K.KIND_KERNEL else 0.0
         dur = k.duration_ns if k.kind == _K.KIND_MEMSET else k.duration_ns * scale
-        out.append(Kernel(k.kind, k.name, max(KERNEL_FLOOR_NS, int(round(dur))), tuple(k.grid), tuple(k.block),
+        out.append(Kernel(k.kind, k.name, max(profile_for(gpu).kernel_floor_ns, int(round(dur))), tuple(k.grid), tuple(k.block),
                           k.registers_per_thread, k.shared_memory, k.bytes, k.launch_api, fl, "measured"))
     return out
 
@@ -486,13 +487,14 @@ def materialize(cost, specs, total_ns: float, gpu, source: str = "roofline") -> 
             dur = total_ns * share
             fl = cost.flops * share
         api = s.api if s.kind == _K.KIND_KERNEL else (_K.API_MEMSET if s.kind == _K.KIND_MEMSET else _K.API_MEMCPY)
-        out.append(Kernel(s.kind, s.name, max(KERNEL_FLOOR_NS, int(round(dur))), tuple(s.grid), tuple(s.block),
+        out.append(Kernel(s.kind, s.name, max(profile_for(gpu).kernel_floor_ns, int(round(dur))), tuple(s.grid), tuple(s.block),
                           s.regs, s.smem, s.nbytes, api, fl, source))
     return out
 
 
 def _dtod_ns(nbytes: int, gpu) -> float:
-    return 1000.0 + nbytes / (gpu.hbm_bandwidth * _R.DTOD_FRACTION) * 1e9
+    prof = profile_for(gpu)
+    return prof.dtod_fixed_ns + nbytes / (gpu.hbm_bandwidth * prof.dtod_fraction) * 1e9
 
 
 def _memcpy(gpu, src: TensorArg | None, dst: TensorArg | None, nbytes: int) -> Kernel:
@@ -507,7 +509,7 @@ def _memcpy(gpu, src: TensorArg | None, dst: TensorArg | None, nbytes: int) -> K
         dur = gpu.memcpy_latency_ns + nbytes / gpu.p2p_bandwidth * 1e9
     else:
         dur = _dtod_ns(nbytes, gpu)
-    return Kernel(_K.KIND_MEMCPY, name, max(KERNEL_FLOOR_NS, int(round(dur))), bytes=int(nbytes),
+    return Kernel(_K.KIND_MEMCPY, name, max(profile_for(gpu).kernel_floor_ns, int(round(dur))), bytes=int(nbytes),
                   launch_api=_K.API_MEMCPY, source="bandwidth")
 
 

@@ -25,7 +25,7 @@ Memory-bound ops (elementwise, casts, fills, sums, norms, softmax, embedding): t
   fused AdamW and the cross-entropy / foreach-AdamW composites are measured but not used.
 
 L2: every call was timed twice, after evicting L2 (`t`) and with L2 warm from the previous
-call (`tw`); the fitted time is their geometric mean (L2_WARM_WEIGHT = 0.5). In training,
+call (`tw`); the fitted time is their geometric mean (the H200 profile's l2_warm_weight, 0.5). In training,
 weights and gradients arrive cold and activations warm: cold alone overestimated the GPT
 references' casts and in-place adds by ~20%, warm alone underestimated weight casts and
 reductions by 7-10%.
@@ -53,7 +53,6 @@ SCHEMA = "phantora-measured/1"
 GPU_KEY = "h200"
 _DT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
-L2_WARM_WEIGHT = 0.5
 # Norms run one block per row: rows far shorter than the measured ones (768 and up) are
 # slower per byte by up to 4x (a 96-wide layer norm), which no measured curve shows; such
 # calls are left to the family curves, which measured rows of 64..512 (cost/families.py).
@@ -187,9 +186,17 @@ def record_time(r: dict) -> float:
     """The time the model fits for a record: cold-L2 and warm-L2 medians blended in log space."""
     t = max(float(r["t"]), 1.0)
     tw = r.get("tw")
-    if tw is None or L2_WARM_WEIGHT <= 0:
+    w = _l2_warm_weight()
+    if tw is None or w <= 0:
         return t
-    return math.exp((1 - L2_WARM_WEIGHT) * math.log(t) + L2_WARM_WEIGHT * math.log(max(float(tw), 1.0)))
+    return math.exp((1 - w) * math.log(t) + w * math.log(max(float(tw), 1.0)))
+
+
+def _l2_warm_weight() -> float:
+    """How much of a record's time is its L2-warm median (the profile of the GPU measured)."""
+    from phantora_prof.cost.profiles import load_profile
+
+    return load_profile(GPU_KEY).l2_warm_weight
 
 
 def attn_roofline_ns(bwd: bool, causal: bool, d: int, s: int, bh: int) -> float:
@@ -197,13 +204,16 @@ def attn_roofline_ns(bwd: bool, causal: bool, d: int, s: int, bh: int) -> float:
     from phantora_prof.cost import ops as _ops
     from phantora_prof.cost import roofline as _R
     from phantora_prof.cost.gpus import get_gpu
+    from phantora_prof.cost.profiles import profile_for
 
     g = get_gpu(GPU_KEY)
+    prof = profile_for(g)
     act = bh * s * d * 2
     io = (7 if bwd else 4) * act + bh * s * 4
-    tail = (_ops.ATTN_T0_BWD_NS if bwd else _ops.ATTN_T0_FWD_NS) * (s / 1024.0) * (d / 64.0)
+    tail = (prof.attn_t0_bwd_ns if bwd else prof.attn_t0_fwd_ns) * (s / 1024.0) * (d / 64.0)
     cost = _R.Cost(_R.ATTENTION, "attention_bwd" if bwd else "attention_fwd", attn_flops(causal, bwd, d, s, bh),
-                   io, g.peak_flops("bfloat16"), extra_ns=tail, compute_mult=_ops.attention_tile_padding(s, s))
+                   io, g.peak_flops("bfloat16"), extra_ns=tail,
+                   compute_mult=_ops.attention_tile_padding(s, s, prof.attn_tile))
     return _R.op_time_ns(cost, g)
 
 

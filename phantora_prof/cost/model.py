@@ -18,6 +18,7 @@ from typing import Any
 from phantora_prof.cost import _estimate, cache_lookup, cache_store, materialize
 from phantora_prof.cost.gpus import GpuSpec, get_gpu
 from phantora_prof.cost.kernels import KIND_KERNEL, Kernel
+from phantora_prof.cost.profiles import profile_for
 from phantora_prof.protocol import OpCall, OpKind
 
 
@@ -27,6 +28,8 @@ class CostModel:
     def __init__(self, gpu: GpuSpec | str, source: Any = None, op_costs: Mapping[str, int] | None = None,
                  use_table: bool = True, use_measured: bool | None = None, use_family: bool | None = None):
         self.gpu = gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
+        # read now, at rank start-up: the first captured op must not pay for parsing it
+        self.profile = profile_for(self.gpu)
         self.source = source  # measure/source.py: DatabaseSource or MeasuringSource, or None
         self.op_costs = dict(op_costs or {})
         for name, ns in self.op_costs.items():

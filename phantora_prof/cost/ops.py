@@ -10,8 +10,9 @@ import math
 
 from phantora_prof.cost import kernels as K
 from phantora_prof.cost.kernels import KernelSpec
+from phantora_prof.cost.profiles import profile_for
 from phantora_prof.cost.roofline import (
-    ATTENTION, COPY, EFF, ELEMENTWISE, GEMM, INDEX, MEMSET, NORM, OPTIMIZER, REDUCTION, Cost,
+    ATTENTION, COPY, ELEMENTWISE, GEMM, INDEX, MEMSET, NORM, OPTIMIZER, REDUCTION, Cost,
     all_inputs, arg, conv_flops, eff_for, first_tensor, io_bytes, is_contiguous, iter_tensors,
     mm_flops, one_dense_layout, op_time_ns, sdpa_flops, tensor_bytes,
 )
@@ -88,8 +89,6 @@ def _split(specs: list[KernelSpec], tensors) -> list[KernelSpec]:
 
 # ------------------------------------------------------------------ GEMM
 
-GEMM_TAIL = 0.25
-
 
 def _is_t(t: TensorArg) -> bool:
     """Column-major operand (a transposed view): what cuBLAS sees as 'T'."""
@@ -144,7 +143,7 @@ def gemm(op, base, gpu, allow_tf32):
     split = 1
     if k >= 16384 and tiles < 2 * gpu.num_sms:
         split = min(4, -(-2 * gpu.num_sms // tiles))
-    mult = 1.0 + GEMM_TAIL * gpu.num_sms / (tiles * split)
+    mult = 1.0 + profile_for(gpu).gemm_tail * gpu.num_sms / (tiles * split)
     if dtype in ("float32",):
         eff = "gemm_tf32" if allow_tf32 else "gemm_fp32"
     elif dtype == "float64":
@@ -241,16 +240,15 @@ def _nchw_transposes(op, base, x, w, names, gpu, specs) -> float:
 
 # ------------------------------------------------------------------ attention
 
-ATTN_T0_FWD_NS = 7000.0  # wave tail of the tile schedule at s_k=1024, d=64 (H200 fit, b8 vs b32)
-ATTN_T0_BWD_NS = 15000.0
-# Fused attention kernels work on 128 x 128 tiles of (query, key) positions: a sequence that
-# is not a multiple of 128 pays for the padded tiles. ViT-B/16 (197 tokens) on the H200:
-# cuDNN fwd 47 us and bwd 157 us per call where the unpadded roofline gave 26 and 84 us;
-# padding to 256 accounts for 1.69x of the 1.8x (tools/holdout/README.md).
-ATTN_TILE = 128
+# Fused attention kernels work on tiles of (query, key) positions (profile.attn_tile: 128):
+# a sequence that is not a multiple of it pays for the padded tiles. ViT-B/16 (197 tokens) on
+# the H200: cuDNN fwd 47 us and bwd 157 us per call where the unpadded roofline gave 26 and
+# 84 us; padding to 256 accounts for 1.69x of the 1.8x (tools/holdout/README.md). The wave
+# tail of the tile schedule (profile.attn_t0_fwd_ns / attn_t0_bwd_ns at s_k=1024, d=64) is
+# fitted on gpt_small vs gpt_b32.
 
 
-def attention_tile_padding(s_q: int, s_k: int, tile: int = ATTN_TILE) -> float:
+def attention_tile_padding(s_q: int, s_k: int, tile: int) -> float:
     """Work of the padded tile grid over the unpadded one (>= 1)."""
     if s_q <= 0 or s_k <= 0:
         return 1.0
@@ -279,12 +277,13 @@ def attention(op, base, gpu, allow_tf32):
     h = qs[1] if len(qs) == 4 else (qs[0] if len(qs) == 3 else 1)
     s_q, d = qs[-2], qs[-1]
     s_k = ks[-2]
-    tail = (ATTN_T0_BWD_NS if backward else ATTN_T0_FWD_NS) * (s_k / 1024.0) * (d / 64.0)
+    prof = profile_for(gpu)
+    tail = (prof.attn_t0_bwd_ns if backward else prof.attn_t0_fwd_ns) * (s_k / 1024.0) * (d / 64.0)
     backend = "cudnn" if "cudnn" in base else ("flash" if "flash" in base else "efficient")
     if "overrideable" in base:
         backend = "flash"
     cost = Cost(ATTENTION, "attention_bwd" if backward else "attention_fwd", flops, io_bytes(op),
-                gpu.peak_flops(q.dtype, allow_tf32), extra_ns=tail, compute_mult=attention_tile_padding(s_q, s_k))
+                gpu.peak_flops(q.dtype, allow_tf32), extra_ns=tail, compute_mult=attention_tile_padding(s_q, s_k, prof.attn_tile))
     specs = K.attention_specs(gpu, backend, backward, b, h, s_q, d, q.dtype, causal)
     return cost, specs
 
@@ -326,10 +325,8 @@ def layer_norm(op, base, gpu, allow_tf32):
 # N*H*W per channel, not with bytes over HBM bandwidth. Fitted on the H200 bf16 kernels of
 # tools/holdout/cnn.py (ResNet-18 style, batch 64, C = 64..512, N*H*W = 3k..803k; fits within
 # 5% per channel count); an approximation elsewhere: other GPUs keep the per-block rate
-# (a latency, not a bandwidth) and only change how many blocks run at once.
-BN_BLOCK_ELEMS_PER_S = {"forward": 1.35e9, "backward": 0.55e9}
-BN_BLOCK_T0_NS = {"forward": 5000.0, "backward": 8000.0}
-BN_BLOCKS_PER_SM = 4  # 512-thread blocks resident per SM
+# (a latency, not a bandwidth) and only change how many blocks run at once. The rates are
+# the profile's bn_block_elems_per_s / bn_block_t0_ns / bn_blocks_per_sm.
 
 _BN_ACC = ("torch::headeronly::detail::GenericPackedTensorAccessor<torch::headeronly::detail::TensorAccessor<"
            "c10::ArrayRef<long>, {t}, {n}ul, torch::headeronly::{traits}, int>, at::detail::IndexBoundsCheck<{d}ul, int>, "
@@ -354,8 +351,9 @@ def bn_nchw_training(op, base, x: TensorArg) -> bool:
 def _bn_channel_blocks_ns(x: TensorArg, gpu, phase: str) -> float:
     c = x.shape[1]
     per_channel = x.numel // max(c, 1)
-    waves = math.ceil(c / (gpu.num_sms * BN_BLOCKS_PER_SM))
-    return BN_BLOCK_T0_NS[phase] + per_channel / BN_BLOCK_ELEMS_PER_S[phase] * 1e9 * waves
+    prof = profile_for(gpu)
+    waves = math.ceil(c / (gpu.num_sms * prof.bn_blocks_per_sm))
+    return prof.bn_block_t0_ns[phase] + per_channel / prof.bn_block_elems_per_s[phase] * 1e9 * waves
 
 
 def batch_norm_nchw(op, base, gpu, x: TensorArg):
@@ -449,11 +447,9 @@ def softmax(op, base, gpu, allow_tf32):
         [KernelSpec(K.KIND_KERNEL, name, grid, block, 32, 0)]
 
 
-NLL_SERIAL_NS_PER_ROW = 0.75  # nll_loss_forward_reduce_cuda_kernel_2d runs in one block
-NLL_SERIAL_T0_NS = 12700.0
-
-
 def nll_loss(op, base, gpu, allow_tf32):
+    """NLL loss: its forward reduction and backward scatter each run in one block (serial)."""
+    prof = profile_for(gpu)
     if base.startswith("nll_loss_backward") or base == "nll_loss2d_backward":
         grad_in = _outs(op)[0] if _outs(op) else op.args[1]
         target = op.args[2]
@@ -462,7 +458,7 @@ def nll_loss(op, base, gpu, allow_tf32):
         t = K.cpp(grad_in.dtype)
         red = KernelSpec(K.KIND_KERNEL, f"void at::native::(anonymous namespace)::nll_loss_backward_reduce_cuda_kernel_2d<{t}, long>"
                          f"({t}*, {t} const*, long const*, {t} const*, {t} const*, bool, int, int, long, long)",
-                         (1, 1, 1), (512, 1, 1), 32, 0, dur_ns=int(2000 + 0.12 * n))
+                         (1, 1, 1), (512, 1, 1), 32, 0, dur_ns=int(prof.nll_bwd_fixed_ns + prof.nll_bwd_ns_per_row * n))
         return Cost(REDUCTION, "fill", 0.0, tensor_bytes(grad_in)), _split([fill], [grad_in]) + [red]
     x, target = op.args[0], op.args[1]
     n = target.numel
@@ -470,11 +466,8 @@ def nll_loss(op, base, gpu, allow_tf32):
     name = (f"void at::native::(anonymous namespace)::nll_loss_forward_reduce_cuda_kernel_2d<{t}, float, long>"
             f"({t}*, {t}*, {t} const*, long const*, {t} const*, bool, long, long, long, long)")
     cost = Cost(REDUCTION, "serial", 0.0, target.nbytes + n * x.itemsize,
-                extra_ns=NLL_SERIAL_T0_NS + NLL_SERIAL_NS_PER_ROW * n)
+                extra_ns=prof.nll_serial_t0_ns + prof.nll_serial_ns_per_row * n)
     return cost, [KernelSpec(K.KIND_KERNEL, name, (1, 1, 1), (512, 1, 1), 32, 4096)]
-
-
-REDUCE_BW_PER_COLUMN = 1.77e9  # column sums of [32768, 768] bf16 ran at 1.36 TB/s: 768 columns
 
 
 def reduction(op, base, gpu, allow_tf32):
@@ -503,7 +496,7 @@ def reduction(op, base, gpu, allow_tf32):
     global_reduce = column and any(s.kind == K.KIND_MEMSET for s in specs)
     cost = Cost(REDUCTION, "reduce_global" if global_reduce else "reduce", 0.0, io_bytes(op))
     if column:
-        cost.mem_bw = n_out * REDUCE_BW_PER_COLUMN
+        cost.mem_bw = n_out * profile_for(gpu).reduce_bw_per_column
     return cost, specs
 
 
@@ -543,10 +536,6 @@ def scatter_like(op, base, gpu, allow_tf32):
     return Cost(INDEX, "scatter", 0.0, io_bytes(op)), [spec]
 
 
-EMB_BWD_SORT_FIXED_NS = 95000.0  # ~25 small cub sort / scan / segment kernels (b8 vs b32 fit)
-EMB_FEATURE_NS_PER_INDEX = 26.0
-
-
 def embedding_dense_backward(op, base, gpu, allow_tf32, tbl=None):
     grad, idx = op.args[0], op.args[1]
     num_weights = arg(op, base, "num_weights", None)
@@ -566,7 +555,8 @@ def embedding_dense_backward(op, base, gpu, allow_tf32, tbl=None):
         # one block per 32 features loops over all indices: latency-bound, ~26 ns per index
         waves = -(-max(1, -(-d // 32)) // gpu.num_sms)
         spec = KernelSpec(K.KIND_KERNEL, name, (max(1, -(-d // 32)), 1, 1), (32, 32, 1), 27, 8192,
-                          dur_ns=int(1500 + EMB_FEATURE_NS_PER_INDEX * n_idx * waves))
+                          dur_ns=int(profile_for(gpu).emb_feature_fixed_ns
+                                     + profile_for(gpu).emb_feature_ns_per_index * n_idx * waves))
         return Cost(INDEX, "gather", 0.0, 0.0), [fill, spec]
     specs = None
     if tbl is not None:
@@ -594,7 +584,7 @@ def embedding_dense_backward(op, base, gpu, allow_tf32, tbl=None):
         ]
         specs = [fill] + [KernelSpec(K.KIND_KERNEL, n, (max(1, n_idx // 8), 1, 1), (256, 1, 1), 32, 0, weight=w)
                           for n, w in names]
-    return Cost(INDEX, "embedding_bwd", 0.0, grad.nbytes + idx.nbytes, extra_ns=EMB_BWD_SORT_FIXED_NS), specs
+    return Cost(INDEX, "embedding_bwd", 0.0, grad.nbytes + idx.nbytes, extra_ns=profile_for(gpu).emb_bwd_sort_fixed_ns), specs
 
 
 def fill_ns(t: TensorArg, gpu) -> float:
@@ -622,7 +612,7 @@ def fused_optimizer(op, base, gpu, allow_tf32):
         regs = 40
     nbytes = sum(tensor_bytes(t) for l in state for t in l) + sum(tensor_bytes(t) for l in written for t in l)
     specs = K.multi_tensor_specs(base, [params], depth, params[0].dtype, False, regs)
-    extra = EFF["optimizer"].t0_ns * max(0, len(specs) - 1)
+    extra = eff_for("optimizer", gpu).t0_ns * max(0, len(specs) - 1)
     return Cost(OPTIMIZER, "optimizer", 0.0, nbytes, extra_ns=extra), specs
 
 
@@ -638,7 +628,7 @@ def foreach(op, base, gpu, allow_tf32):
     scalar_list = any(isinstance(a, tuple) and a and not isinstance(a[0], TensorArg) for a in op.args[1:])
     specs = K.multi_tensor_specs(base, [lists[0]], depth, lists[0][0].dtype, scalar_list,
                                  27 if depth == 1 else 32)
-    extra = EFF["foreach"].t0_ns * max(0, len(specs) - 1)
+    extra = eff_for("foreach", gpu).t0_ns * max(0, len(specs) - 1)
     return Cost(OPTIMIZER, "foreach", 0.0, nbytes, extra_ns=extra), specs
 
 
@@ -789,7 +779,6 @@ def elementwise(op, base, gpu, allow_tf32):
 
 
 RNN_GATES = {0: 1, 1: 1, 2: 4, 3: 3}  # cuDNN RNN mode -> gates (RNN_RELU, RNN_TANH, LSTM, GRU)
-RNN_STEP_NS = 2000.0  # per step, layer and direction: the serial chain of a GEMM and a cell kernel
 
 
 def _arg_at(op, i: int, default):
@@ -806,7 +795,7 @@ def cudnn_rnn(op, base, gpu, allow_tf32):
     size, a meta call says 0), and counting it made the roofline 4x larger at run time than
     at calibration. cuDNN runs fp32 RNN GEMMs on TF32 tensor cores unless
     torch.backends.cudnn.allow_tf32 is off (default on). The steps are serial: each layer
-    and direction waits for the previous step (RNN_STEP_NS each, approximate; the family
+    and direction waits for the previous step (the profile's rnn_step_ns each, approximate; the family
     curves, measured, replace this wherever they cover the op)."""
     bwd = base == "_cudnn_rnn_backward"
     x = op.args[0] if op.args else None
@@ -829,7 +818,7 @@ def cudnn_rnn(op, base, gpu, allow_tf32):
     peak = gpu.peak_flops(dtype, True)
     steps = t * (layers if isinstance(layers, int) else 1) * (2 if bidir else 1)
     _, specs = elementwise(op, base, gpu, allow_tf32)
-    return Cost(GEMM, eff, flops, nbytes, peak, extra_ns=RNN_STEP_NS * steps * (2 if bwd else 1)), specs
+    return Cost(GEMM, eff, flops, nbytes, peak, extra_ns=profile_for(gpu).rnn_step_ns * steps * (2 if bwd else 1)), specs
 
 
 # ------------------------------------------------------------------ dispatch

@@ -23,8 +23,9 @@ gather; fused optimizers read every list and write back params and states; nll_l
 one logit per row.
 
 Efficiencies are per op class (and per op where the reference showed a clear
-difference), calibrated on the gpt_small trace (tools/calibrate_cost.py) and checked on
-gpt_b32 without retuning.
+difference), calibrated on the gpt_small trace and checked on gpt_b32 without retuning;
+they and every other fitted or hand-set constant of the kernel model live in the GPU's
+profile (cost/data/profiles/<gpu>.json, cost/profiles.py) with the source of each.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from phantora_prof.cost.profiles import Eff, profile_for
 from phantora_prof.protocol import TensorArg
 
 # op classes (also the calibration report's rows)
@@ -49,89 +51,9 @@ MEMCPY = "memcpy"
 CLASSES = (GEMM, ATTENTION, ELEMENTWISE, NORM, REDUCTION, INDEX, OPTIMIZER, COPY, MEMSET, MEMCPY)
 
 
-@dataclass(frozen=True, slots=True)
-class Eff:
-    """How a class of kernels uses the GPU: fractions of peak and a fixed cost (ns)."""
-
-    mem: float = 0.9  # fraction of HBM bandwidth
-    compute: float = 0.9  # fraction of the dtype's dense peak
-    t0_ns: float = 1200.0  # fixed cost per op (ramp-up, tail, second pass)
-
-
-# Calibrated on gpt_small (H200, torch 2.11, CUDA 13); tools/calibrate_cost.py reports it.
-EFF: dict[str, Eff] = {
-    # GEMMs (cuBLAS / nvjet): main loop at this fraction of the tensor-core peak; the
-    # epilogue (C/bias read, output write) is added at `mem` (see ops.gemm)
-    "gemm": Eff(mem=0.92, compute=0.94, t0_ns=2000.0),
-    "gemm_fp32": Eff(mem=0.92, compute=0.78, t0_ns=2000.0),  # SIMT FFMA, TF32 off
-    "gemm_tf32": Eff(mem=0.92, compute=0.75, t0_ns=2000.0),
-    # cuDNN implicit-GEMM convolutions (NHWC kernels, half precision): all convolution kernels
-    # of tools/holdout/cnn.py on the H200 (ResNet-18 style, batch 64, 3x3 and 1x1, fprop/dgrad/
-    # wgrad) ran at 0.37 of the tensor-core peak in aggregate (2.30 ms per step; 0.70, the
-    # earlier hand-set value, gave 1.21 ms). One trace: validated on other shapes only
-    # through step times (tools/holdout/README.md).
-    "conv": Eff(mem=0.85, compute=0.37, t0_ns=3000.0),
-    # cuDNN's NCHW <-> NHWC operand transposes around half-precision convolutions: 0.45 of
-    # HBM bandwidth (same trace: 1.42 + 0.62 ms for 111 + 55 transposes per step)
-    "conv_transpose": Eff(mem=0.45, t0_ns=1200.0),
-    # fused attention: on the causal-trimmed FLOPs (flop_counter convention: bwd = 2.5x fwd)
-    "attention_fwd": Eff(mem=0.9, compute=0.358, t0_ns=2300.0),
-    "attention_bwd": Eff(mem=0.9, compute=0.256, t0_ns=5000.0),
-    # TensorIterator elementwise kernels by family
-    "vectorized": Eff(mem=0.93, t0_ns=1200.0),
-    "unrolled": Eff(mem=0.565, t0_ns=1400.0),  # contiguous, mixed dtypes (LoadWithCast)
-    "unrolled_copy": Eff(mem=0.42, t0_ns=2000.0),  # casts other than fp32 -> bf16/fp16
-    "strided": Eff(mem=0.60, t0_ns=1400.0),  # broadcast / non-contiguous operands
-    "fill": Eff(mem=0.97, t0_ns=700.0),
-    "transcendental": Eff(mem=0.70, t0_ns=1200.0),  # gelu(tanh) etc. in bf16/fp16
-    "elementwise_bwd": Eff(mem=0.80, t0_ns=1200.0),
-    # row-wise kernels
-    "layer_norm": Eff(mem=0.47, t0_ns=3800.0),
-    "layer_norm_bwd": Eff(mem=0.30, t0_ns=14000.0),
-    "norm": Eff(mem=0.45, t0_ns=3000.0),
-    "softmax": Eff(mem=0.61, t0_ns=2000.0),
-    "softmax_bwd": Eff(mem=0.675, t0_ns=2000.0),
-    # reductions; column sums (reduce dim 0) pay a global second pass and are capped by
-    # the number of output columns (ops.REDUCE_BW_PER_COLUMN)
-    "reduce": Eff(mem=0.75, t0_ns=3000.0),
-    "reduce_global": Eff(mem=0.74, t0_ns=11000.0),
-    "serial": Eff(mem=0.9, t0_ns=0.0),  # one-block kernels: time given by the handler
-    # gathers and scatters
-    "gather": Eff(mem=0.85, t0_ns=2500.0),
-    "embedding_bwd": Eff(mem=0.053, t0_ns=0.0),
-    "scatter": Eff(mem=0.35, t0_ns=3000.0),
-    # multi-tensor apply (fused AdamW ~3.4 TB/s on H200)
-    "optimizer": Eff(mem=0.70, t0_ns=1500.0),
-    "foreach": Eff(mem=0.84, t0_ns=1500.0),
-    # copies
-    "copy": Eff(mem=0.90, t0_ns=1200.0),
-    "cat": Eff(mem=0.84, t0_ns=1500.0),
-    "memset": Eff(mem=0.90, t0_ns=750.0),
-    "generic": Eff(mem=0.75, t0_ns=1500.0),
-}
-
-# Other architectures run other kernels; where the references cannot calibrate them, the
-# published efficiencies: FlashAttention-2 paper (A100, causal, d=64: fwd ~50%, bwd ~33% of
-# the 312 TF peak); cuBLAS BF16 GEMMs on A100 reach ~85% of peak.
-EFF_BY_ARCH: dict[str, dict[str, Eff]] = {
-    "sm80": {
-        "gemm": Eff(mem=0.90, compute=0.85, t0_ns=2500.0),
-        "attention_fwd": Eff(mem=0.9, compute=0.50, t0_ns=3000.0),
-        "attention_bwd": Eff(mem=0.9, compute=0.36, t0_ns=6000.0),  # ~110 TF/s, 2.5x-fwd FLOPs
-    },
-}
-
-
 def eff_for(key: str, gpu) -> Eff:
-    over = EFF_BY_ARCH.get(gpu.arch)
-    if over is not None and key in over:
-        return over[key]
-    return EFF[key]
-
-
-KERNEL_FLOOR_NS = 700  # the shortest kernels / memsets in the H200 references take 0.70-0.74 us
-MEMSET_FIXED_NS = 750
-DTOD_FRACTION = 0.40  # memcpy DtoD: bytes / time ~ 0.4 x HBM bandwidth (1918-2003 GB/s on H200)
+    """The efficiency of kernel class `key` on `gpu` (its profile: cost/profiles.py)."""
+    return profile_for(gpu).efficiency(key)
 
 
 # ------------------------------------------------------------------ tensor helpers
@@ -307,7 +229,7 @@ def causal_fraction(s_q: int, s_k: int) -> float:
 @dataclass(slots=True)
 class Cost:
     cls: str  # op class for reports
-    eff: str  # key into EFF
+    eff: str  # efficiency key of the GPU profile
     flops: float = 0.0
     nbytes: float = 0.0
     peak: float = 0.0  # FLOP/s of the math the op uses (0: memory only)
@@ -328,4 +250,5 @@ def op_time_ns(cost: Cost, gpu) -> float:
 
 
 def memset_ns(nbytes: int, gpu) -> float:
-    return MEMSET_FIXED_NS + nbytes / (gpu.hbm_bandwidth * EFF["memset"].mem) * 1e9
+    prof = profile_for(gpu)
+    return prof.memset_fixed_ns + nbytes / (gpu.hbm_bandwidth * prof.efficiency("memset").mem) * 1e9

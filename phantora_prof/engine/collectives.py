@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from phantora_prof import hostcost
-from phantora_prof.engine.gpu import LAUNCH_LATENCY_NS
 from phantora_prof.errors import PhantoraError
 from phantora_prof.protocol import CollectiveCall
 
@@ -232,7 +231,7 @@ def readiness(tl: Any, call: CollectiveCall) -> int:
     gpu = tl.gpu(call.device)
     gpu.stream(call.comm_stream)
     ready = max(gpu.record_event(call.stream, call.host_ns), gpu.stream_done_ns(call.comm_stream),
-                call.host_ns + LAUNCH_LATENCY_NS)
+                call.host_ns + tl.launch_latency_ns)
     return ready
 
 
@@ -241,7 +240,6 @@ def complete(tl: Any, call: CollectiveCall, start_ns: int, end_ns: int, algorith
     """Put the resolved collective on this member's timeline and trace. The transfer runs over
     [start_ns, end_ns] on every member; this member's kernel runs from `ready_ns` (when its
     stream reached it; it waits for the other members until `start_ns`), as NCCL's does."""
-    from phantora_prof.engine.contention import nccl_ctas
     from tracing.model import Flow, FlowEnd, Span
 
     gpu = tl.gpu(call.device)
@@ -300,7 +298,7 @@ def complete(tl: Any, call: CollectiveCall, start_ns: int, end_ns: int, algorith
         return  # NCCL launches no kernel for a one-rank communicator (see the gpt_ddp1 reference)
     api = "cuLaunchKernelEx"
     corr = tl._api_span(api, tid, call.host_ns, hostcost.api_ns(api), ext + 1)
-    ctas = nccl_ctas(call.op, n)  # NCCL's channels: one CTA each (as the H200 traces show)
+    ctas = tl.contention.nccl_ctas(call.op, n)  # NCCL's channels: one CTA each (as the H200 traces show)
     threads = 640 if call.op in ("send_recv", "all_to_all") else 512
     kargs = {"External id": ext + 1, "queued": 0, "device": call.device, "context": 1,
              "stream": call.comm_stream, "correlation": corr, "registers per thread": 96,

@@ -8,10 +8,11 @@ collectives are in flight at once.
    fit beside one, so GEMMs lose the SMs and, as their grids are sized to the GPU, often run a
    second partial wave. A kernel on another stream of the same GPU runs slower by
 
-       factor = 1 + SLOWDOWN[category] * min(1, C / num_sms)
+       factor = 1 + slowdown[category] * min(1, C / num_sms)
 
-   while NCCL CTAs are resident on C SMs (several NCCL kernels add up). SLOWDOWN per kernel
-   category (the categories of ``phantora-prof diff``) is measured on the real 2 x H200 DDP and
+   while NCCL CTAs are resident on C SMs (several NCCL kernels add up). The slowdown per kernel
+   category (the categories of ``phantora-prof diff``; the GPU profile's contention_slowdown)
+   is measured on the real 2 x H200 DDP and
    FSDP traces (tests/data/real/h200x2/traces; ``tools/calibrate_contention.py``): the same
    kernel (same op and shapes) fully overlapped by an NCCL kernel vs not overlapped, with 24
    of 132 SMs held: GEMM x1.60, elementwise x1.16, attention x1.14 (3 samples),
@@ -39,26 +40,11 @@ collectives are in flight at once.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from tracing.diff.categories import categorize
-
-# Slowdown per kernel category while every SM holds an NCCL CTA (factor = 1 + k * C / num_sms);
-# measured with C = 24 of 132 (see the module docstring).
-SLOWDOWN = {"gemm": 3.3, "attention": 0.75, "elementwise": 0.85, "optimizer": 0.85,
-            "normalization": 0.12, "reduction": 0.05}
-# CTAs (channels) an NCCL kernel runs on the measured H200s: collectives, send/recv (p2p)
-NCCL_CTAS = 24
-NCCL_P2P_CTAS = 16
-
-
-def nccl_ctas(op: str, nranks: int) -> int:
-    """CTAs (and so SMs) an NCCL kernel for ``op`` holds; 0 when NCCL launches no kernel."""
-    if op in ("send_recv", "all_to_all"):
-        return NCCL_P2P_CTAS
-    return NCCL_CTAS if nranks > 1 else 0
-
 
 def kernel_category(kernel_name: str, op_name: str) -> str:
     return categorize("kernel", kernel_name, op_name, False)
@@ -73,11 +59,24 @@ class _Device:
 class GpuContention:
     """NCCL kernels resident on one rank's GPUs, and the stretching of compute kernels by them."""
 
-    def __init__(self, num_sms: int):
+    def __init__(self, num_sms: int, slowdown: Mapping[str, float], collective_ctas: int, p2p_ctas: int):
+        """`slowdown`: per kernel category, k of the factor 1 + k * C / num_sms while every SM
+        holds an NCCL CTA; `collective_ctas` / `p2p_ctas`: the CTAs (channels) an NCCL
+        collective / send-recv kernel runs on (the GPU profile's contention_slowdown,
+        nccl_ctas, nccl_p2p_ctas)."""
         self.num_sms = max(1, int(num_sms))
+        self.slowdown = dict(slowdown)
+        self.collective_ctas = collective_ctas
+        self.p2p_ctas = p2p_ctas
         self._dev: dict[int, _Device] = {}
         self.slowed_ns = 0   # GPU time added to compute kernels by NCCL kernels
         self.missed_ns = 0   # overlap with NCCL kernels of compute kernels timed before them
+
+    def nccl_ctas(self, op: str, nranks: int) -> int:
+        """CTAs (and so SMs) an NCCL kernel for ``op`` holds; 0 when NCCL launches no kernel."""
+        if op in ("send_recv", "all_to_all"):
+            return self.p2p_ctas
+        return self.collective_ctas if nranks > 1 else 0
 
     def _d(self, device: int) -> _Device:
         d = self._dev.get(device)
@@ -107,7 +106,7 @@ class GpuContention:
     def finish(self, device: int, category: str, start_ns: int, work_ns: int) -> int:
         """End of a kernel of ``category`` that starts at ``start_ns`` and needs ``work_ns`` alone."""
         d = self._dev.get(device)
-        k = SLOWDOWN.get(category, 0.0)
+        k = self.slowdown.get(category, 0.0)
         end = start_ns + work_ns
         if d is None:
             return end

@@ -34,7 +34,6 @@ from typing import Any, Callable
 from phantora_prof import protocol
 from phantora_prof.engine import collectives as _coll
 from phantora_prof.engine import contention as _contention
-from phantora_prof.engine.gpu import LAUNCH_LATENCY_NS
 from phantora_prof.engine.rank_timeline import RankTimeline
 from phantora_prof.errors import ProtocolError
 from phantora_prof.protocol import CollectiveCall, CollectiveWait, Goodbye, GroupCreated, Hello
@@ -251,7 +250,7 @@ class Coordinator:
                                         "closed": False}
         if grp is not None:
             grp["keys"].append(key)
-            ready = max(grp["ready"], call.host_ns + LAUNCH_LATENCY_NS)
+            ready = max(grp["ready"], call.host_ns + tl.launch_latency_ns)
         else:
             ready = _coll.readiness(tl, call)
         pend.calls[rank] = call

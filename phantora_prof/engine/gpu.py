@@ -22,16 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-# A kernel cannot start sooner than this after its launch call begins (the reference
-# traces show >= 6 us between cudaLaunchKernel and its kernel under the profiler; without
-# the profiler CUDA's launch latency is a few microseconds).
-LAUNCH_LATENCY_NS = 4_000
-# Back-to-back items on one stream are not seamless: the GPU takes about a microsecond to
-# retire one kernel and start the next queued one. Median gap between consecutive queued
-# kernels (launched before the previous one ended) in the H200 references: 1.18 us
-# (gpt_small, 1,233 pairs; p10-p90 0.90-2.02 us), 1.54 us (gpt_b32). Over gpt.py's ~840
-# kernels per step this is ~1 ms of the 1.6 ms by which the real step exceeds its kernel time.
-KERNEL_GAP_NS = 1_200
+# Two numbers of the simulated GPU (its profile, cost/data/profiles/<gpu>.json, says where
+# each comes from): a kernel cannot start sooner than `launch_latency_ns` after its launch
+# call begins (the H200 references show >= 6 us under the profiler; without it CUDA's launch
+# latency is a few microseconds), and back-to-back items on one stream are `kernel_gap_ns`
+# apart, the time the GPU takes to retire one kernel and start the next queued one (median
+# 1.18 us in gpt_small; over gpt.py's ~840 kernels per step this is ~1 ms of the 1.6 ms by
+# which the real step exceeds its kernel time).
 
 
 @dataclass(slots=True)
@@ -56,6 +53,8 @@ class SimulatedGpu:
     """One device: its streams and events (events are per-process ids, shared namespace)."""
 
     device: int
+    launch_latency_ns: int
+    kernel_gap_ns: int
     streams: dict[int, StreamState] = field(default_factory=dict)
 
     def stream(self, stream: int) -> StreamState:
@@ -71,7 +70,7 @@ class SimulatedGpu:
         (start, work) -> end, when given, says when the work ends if it does not run alone
         (engine.contention: NCCL kernels holding SMs)."""
         s = self.stream(stream)
-        start = max(launch_ns + LAUNCH_LATENCY_NS, s.tail_ns + KERNEL_GAP_NS if s.tail_ns else 0)
+        start = max(launch_ns + self.launch_latency_ns, s.tail_ns + self.kernel_gap_ns if s.tail_ns else 0)
         if s.pending_waits:
             start = max(start, max(s.pending_waits))
             s.pending_waits.clear()

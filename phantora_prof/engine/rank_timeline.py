@@ -15,6 +15,8 @@ from typing import Any
 import orjson
 
 from phantora_prof import hostcost
+from phantora_prof.cost.gpus import DEFAULT_GPU
+from phantora_prof.cost.profiles import GpuProfile, load_profile
 from phantora_prof.engine.contention import GpuContention, InFlight, kernel_category
 from phantora_prof.engine import host_layout, op_children
 from phantora_prof.engine.gpu import SimulatedGpu
@@ -132,8 +134,12 @@ class RankTimeline:
     """Simulates one rank's GPU(s) and collects its trace."""
 
     def __init__(self, rank: int, host_pid: int, device_properties: list[dict[str, Any]],
-                 num_sms: int = 132, base_time_ns: int = 0):
+                 num_sms: int = 132, base_time_ns: int = 0, profile: GpuProfile | None = None):
+        """`profile`: the simulated GPU's model constants (launch latency, queue gap, NCCL
+        contention); the default GPU's when not given."""
         self.rank = rank
+        self.profile = profile if profile is not None else load_profile(DEFAULT_GPU)
+        self.launch_latency_ns = self.profile.launch_latency_ns
         self.host_pid = host_pid
         self.device_properties = device_properties
         self.num_sms = num_sms
@@ -149,7 +155,8 @@ class RankTimeline:
         self.threads: dict[int, str] = {}
         self.stats = RankStats()
         self._correlation = 0
-        self.contention = GpuContention(num_sms)  # NCCL kernels holding SMs (engine.contention)
+        self.contention = GpuContention(num_sms, self.profile.contention_slowdown, self.profile.nccl_ctas,
+                                        self.profile.nccl_p2p_ctas)  # NCCL kernels holding SMs (engine.contention)
         self.in_flight = InFlight()  # collectives on this timeline, for link sharing
         self._seq_first_op: dict[int, Span] = {}  # seq_nr -> the forward op that created that node
         self._fwdbwd: list[tuple[Span, Span]] = []  # (forward op, backward node's span): fwdbwd flows
@@ -168,7 +175,7 @@ class RankTimeline:
     def gpu(self, device: int) -> SimulatedGpu:
         g = self.gpus.get(device)
         if g is None:
-            g = SimulatedGpu(device)
+            g = SimulatedGpu(device, self.profile.launch_latency_ns, self.profile.kernel_gap_ns)
             self.gpus[device] = g
         return g
 
