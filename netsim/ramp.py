@@ -22,10 +22,10 @@ NVLink below GiB sizes; the cause is not identified (candidates: per-step flag h
 its 512 KiB FIFO slots, channels starting unevenly, clocks), and the shape is fitted, not derived. ``eff`` is the work a rank
 does on its own block besides sending (all_gather copies it into the output, reduce_scatter
 reduces it, all_to_all copies it): one block in n - 1 sent, so it costs most on two ranks and
-fades with more. ``tools/fit_nccl_ramp.py`` fits the constants to the 2 x H200 sweep and prints
-the residuals (busbw within 7% at 32 MiB - 8 GiB). The ramp applies to single-node
-communicators on NVLink with the Simple protocol (ring, p2p), where it was measured. NVLS,
-tree, LL/LL128 and multi-node collectives keep the plain flow-engine rate (the H200 capture
+fades with more. ``phantora-prof calibrate nccl-ramp`` fits the constants to the 2 x H200 sweep and
+prints the residuals (busbw within 7% at 32 MiB - 8 GiB; tests/test_generated_data.py checks that
+these are still its fit). The ramp applies to single-node communicators on NVLink with the
+Simple protocol (ring, p2p), where it was measured. NVLS, tree, LL/LL128 and multi-node collectives keep the plain flow-engine rate (the H200 capture
 had NVLS off; multi-node rings are NIC-bound). On 8 ranks (DGX H100) it brings the simulated
 reduce_scatter/all_gather at 1 GiB from 2-5% above the published figures to 6-8% below them
 (within the checked 10%); at 8 GiB they stay within 3%.

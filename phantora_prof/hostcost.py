@@ -5,9 +5,9 @@ not measured (that would make runs irreproducible); instead each captured operat
 charged a dispatch cost that stands for the framework and Python overhead around it, and
 each CUDA API call its own cost.
 
-The costs come from cost/data/host_costs.json, built by tools/calibrate_host.py from the
-profiled gpt_small reference trace (H200 host, torch 2.11) and rescaled to unprofiled time
-(see that tool's docstring for the fit):
+The costs come from cost/data/host_costs.json, built by `phantora-prof calibrate host-costs`
+from the profiled gpt_small reference trace (H200 host, torch 2.11) and rescaled to unprofiled
+time (calibrate/host_costs.py's docstring says how it is fitted):
 - per op name, on the script's thread ("forward": includes the Python and composite-op
   time that leads to the op) and on autograd's thread ("backward": the op alone);
 - defaults for ops the reference never ran: ops that launch GPU work, and metadata ops;
@@ -46,7 +46,7 @@ HOSTS_DIR = "cost/data/hosts"
 
 
 def _load() -> dict:
-    """The per-op table (host_costs.json, tools/calibrate_host.py) and the rest of the host model
+    """The per-op table (host_costs.json, calibrate/host_costs.py) and the rest of the host model
     (host_model.json: Python, CPU-tensor ops, pinning, subclass dispatch; issue #15)."""
     data = resources.files("phantora_prof").joinpath("cost/data")
     table = json.loads(data.joinpath("host_costs.json").read_text())
@@ -131,7 +131,7 @@ AUTOGRAD_NODE_NS: int = TABLE["autograd_node_ns"]  # autograd engine overhead pe
 
 # Python work of torch.optim per parameter that no captured op stands for (host_costs.json
 # "optimizer_python_ns"): Optimizer.step's per-parameter bookkeeping for a fused step, and
-# zero_grad(set_to_none=True)'s loop. Measured with --host-probe (tools/calibrate_host.py).
+# zero_grad(set_to_none=True)'s loop. Measured with --host-probe (calibrate/host_costs.py).
 OPTIMIZER_PYTHON_NS: dict[str, int] = TABLE["optimizer_python_ns"]
 
 # Python interpreter work between ops (runtime/host/pyhost.py): per Python-level function call and

@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from importlib import resources
 
 import pytest
 
 from phantora_prof import hostcost
 
-from conftest import REFERENCE, REPO
+from conftest import REFERENCE
 
 GPT_SMALL = REFERENCE / "gpt_small" / "trace.pt.trace.json.gz"
 
@@ -82,12 +81,11 @@ def test_unknown_ops_get_the_defaults():
 
 @pytest.mark.skipif(not GPT_SMALL.exists(), reason="reference traces not available")
 def test_calibration_reproduces_the_json_and_the_measured_step():
-    sys.path.insert(0, str(REPO / "tools"))
-    import calibrate_host as C
+    from phantora_prof.calibrate import host_costs as C
 
     data = C.analyse(str(GPT_SMALL))
     table = C.fit(data)
-    assert table == _table(), "host_costs.json is stale: run python tools/calibrate_host.py"
+    assert table == _table(), "host_costs.json is stale: run phantora-prof calibrate host-costs"
     fit = table["fit"]
     # re-costing the reference step with the table gives the fitted host time per phase
     recost = C.step_host_ns(data, table)

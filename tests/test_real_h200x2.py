@@ -1,14 +1,13 @@
 """Simulation vs the real 2 x H200 reference data in tests/data/real/h200x2 (issue #9).
 
-The collective table was measured with tools/capture_real.py (torch.distributed + NCCL 2.28.9,
+The collective table was measured with phantora_prof/measure/capture_real.py (torch.distributed + NCCL 2.28.9,
 NVLink NV18, NVLS off); tests/data/real/README.md gives the errors. The bands are the errors
-measured when the data was taken (tools/compare_real.py --band-json), not tuned constants:
+measured when the data was taken (`phantora-prof calibrate compare-real collectives --band-json`), not tuned constants:
 the test fails if netsim moves further from the real machine than it was then.
 """
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import math
 import textwrap
@@ -16,22 +15,17 @@ from pathlib import Path
 
 import pytest
 
+from phantora_prof.calibrate import compare_real
+
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data" / "real" / "h200x2"
-
-
-def _compare_real():
-    spec = importlib.util.spec_from_file_location("compare_real", REPO / "tools" / "compare_real.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="module")
 def comparison():
     band = json.loads((DATA / "netsim_error_band.json").read_text())
     real = json.loads((DATA / "collectives.json").read_text())
-    return _compare_real().compare_collectives(real, band["cluster"]), band
+    return compare_real.compare_collectives(real, band["cluster"]), band
 
 
 def test_real_table_is_complete(comparison):
@@ -60,8 +54,8 @@ def test_sweep_within_15_percent_from_64k(comparison, op):
     """Issue #19: busbw within 15% of the real 2 x H200 sweep at every size from 64 KiB to 8 GiB.
     Below ~8-32 MiB the real per-call time is the host's launch cost (35-48 us; ~90 us for a
     batched send/recv), not the network: there the simulated time is max(netsim, that cost),
-    the cost being the measured median of the sizes up to 2 MiB (tools/compare_real.py), and the
-    check is that netsim's device time stays under it. Outliers (tools/compare_real.OUTLIERS)
+    the cost being the measured median of the sizes up to 2 MiB (calibrate/compare_real.py), and the
+    check is that netsim's device time stays under it. Outliers (calibrate/compare_real.OUTLIERS)
     are left out."""
     cmp, _ = comparison
     rows = [r for r in cmp[op] if r["size"] >= 64 << 10 and not r["outlier"]]
@@ -73,7 +67,7 @@ def test_sweep_within_15_percent_from_64k(comparison, op):
 
 
 def test_profiler_step_from_optimizer_hook_spans_the_step(cli):
-    """torch.profiler stepped from an optimizer step post-hook (as tools/capture_real.py does):
+    """torch.profiler stepped from an optimizer step post-hook (as measure/capture_real.py does):
     ProfilerStep#N closes inside the Optimizer.step range, so ranges must end by handle."""
     script = textwrap.dedent("""
         import torch

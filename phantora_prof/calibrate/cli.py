@@ -1,21 +1,68 @@
 """`phantora-prof calibrate ...`: rebuild the measured model data from real-GPU measurements.
 
-    phantora-prof calibrate families SWEEP.pt.trace.json.gz ... [--out FILE]   # cost/data/h200_families.json.gz
-    phantora-prof calibrate errors TRACE ... [--out FILE]                      # cost/data/source_errors.json
-    phantora-prof calibrate host --measured DIR --reference DIR [--out FILE]   # a host profile
-    phantora-prof calibrate schema-args [--check]                              # cost/data/aten_arg_positions.json
+Shipped model data (phantora_prof/cost/data), each with `--check` where its inputs are at hand:
 
-Each writes deterministic output from its inputs; the module docstrings of families.py,
-errors.py and host.py say what is measured where and how it is fitted.
+    phantora-prof calibrate kernels [--check]                                  # h200_kernels.json
+    phantora-prof calibrate op-children [--check]                              # op_children.json
+    phantora-prof calibrate host-costs [--check]                               # host_costs.json
+    phantora-prof calibrate families SWEEP.pt.trace.json.gz ... [--out FILE]   # h200_families.json.gz
+    phantora-prof calibrate errors TRACE ... [--out FILE]                      # source_errors.json
+    phantora-prof calibrate schema-args [--check]                              # aten_arg_positions.json
+    phantora-prof calibrate host --measured DIR [--out FILE]                   # a host profile (hosts/*.json)
+
+Reports (model vs measured; nothing written unless asked):
+
+    phantora-prof calibrate cost-report [gpt_small gpt_b32 ...] [--ops]        # GPU time per op class
+    phantora-prof calibrate contention measure|replay TRACE ...                # NCCL vs compute kernels
+    phantora-prof calibrate nccl-ramp COLLECTIVES.json                         # netsim/ramp.py's constants
+    phantora-prof calibrate compare-real collectives|steps ...                 # tests/data/real numbers
+
+Commands that read the reference H200 traces or workloads take `--reference DIR` (the folder
+with h200/ and workloads/; default $PHANTORA_REFERENCE, else ../shared/reference beside the
+repository). Each writes deterministic output from its inputs; each module's docstring says
+what is measured where and how it is fitted. The measurements themselves run on a GPU machine
+with plain torch: phantora_prof/measure/ (`python -m phantora_prof.measure.<script>`).
 """
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
 
+from phantora_prof.calibrate.reference import require_reference
+
 DATA = Path(__file__).resolve().parents[1] / "cost" / "data"
+
+
+def _reference(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path:
+    try:
+        return require_reference(value)
+    except FileNotFoundError as e:
+        raise click.BadParameter(str(e), ctx=ctx, param=param) from None
+
+
+def reference_option(f):
+    """--reference DIR: the reference data folder (h200/ traces, workloads/), resolved or a usage error."""
+    return click.option("--reference", type=click.Path(file_okay=False, path_type=Path), callback=_reference,
+                        help="The reference data folder (h200/<run>/trace.pt.trace.json.gz, workloads/gpt.py); "
+                             "default $PHANTORA_REFERENCE, else ../shared/reference beside the repository.")(f)
+
+
+def _check_or_write(out: Path, fresh: bytes, check: bool, regenerate: str) -> None:
+    """--check: exit 1 when `out` differs from `fresh`; else write it."""
+    if check:
+        if not out.exists() or out.read_bytes() != fresh:
+            click.echo(f"{out} is stale: run {regenerate}", err=True)
+            sys.exit(1)
+        click.echo(f"{out} is fresh")
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_bytes(fresh)
+    tmp.replace(out)
+    click.echo(f"wrote {out} ({len(fresh)} bytes)")
 
 
 @click.group("calibrate")
@@ -28,7 +75,7 @@ def calibrate() -> None:
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=DATA / "h200_families.json.gz",
               show_default=True)
 def families_cmd(traces: tuple[Path, ...], out: Path) -> None:
-    """Family curves from traces of tools/sweep_families.py (profiled on the GPU)."""
+    """Family curves from traces of `python -m phantora_prof.measure.sweep_families` (profiled on the GPU)."""
     from phantora_prof.calibrate import families
 
     points, skipped = families.collect(list(traces))
@@ -52,8 +99,7 @@ def errors_cmd(traces: tuple[Path, ...], out: Path) -> None:
 @calibrate.command("host")
 @click.option("--measured", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Logs of the host-bound workloads run on the real host (RESULT lines), one per case.")
-@click.option("--reference", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="The reference workloads folder (gpt.py, common.py).")
+@reference_option
 @click.option("--speed", default=1.0, show_default=True, type=float,
               help="The measured host's speed against the tables (all host costs x SPEED) while fitting.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the fitted profile here.")
@@ -61,6 +107,8 @@ def host_cmd(measured: Path, reference: Path, speed: float, out: Path | None) ->
     """Fit a host profile to step times measured on a real host (simulates every case 3 times)."""
     from phantora_prof.calibrate import host
 
+    if not (reference / "gpt.py").exists():  # the reference data folder, or (as before) its workloads/
+        reference = reference / "workloads"
     real = {c: host.measured(c, measured) for c in host.CASES}
     cases = [c for c, v in real.items() if v is not None]
     sens = host.sensitivities(cases, reference, speed=speed)
@@ -96,3 +144,153 @@ def schema_args_cmd(check: bool) -> None:
         return
     schema_args.TABLE.write_text(schema_args.render(doc))
     click.echo(f"{sum(len(v) for v in doc['positions'].values())} positions -> {schema_args.TABLE}")
+
+
+@calibrate.command("kernels")
+@reference_option
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=DATA / "h200_kernels.json",
+              show_default=True)
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 if --out differs from what the traces give.")
+def kernels_cmd(reference: Path, out: Path, check: bool) -> None:
+    """The exact-shape kernel table from the reference H200 traces (calibrate/kernel_table.py)."""
+    from phantora_prof.calibrate import kernel_table
+
+    for p in kernel_table.missing_traces(reference):
+        click.echo(f"note: {p} not found: the table is built without it", err=True)
+    table = kernel_table.build_table(reference=reference)
+    click.echo(kernel_table.summary(table))
+    _check_or_write(out, kernel_table.render(table), check, "phantora-prof calibrate kernels")
+
+
+@calibrate.command("op-children")
+@reference_option
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=DATA / "op_children.json",
+              show_default=True)
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 if --out differs from a fresh table.")
+def op_children_cmd(reference: Path, out: Path, check: bool) -> None:
+    """What a CUDA build's kernels dispatch inside each captured op, from real traces (calibrate/op_children.py)."""
+    from phantora_prof.calibrate import op_children
+
+    paths = op_children.default_sources(reference)
+    missing = [str(x) for x in paths if not x.exists()]
+    if missing:
+        click.echo("missing traces: " + ", ".join(missing), err=True)
+        sys.exit(2)
+    text = op_children.render(op_children.generate(paths, reference))
+    t = json.loads(text)
+    click.echo(f"{len(t['ops'])} ops, {len(t['trees'])} subtrees")
+    _check_or_write(out, text.encode(), check, "phantora-prof calibrate op-children")
+
+
+@calibrate.command("host-costs")
+@reference_option
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=DATA / "host_costs.json",
+              show_default=True)
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 if --out differs from what the traces give.")
+@click.option("--api-ratio", type=float, default=None,
+              help="Unprofiled / profiled duration of a CUDA API call (default: host_costs.API_RATIO).")
+@click.option("--real-step-ms", type=float, default=None,
+              help="The measured unprofiled gpt_small step (default: host_costs.REAL_STEP_NS).")
+def host_costs_cmd(reference: Path, out: Path, check: bool, api_ratio: float | None,
+                   real_step_ms: float | None) -> None:
+    """Per-op host costs from the profiled gpt_small trace, rescaled to unprofiled time (calibrate/host_costs.py)."""
+    from phantora_prof.calibrate import host_costs as H
+
+    data = H.analyse(reference=reference)
+    table = H.fit(data, int(real_step_ms * 1e6) if real_step_ms is not None else H.REAL_STEP_NS,
+                  api_ratio if api_ratio is not None else H.API_RATIO)
+    f = table["fit"]
+    click.echo(f"factors: main thread {f['factor_main_thread']}, autograd thread {f['factor_autograd_thread']}; "
+               f"node overhead {table['autograd_node_ns']} ns; defaults {table['default']}")
+    click.echo(f"profiled per step (ns): {f['profiled_non_api_ns']}  host: {f['host_ns']}  "
+               f"replayed step: {f['replayed_step_ns']}")
+    click.echo(f"re-costed step (ns): {H.step_host_ns(data, table)}")
+    _check_or_write(out, (json.dumps(table, indent=1, sort_keys=False) + "\n").encode(), check,
+                    "phantora-prof calibrate host-costs")
+
+
+@calibrate.command("cost-report")
+@click.argument("workloads", nargs=-1)
+@reference_option
+@click.option("--gpu", default="h200", show_default=True)
+@click.option("--ops", is_flag=True, help="Also list every op shape.")
+def cost_report_cmd(workloads: tuple[str, ...], reference: Path, gpu: str, ops: bool) -> None:
+    """Per op class, the model's GPU time per step against the reference traces (calibrate/cost_report.py).
+
+    WORKLOADS: reference runs (default gpt_small gpt_b32) or trace files."""
+    from phantora_prof.calibrate import cost_report
+
+    for w in workloads or ("gpt_small", "gpt_b32"):
+        click.echo(cost_report.report(w, gpu, ops, reference))
+        click.echo()
+
+
+@calibrate.group("contention")
+def contention_group() -> None:
+    """How much NCCL kernels slow compute kernels, from real traces (calibrate/contention.py)."""
+
+
+@contention_group.command("measure")
+@click.argument("traces", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--sms", type=int, default=132, show_default=True)
+@click.option("--gpu", default="h200", show_default=True, help="The GPU profile whose contention model is shown.")
+def contention_measure_cmd(traces: tuple[str, ...], sms: int, gpu: str) -> None:
+    """Per kernel category: kernels overlapped by NCCL vs alone, and the engine's k."""
+    from phantora_prof.calibrate import contention
+
+    contention.measure(list(traces), sms, gpu)
+
+
+@contention_group.command("replay")
+@click.argument("real", type=click.Path(exists=True, dir_okay=False))
+@click.argument("sim", type=click.Path(exists=True, dir_okay=False))
+@click.option("--sms", type=int, default=132, show_default=True)
+@click.option("--gpu", default="h200", show_default=True, help="The GPU profile whose contention model is used.")
+def contention_replay_cmd(real: str, sim: str, sms: int, gpu: str) -> None:
+    """The real trace's compute kernels timed with the simulator's model under the real NCCL overlap."""
+    from phantora_prof.calibrate import contention
+
+    contention.replay(real, sim, sms, gpu)
+
+
+@calibrate.command("nccl-ramp")
+@click.argument("real_json", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--cluster", default="dgx-h200", show_default=True)
+@click.option("--tolerance", type=float, default=0.15, show_default=True)
+@click.option("--min-size", type=int, default=64 << 10, show_default=True)
+def nccl_ramp_cmd(real_json: Path, cluster: str, tolerance: float, min_size: int) -> None:
+    """Fit netsim's NCCL size ramp (netsim/ramp.py) to a measured collective sweep (calibrate/nccl_ramp.py)."""
+    from phantora_prof.calibrate import nccl_ramp
+
+    click.echo(nccl_ramp.fit(json.loads(real_json.read_text()), cluster, tolerance, min_size))
+
+
+@calibrate.group("compare-real")
+def compare_real_group() -> None:
+    """Real reference data (measure/capture_real.py) against the simulation (calibrate/compare_real.py)."""
+
+
+@compare_real_group.command("collectives")
+@click.argument("real_json", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--cluster", default="dgx-h200", show_default=True)
+@click.option("--band-json", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the measured error band per op here (tests/data/real/h200x2/netsim_error_band.json).")
+def compare_collectives_cmd(real_json: Path, cluster: str, band_json: Path | None) -> None:
+    """netsim's nccl-tests sweep against the real table, size by size."""
+    from phantora_prof.calibrate import compare_real
+
+    cmp = compare_real.compare_collectives(json.loads(real_json.read_text()), cluster)
+    click.echo(compare_real.collectives_report(cmp))
+    if band_json:
+        band_json.write_text(compare_real.band_json(cmp, cluster))
+
+
+@compare_real_group.command("steps")
+@click.argument("real_log", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("sim_log", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--first", type=int, default=4, show_default=True)
+def compare_steps_cmd(real_log: Path, sim_log: Path, first: int) -> None:
+    """Median step time of two runs' `rank 0 step N ... time_ms T` lines (steps >= --first)."""
+    from phantora_prof.calibrate import compare_real
+
+    click.echo(compare_real.steps_report(real_log, sim_log, first))

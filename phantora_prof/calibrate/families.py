@@ -2,7 +2,7 @@
 
     phantora-prof calibrate families SWEEP.pt.trace.json.gz [...] [--out FILE]
 
-Input: traces written by tools/sweep_families.py on a real GPU, where every configuration's
+Input: traces written by measure/sweep_families.py on a real GPU, where every configuration's
 profiled iterations sit inside a `sweep:{json}` range. Every dispatch-level op inside a range
 (calibrate/trace_ops.py) becomes a point: op name, class key (cost/families.py), roofline
 time on the H200 (`w`, the cost model's own roofline for the captured call rebuilt from the

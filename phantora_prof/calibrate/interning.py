@@ -1,5 +1,5 @@
 """Shared string tables of the shipped kernel data (kernel names and launch APIs appear once,
-records refer to them by index): used by tools/extract_kernel_table.py and calibrate/families.py."""
+records refer to them by index): used by calibrate/kernel_table.py and calibrate/families.py."""
 from __future__ import annotations
 
 

@@ -13,7 +13,7 @@ as "AddmmBackward0", "autograd::engine::evaluate_function: ...", user annotation
 transparent. Every launch belongs to the dispatch-level op that encloses the cpu_op named by
 the launch's "External id"; the GPU activity is joined to its launch by "correlation".
 
-Used by the calibration steps (tools/extract_kernel_table.py, calibrate/families.py). Needs
+Used by the calibration steps (calibrate/kernel_table.py, host_costs.py, cost_report.py, families.py). Needs
 torch only for `meta_outputs` (output shapes from meta tensors).
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Learn what a CUDA build's kernels dispatch inside each op, from real torch.profiler traces.
 
-    python tools/gen_op_children.py            # writes phantora_prof/cost/data/op_children.json
-    python tools/gen_op_children.py --check    # exit 1 if the shipped table is stale
+    phantora-prof calibrate op-children [--reference DIR]           # writes phantora_prof/cost/data/op_children.json
+    phantora-prof calibrate op-children [--reference DIR] --check   # exit 1 if the shipped table is stale
 
 On a GPU, torch.profiler shows the ops a CUDA kernel (or a CompositeExplicitAutograd kernel)
 dispatches inside the op it implements: `aten::_to_copy > aten::empty_strided, aten::copy_`,
@@ -30,33 +30,29 @@ exactly (dims and dtype), else to its first output; its other inputs keep their 
 values, which depend on the shapes, are not kept).
 
 Sources (development set only; the held-out zoo models are never read): the reference H200
-traces in shared/reference/h200/, the 2 x H200 traces in tests/data/real/h200x2/traces, the
+traces in shared/reference/h200/ (--reference), the 2 x H200 traces in tests/data/real/h200x2/traces, the
 held-out CNN trace (tools/holdout/real_h200/traces/cnn.pt.trace.json.gz) and the zoo traces of
 hf_llama, hf_gpt2, timm_vit, tv_resnet50.
 """
 from __future__ import annotations
 
-import argparse
 import collections
 import gzip
 import json
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from phantora_prof.calibrate.reference import require_reference
+
+ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "phantora_prof" / "cost" / "data" / "op_children.json"
 ZOO_DEV = ("hf_llama", "hf_gpt2", "timm_vit", "tv_resnet50")
-
-from phantora_prof.calibrate.reference import shared_dir  # noqa: E402
-
-
 REFERENCE_RUNS = ("gpt_b32", "gpt_ddp1", "gpt_small", "gpt_small_memory", "streams")
 
 
-def default_sources() -> list[Path]:
+def default_sources(reference: Path | None = None) -> list[Path]:
     """Every source trace, listed by name: one that is not there makes the table incomplete
     (--check then says which instead of comparing a table built from fewer traces)."""
-    shared = shared_dir(ROOT) / "reference" / "h200"
+    shared = require_reference(reference) / "h200"
     out = [shared / run / "trace.pt.trace.json.gz" for run in REFERENCE_RUNS]
     out += sorted((ROOT / "tests" / "data" / "real" / "h200x2" / "traces").glob("*.pt.trace.json.gz"))
     out.append(ROOT / "tools" / "holdout" / "real_h200" / "traces" / "cnn.pt.trace.json.gz")
@@ -309,18 +305,18 @@ def build(counts: dict) -> dict:
     return ops
 
 
-def _source_name(p: Path) -> str:
-    """A source's path relative to the repository ("../shared/..." for the shared references)."""
+def _source_name(p: Path, reference: Path | None) -> str:
+    """A source's path relative to the repository ("../shared/reference/..." for the shared
+    references, wherever --reference has them)."""
     p = p.resolve()
     if ROOT in p.parents:
         return p.relative_to(ROOT).as_posix()
-    shared = shared_dir(ROOT)
-    if shared in p.parents:
-        return "../shared/" + p.relative_to(shared).as_posix()
+    if reference is not None and Path(reference).resolve() in p.parents:
+        return "../shared/reference/" + p.relative_to(Path(reference).resolve()).as_posix()
     return p.name
 
 
-def generate(paths: list[Path]) -> dict:
+def generate(paths: list[Path], reference: Path | None = None) -> dict:
     clf = Classifier()
     ops = build(collect(paths, clf))
     # each distinct subtree once ("trees"); the ops refer to them by index
@@ -341,10 +337,12 @@ def generate(paths: list[Path]) -> dict:
             if field in e:
                 r[field] = {k: ref(v) for k, v in e[field].items()}
         refs[name] = r
+    # the comment names the generator's old path: kept as the shipped file has it (the file
+    # rebuilds byte for byte); change both together
     return {
         "comment": "Ops a CUDA build's kernels dispatch inside each captured op, and where they launch (\"L\"); "
                    "learned from real H200 traces by tools/gen_op_children.py (do not edit).",
-        "sources": [_source_name(p) for p in paths],
+        "sources": [_source_name(p, reference) for p in paths],
         "trees": trees,
         "ops": refs,
     }
@@ -364,29 +362,3 @@ def render(table: dict) -> str:
     lines += [f"  {dumps(k)}: {dumps(v)}" + ("," if i < len(items) - 1 else "") for i, (k, v) in enumerate(items)]
     lines += [" }", "}"]
     return "\n".join(lines) + "\n"
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--check", action="store_true", help="exit 1 if the shipped table differs from a fresh one")
-    p.add_argument("--out", type=Path, default=OUT)
-    a = p.parse_args(argv)
-    paths = default_sources()
-    missing = [str(x) for x in paths if not x.exists()]
-    if missing:
-        print("missing traces: " + ", ".join(missing), file=sys.stderr)
-        return 2
-    text = render(generate(paths))
-    if a.check:
-        if not a.out.exists() or a.out.read_text() != text:
-            print(f"{a.out} is stale: run python tools/gen_op_children.py", file=sys.stderr)
-            return 1
-        return 0
-    a.out.write_text(text)
-    t = json.loads(text)
-    print(f"wrote {a.out} ({len(text)} bytes, {len(t['ops'])} ops, {len(t['trees'])} subtrees)")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

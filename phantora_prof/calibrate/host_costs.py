@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Build phantora_prof/cost/data/host_costs.json: the host (CPU) cost of each captured op.
 
 The simulated host clock advances by a per-op dispatch cost (phantora_prof.hostcost) plus
@@ -8,7 +7,7 @@ unprofiled time with factors fitted to unprofiled step times.
 
 1. Per-op profiled host time (at the granularity the runtime captures)
 -----------------------------------------------------------------------
-Trace ops are mapped to dispatch-level ops as tools/extract_kernel_table.py does: on each
+Trace ops are mapped to dispatch-level ops as calibrate/kernel_table.py does: on each
 nesting chain, the outermost aten op that is not CompositeImplicitAutograd
 (aten::linear > aten::t, aten::addmm; aten::layer_norm > aten::native_layer_norm;
 aten::to > aten::_to_copy). Per op instance:
@@ -68,26 +67,18 @@ thread that runs the script, "backward" = autograd's thread), defaults for ops t
 never ran (median over the instances of compute ops, i.e. ops that launch GPU work, and of
 view/metadata ops), the per-autograd-node overhead, per-API costs, and the fit parameters.
 
-Run:  python tools/calibrate_host.py [--check] [--api-ratio 0.4]
+Run:  phantora-prof calibrate host-costs [--reference DIR] [--check] [--api-ratio 0.4]
 """
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from collections import defaultdict
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+from phantora_prof.calibrate.kernel_table import load_events
+from phantora_prof.calibrate.trace_ops import GPU_CATS, dispatch_level, is_composite, nesting
+from phantora_prof.cost.profiles import load_profile
 
-import extract_kernel_table as X  # noqa: E402
-from phantora_prof.calibrate.trace_ops import dispatch_level, nesting  # noqa: E402
-
-sys.path.insert(0, str(HERE.parent))
-from phantora_prof.engine.gpu import KERNEL_GAP_NS, LAUNCH_LATENCY_NS  # noqa: E402
-
-ROOT = HERE.parent
+ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "phantora_prof" / "cost" / "data" / "host_costs.json"
 WORKLOAD = "gpt_small"
 
@@ -118,7 +109,7 @@ API_DEFAULT_NS = 2_000
 # fitted on the GPT trace (same profiler, same machine kind): convolution nets' ops, whose
 # host side is far heavier than an elementwise op's (cuDNN plan lookup: a convolution costs
 # ~4x a ReLU). Trace: tools/holdout/cnn.py (ResNet-18 style, batch 64), ProfilerStep#3-5.
-SUPPLEMENT_TRACE = HERE / "holdout" / "real_h200" / "traces" / "cnn.pt.trace.json.gz"
+SUPPLEMENT_TRACE = ROOT / "tools" / "holdout" / "real_h200" / "traces" / "cnn.pt.trace.json.gz"
 SUPPLEMENT_OPS = ("aten::convolution", "aten::convolution_backward", "aten::native_batch_norm",
                   "aten::native_batch_norm_backward", "aten::max_pool2d_with_indices",
                   "aten::max_pool2d_with_indices_backward", "aten::relu", "aten::threshold_backward")
@@ -139,16 +130,18 @@ class Inst:
         self.ts, self.node, self.gpu_ns = ts, node, gpu_ns  # real start, autograd node, GPU durations (ns)
 
 
-def analyse(workload: str = WORKLOAD) -> dict:
+def analyse(workload: str = WORKLOAD, reference: Path | None = None) -> dict:
     """Per step: dispatch-level op instances with attributed profiled host time, autograd
-    node counts and engine time, GPU time by phase. Times in us (trace units)."""
-    events = X.load_events(workload)
+    node counts and engine time, GPU time by phase. Times in us (trace units). `workload`: a
+    reference run's name (in REFERENCE/h200, the default reference folder when None) or a
+    trace file."""
+    events = load_events(workload, reference)
     steps = sorted((e for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")),
                    key=lambda e: e["ts"])
     main_tid = steps[0]["tid"]
     ranges = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")]
     apis = [e for e in events if e.get("ph") == "X" and e.get("cat") in API_KINDS]
-    gpu = {e["args"]["correlation"]: e for e in events if e.get("cat") in X.GPU_CATS}
+    gpu = {e["args"]["correlation"]: e for e in events if e.get("cat") in GPU_CATS}
 
     # parents (per thread nesting), as the kernel table's dispatch ops
     parent = nesting(ranges + apis, thread=lambda e: e["tid"])
@@ -168,7 +161,7 @@ def analyse(workload: str = WORKLOAD) -> dict:
     for s in steps:
         t0, t1 = s["ts"], _end(s)
         inside = [e for e in ranges + apis if t0 <= e["ts"] < t1 and e is not s]
-        disp = [e for e in inside if e.get("cat") == "cpu_op" and not X.is_composite(e["name"]) and dispatch_of(e) is e]
+        disp = [e for e in inside if e.get("cat") == "cpu_op" and not is_composite(e["name"]) and dispatch_of(e) is e]
         api_of = defaultdict(list)  # dispatch op id -> its API calls
         for a in inside:
             if a.get("cat") in API_KINDS:
@@ -252,8 +245,9 @@ def replay(steps: list, api: dict, f_main: float, f_bwd: float, node_ns: float) 
     runs the forward, then the backward (autograd nodes, each charged node_ns x f_bwd), then
     the optimizer, charging every op its rescaled time before its launches, as the runtime
     does; the GPU runs each launch's real (traced) duration, in order, on one stream, no
-    earlier than LAUNCH_LATENCY_NS after its launch and KERNEL_GAP_NS after the previous
-    kernel, as the engine does."""
+    earlier than the H200 profile's launch latency after its launch and its kernel gap after
+    the previous kernel, as the engine does."""
+    gpu = load_profile("h200")
     total = 0.0
     for s in steps:
         ins = s["insts"]
@@ -272,7 +266,7 @@ def replay(steps: list, api: dict, f_main: float, f_bwd: float, node_ns: float) 
                 f = f_main
             t = host + f * i.nonapi * 1e3
             for a, g in zip(i.launches, i.gpu_ns):
-                tail = max(t + LAUNCH_LATENCY_NS, tail + KERNEL_GAP_NS if tail else 0.0) + g
+                tail = max(t + gpu.launch_latency_ns, tail + gpu.kernel_gap_ns if tail else 0.0) + g
                 t += api.get(a["name"], API_DEFAULT_NS)
             host = t
         total += max(host, tail)
@@ -361,6 +355,8 @@ def fit(data: dict, real_step_ns: int = REAL_STEP_NS, api_ratio: float = API_RAT
         for name, ns in costs.items():
             ops[thread].setdefault(name, ns)
         ops[thread] = dict(sorted(ops[thread].items()))
+    # the comment names the generator's old path: kept as the shipped file has it (the file
+    # rebuilds byte for byte); change both together
     return {
         "comment": "Host cost model of eager PyTorch on the reference H200 host, ns; built by "
                    "tools/calibrate_host.py from the gpt_small trace, rescaled to unprofiled time.",
@@ -417,33 +413,3 @@ def step_host_ns(data: dict, table: dict) -> dict:
             res[i.phase] += c / n
         res["backward"] += table["autograd_node_ns"] * s["nodes"] / n
     return {k: int(v) for k, v in res.items()}
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="compare with the committed JSON instead of writing it")
-    ap.add_argument("--api-ratio", type=float, default=API_RATIO)
-    ap.add_argument("--real-step-ms", type=float, default=REAL_STEP_NS / 1e6)
-    args = ap.parse_args(argv)
-    data = analyse()
-    table = fit(data, int(args.real_step_ms * 1e6), args.api_ratio)
-    f = table["fit"]
-    print(f"factors: main thread {f['factor_main_thread']}, autograd thread {f['factor_autograd_thread']}; "
-          f"node overhead {table['autograd_node_ns']} ns; defaults {table['default']}")
-    print("profiled per step (ns):", f["profiled_non_api_ns"], " host:", f["host_ns"], " replayed step:", f["replayed_step_ns"])
-    print("re-costed step (ns):", step_host_ns(data, table))
-    text = json.dumps(table, indent=1, sort_keys=False) + "\n"
-    if args.check:
-        old = OUT.read_text() if OUT.exists() else ""
-        if old != text:
-            print(f"{OUT} differs from what the traces give: rerun without --check", file=sys.stderr)
-            return 1
-        print("up to date")
-        return 0
-    OUT.write_text(text)
-    print("wrote", OUT)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,11 +1,10 @@
-#!/usr/bin/env python3
-"""Compare real reference data (tools/capture_real.py) with phantora-prof's simulation.
+"""Compare real reference data (measure/capture_real.py) with phantora-prof's simulation.
 
 Why: tests/data/real/README.md reports how far the simulator is from real GPUs; this tool
 computes those numbers so they can be recomputed when the simulator changes.
 
-    python tools/compare_real.py collectives tests/data/real/h200x2/collectives.json --cluster dgx-h200
-    python tools/compare_real.py steps REAL.log SIM.log
+    phantora-prof calibrate compare-real collectives tests/data/real/h200x2/collectives.json --cluster dgx-h200
+    phantora-prof calibrate compare-real steps REAL.log SIM.log
 
 ``collectives`` holds netsim's nccl-tests sweep (the same code as ``phantora-prof collective``)
 against the real table, size by size, and prints the relative busbw error. Sizes below the run of largest sizes whose real
@@ -23,15 +22,11 @@ steps 4..7 (after warm-up and after the profiled window, whose trace export infl
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import re
 import statistics
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 # capture_real.py's names -> nccl-tests names netsim.nccl_tests understands
 OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
@@ -97,45 +92,37 @@ def step_times(log: Path, rank: int = 0) -> dict[int, float]:
     return {int(m.group(1)): float(m.group(2)) for m in pat.finditer(log.read_text())}
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
-    c = sub.add_parser("collectives")
-    c.add_argument("real_json", type=Path)
-    c.add_argument("--cluster", default="dgx-h200")
-    c.add_argument("--band-json", type=Path)
-    s = sub.add_parser("steps")
-    s.add_argument("real_log", type=Path)
-    s.add_argument("sim_log", type=Path)
-    s.add_argument("--first", type=int, default=4)
-    ns = p.parse_args()
-    if ns.cmd == "collectives":
-        cmp = compare_collectives(json.loads(ns.real_json.read_text()), ns.cluster)
-        for op, rows in cmp.items():
-            print(f"## {op}\n| size (B) | real us | sim us | real busbw | sim busbw | err | "
-                  "sim incl. launch us | err incl. launch | sim algo |\n|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-            for r in rows:
-                mark = "" if r["bandwidth_bound"] else " (launch-bound)"
-                mark += " (outlier)" if r["outlier"] else ""
-                host = " (host)" if r["host_bound"] else ""
-                print(f"| {r['size']} | {r['real_us']:.1f} | {r['sim_us']:.1f} | {r['real_busbw']:.1f} | "
-                      f"{r['sim_busbw']:.1f} | {100 * r['err']:+.0f}%{mark} | {r['sim_launch_us']:.1f}{host} | "
-                      f"{100 * r['err_launch']:+.0f}% | {r['algorithm']} |")
-            print()
-        band = error_band(cmp)
-        print("error band (max |err|, bandwidth-bound sizes):",
-              ", ".join(f"{k} {100 * v:.0f}%" for k, v in band.items()))
-        if ns.band_json:
-            largest = {op: abs(rows[-1]["err"]) for op, rows in cmp.items()}
-            ns.band_json.write_text(json.dumps({
-                "cluster": ns.cluster, "written_by": "tools/compare_real.py collectives --band-json",
-                "band": band, "band_largest_size": largest}, indent=1) + "\n")
-    else:
-        real, sim = step_times(ns.real_log), step_times(ns.sim_log)
-        r = statistics.median(v for k, v in real.items() if k >= ns.first)
-        m = statistics.median(v for k, v in sim.items() if k >= ns.first)
-        print(f"real {r:.2f} ms  sim {m:.2f} ms  err {100 * (m - r) / r:+.1f}%")
+def collectives_report(cmp: dict[str, list[dict]]) -> str:
+    """The per-op tables and the error band line, as `compare-real collectives` prints them."""
+    lines = []
+    for op, rows in cmp.items():
+        lines.append(f"## {op}\n| size (B) | real us | sim us | real busbw | sim busbw | err | "
+                     "sim incl. launch us | err incl. launch | sim algo |\n"
+                     "|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+        for r in rows:
+            mark = "" if r["bandwidth_bound"] else " (launch-bound)"
+            mark += " (outlier)" if r["outlier"] else ""
+            host = " (host)" if r["host_bound"] else ""
+            lines.append(f"| {r['size']} | {r['real_us']:.1f} | {r['sim_us']:.1f} | {r['real_busbw']:.1f} | "
+                         f"{r['sim_busbw']:.1f} | {100 * r['err']:+.0f}%{mark} | {r['sim_launch_us']:.1f}{host} | "
+                         f"{100 * r['err_launch']:+.0f}% | {r['algorithm']} |")
+        lines.append("")
+    band = error_band(cmp)
+    lines.append("error band (max |err|, bandwidth-bound sizes): "
+                 + ", ".join(f"{k} {100 * v:.0f}%" for k, v in band.items()))
+    return "\n".join(lines)
 
 
-if __name__ == "__main__":
-    main()
+def band_json(cmp: dict[str, list[dict]], cluster: str) -> str:
+    """The measured error band file (tests/data/real/h200x2/netsim_error_band.json)."""
+    largest = {op: abs(rows[-1]["err"]) for op, rows in cmp.items()}
+    return json.dumps({"cluster": cluster, "written_by": "phantora-prof calibrate compare-real collectives --band-json",
+                       "band": error_band(cmp), "band_largest_size": largest}, indent=1) + "\n"
+
+
+def steps_report(real_log: Path, sim_log: Path, first: int = 4) -> str:
+    """Median step time of steps >= `first` of two runs' logs, and the error."""
+    real, sim = step_times(real_log), step_times(sim_log)
+    r = statistics.median(v for k, v in real.items() if k >= first)
+    m = statistics.median(v for k, v in sim.items() if k >= first)
+    return f"real {r:.2f} ms  sim {m:.2f} ms  err {100 * (m - r) / r:+.1f}%"

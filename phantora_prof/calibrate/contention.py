@@ -1,18 +1,17 @@
-#!/usr/bin/env python3
 """Measure how much NCCL kernels slow compute kernels, from real traces (engine/contention.py).
 
 Why: on a real GPU an NCCL kernel holds SMs (one CTA per channel) from the moment its stream
 reaches it, also while it waits for its peers; kernels on other streams run slower meanwhile.
-This tool measures that per kernel category (the categories of ``phantora-prof diff``) and
+This measures that per kernel category (the categories of ``phantora-prof diff``) and
 checks the engine's model against the real traces.
 
-``measure REAL_TRACE...``: in each trace (rank 0 of tests/data/real/h200x2/traces/ddp, fsdp),
+``phantora-prof calibrate contention measure REAL_TRACE...``: in each trace (rank 0 of tests/data/real/h200x2/traces/ddp, fsdp),
 kernels are grouped by kernel name and the launching op with its input shapes; a kernel fully
 overlapped by an NCCL kernel (> 95% of its time) is compared with the median of the same
 kernel that no NCCL kernel overlaps. Prints, per category, the time-weighted ratio, and the
 coefficient k of the engine's factor 1 + k * C / num_sms for C = the NCCL CTAs of the trace.
 
-``replay REAL_TRACE SIM_TRACE``: times the real trace's compute kernels with the simulator's
+``phantora-prof calibrate contention replay REAL_TRACE SIM_TRACE``: times the real trace's compute kernels with the simulator's
 model: each kernel's duration alone comes from the simulated trace (the same op and shapes,
 median over the simulated calls no NCCL kernel overlapped), stretched by the engine's model
 under the *real* trace's NCCL kernels. Prints per category real, simulated, and replayed time
@@ -22,18 +21,14 @@ wait less: its ranks are symmetric) costs.
 """
 from __future__ import annotations
 
-import argparse
 import collections
 import gzip
 import json
 import statistics
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from phantora_prof.engine.contention import SLOWDOWN, GpuContention  # noqa: E402
-from tracing.diff.categories import categorize  # noqa: E402
+from phantora_prof.cost.profiles import load_profile
+from phantora_prof.engine.contention import GpuContention
+from tracing.diff.categories import categorize
 
 
 def _load(path: str) -> list[dict]:
@@ -79,7 +74,8 @@ def _cat(e: dict, sig: tuple) -> str:
     return categorize("kernel", e["name"], sig[0], False)
 
 
-def measure(paths: list[str], num_sms: int) -> None:
+def measure(paths: list[str], num_sms: int, gpu: str = "h200") -> None:
+    slowdown = load_profile(gpu).contention_slowdown  # the engine's k (the GPU profile's)
     agg = collections.defaultdict(lambda: [0.0, 0.0, 0])
     ctas = set()
     for p in paths:
@@ -106,10 +102,10 @@ def measure(paths: list[str], num_sms: int) -> None:
     print("| category | kernels | time overlapped / alone | k (factor = 1 + k C / SMs) | engine k |\n|---|---:|---:|---:|---:|")
     for cat, (act, alone, n) in sorted(agg.items()):
         r = act / alone
-        print(f"| {cat} | {n} | {r:.3f} | {(r - 1) / (c / num_sms):.2f} | {SLOWDOWN.get(cat, 0.0):.2f} |")
+        print(f"| {cat} | {n} | {r:.3f} | {(r - 1) / (c / num_sms):.2f} | {slowdown.get(cat, 0.0):.2f} |")
 
 
-def replay(real_path: str, sim_path: str, num_sms: int) -> None:
+def replay(real_path: str, sim_path: str, num_sms: int, gpu: str = "h200") -> None:
     real_ev, sim_ev = _load(real_path), _load(sim_path)
     rk, sk = _kernels(real_ev), _kernels(sim_ev)
 
@@ -122,7 +118,8 @@ def replay(real_path: str, sim_path: str, num_sms: int) -> None:
         return {k: statistics.median(v) for k, v in out.items()}
 
     sim_alone, real_alone = alone_times(sk), alone_times(rk)
-    model = GpuContention(num_sms)
+    prof = load_profile(gpu)
+    model = GpuContention(num_sms, prof.contention_slowdown, prof.nccl_ctas, prof.nccl_p2p_ctas)
     for a, b, c in _nccl(rk):
         model.add_nccl(0, int(a * 1000), int(b * 1000), c)
     steps_r, steps_s = _steps(real_ev), _steps(sim_ev)
@@ -166,24 +163,3 @@ def replay(real_path: str, sim_path: str, num_sms: int) -> None:
         print(f"| {cat} | {r / 1000 / n_steps:.2f} | {s / 1000 / n_steps:.2f} | {100 * (s / r - 1):+.0f}% | "
               f"{rp / 1000 / n_steps:.2f} | {100 * (rp / r - 1):+.0f}% | {mo / 1000 / n_steps:.2f} | "
               f"{100 * (mo / r - 1):+.0f}% |")
-
-
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
-    m = sub.add_parser("measure")
-    m.add_argument("traces", nargs="+")
-    m.add_argument("--sms", type=int, default=132)
-    r = sub.add_parser("replay")
-    r.add_argument("real")
-    r.add_argument("sim")
-    r.add_argument("--sms", type=int, default=132)
-    ns = p.parse_args()
-    if ns.cmd == "measure":
-        measure(ns.traces, ns.sms)
-    else:
-        replay(ns.real, ns.sim, ns.sms)
-
-
-if __name__ == "__main__":
-    main()

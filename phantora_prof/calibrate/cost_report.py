@@ -1,0 +1,148 @@
+"""Compare the kernel-time model with the GPU time measured in the H200 reference traces.
+
+For every dispatch-level op of a reference trace (see calibrate/kernel_table.py for
+how trace ops map to what the runtime captures) this rebuilds the OpCall the runtime
+would send (tensor shapes/dtypes/strides from the trace's Input Dims/type/Strides,
+scalars from Concrete Inputs, outputs from running the op on meta tensors), asks
+phantora_prof.cost.estimate for its kernels twice (roofline only, and with the measured
+table), and sums measured and estimated GPU time per op class per profiled step.
+
+Tensor lists the profiler did not record (the 148 parameters of _fused_adamw_ and
+_foreach_add_ in gpt.py) are rebuilt from the GPT model's parameter shapes.
+
+Run:  phantora-prof calibrate cost-report [gpt_small gpt_b32 ...] [--ops] [--gpu h200] [--reference DIR]
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+from phantora_prof.calibrate import trace_ops as X
+from phantora_prof.calibrate.kernel_table import load_events
+from phantora_prof.cost import estimate, get_gpu, op_class
+from phantora_prof.cost.roofline import CLASSES, MEMSET
+from phantora_prof.protocol import OpCall, OpKind, TensorArg
+
+
+def gpt_param_shapes(vocab=50304, seq=1024, d=768, layers=12):
+    """model.parameters() of shared/reference/workloads/gpt.py (head tied to wte)."""
+    shapes = [(vocab, d), (seq, d)]
+    for _ in range(layers):
+        shapes += [(d,), (d,), (3 * d, d), (3 * d,), (d, d), (d,), (d,), (d,), (4 * d, d), (4 * d,), (d, 4 * d), (d,)]
+    shapes += [(d,), (d,)]
+    return shapes
+
+
+def _contig(shape):
+    return X._contig(shape)
+
+
+def _ta(shape, dtype, stride=None, device=0):
+    shape = tuple(shape)
+    return TensorArg(shape, tuple(stride) if stride is not None else _contig(shape), dtype, device)
+
+
+def to_opcall(dop: X.DispatchOp, rank: int = 0, param_shapes=None) -> OpCall:
+    args = []
+    list_dtypes = {}
+    for i, a in enumerate(X.input_tensors(dop)):
+        if a[0] == "t":
+            _, shape, dt, st = a
+            args.append(_ta(shape, dt, st))
+        elif a[0] == "l":
+            if a[1] is None:
+                shapes = param_shapes or gpt_param_shapes()
+                if dop.name == "aten::_foreach_add_" or (dop.name == "aten::_fused_adamw_" and i == 5):
+                    args.append(tuple(_ta((), "float32") for _ in shapes))
+                elif dop.name == "aten::_fused_adamw_" and i == 4:
+                    args.append(())
+                else:
+                    args.append(tuple(_ta(s, "float32") for s in shapes))
+            else:
+                dt = "bfloat16" if dop.name == "aten::cat" else "float32"
+                list_dtypes[i] = dt
+                args.append(tuple(_ta(s, dt, st) for _, s, _, st in a[1]))
+        elif a[0] == "n":
+            args.append(None)
+        else:
+            args.append(X.parse_scalar(a[1]))
+    outs = ()
+    if not any(isinstance(x, tuple) and x and isinstance(x[0], TensorArg) for x in args):
+        mo = X.meta_outputs(dop)
+        if mo:
+            outs = tuple(_ta(s, d, st) for s, d, st in mo)
+    elif dop.name == "aten::cat":
+        mo = X.meta_outputs(dop, list_dtypes)
+        if mo:
+            outs = tuple(_ta(s, d, st) for s, d, st in mo)
+    return OpCall(rank=rank, external_id=dop.ext, name=dop.name, args=tuple(args), kwargs={}, outputs=outs,
+                  tid=0, start_ns=0, end_ns=0, stream=7, device=0, kind=OpKind.COMPUTE)
+
+
+def calibrate(workload: str, gpu: str = "h200", detail: bool = False, reference: Path | None = None):
+    """Per class: (measured, roofline-only, with-table) GPU time in us per step. `workload`: a
+    reference run's name (in REFERENCE/h200, the default reference folder when None) or a trace file."""
+    events = load_events(workload, reference)
+    steps = X.count_steps(events)
+    g = get_gpu(gpu)
+    meas = defaultdict(float)
+    roof = defaultdict(float)
+    tab = defaultdict(float)
+    rows = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
+    for dop in X.dispatch_ops(events):
+        op = to_opcall(dop)
+        cls = op_class(op)
+        r_k = estimate(op, g, use_table=False)
+        t_k = estimate(op, g, use_table=True)
+        m = 0.0
+        for a in dop.acts:
+            c = MEMSET if a.kind == "memset" else cls
+            meas[c] += a.dur_ns / 1000.0
+            m += a.dur_ns / 1000.0
+        r = 0.0
+        for k in r_k:
+            c = MEMSET if k.kind == "memset" else cls
+            roof[c] += k.duration_ns / 1000.0
+            r += k.duration_ns / 1000.0
+        t = 0.0
+        for k in t_k:
+            c = MEMSET if k.kind == "memset" else cls
+            tab[c] += k.duration_ns / 1000.0
+            t += k.duration_ns / 1000.0
+        if detail and (dop.acts or r_k):
+            key = (cls, dop.name, str(dop.dims)[:90])
+            row = rows[key]
+            row[0] += 1
+            row[1] += m
+            row[2] += r
+            row[3] += t
+    per = {c: (meas[c] / steps, roof[c] / steps, tab[c] / steps) for c in CLASSES if meas[c] or roof[c] or tab[c]}
+    if detail:
+        return per, {k: (v[0] // steps, v[1] / steps, v[2] / steps, v[3] / steps) for k, v in rows.items()}
+    return per
+
+
+def report(workload: str, gpu: str = "h200", detail: bool = False, reference: Path | None = None) -> str:
+    res = calibrate(workload, gpu, detail, reference)
+    per, rows = (res if detail else (res, None))
+    lines = [f"{workload} on {gpu}: GPU time per step (us)",
+             f"{'class':<12}{'measured':>11}{'roofline':>11}{'err':>8}{'w/table':>11}{'err':>8}"]
+    tm = tr = tt = 0.0
+    for c, (m, r, t) in per.items():
+        tm += m
+        tr += r
+        tt += t
+        lines.append(f"{c:<12}{m:>11.1f}{r:>11.1f}{_pct(r, m):>8}{t:>11.1f}{_pct(t, m):>8}")
+    lines.append(f"{'total':<12}{tm:>11.1f}{tr:>11.1f}{_pct(tr, tm):>8}{tt:>11.1f}{_pct(tt, tm):>8}")
+    if rows:
+        lines.append("")
+        lines.append(f"{'class':<11}{'op':<46}{'n':>4}{'meas':>9}{'roof':>9}{'err':>7}  dims")
+        for (c, name, dims), (n, m, r, t) in sorted(rows.items(), key=lambda kv: -kv[1][1]):
+            lines.append(f"{c:<11}{name[6:]:<46}{n:>4}{m:>9.1f}{r:>9.1f}{_pct(r, m):>7}  {dims}")
+    return "\n".join(lines)
+
+
+def _pct(x, ref):
+    if ref <= 0:
+        return "-" if x <= 0 else "+inf"
+    return f"{(x - ref) / ref * 100:+.1f}%"
