@@ -1,7 +1,7 @@
 """SDPA's backend choice on the simulated GPU (phantora_prof/runtime/dispatch/sdpa.py) against a real H200.
 
 tests/data/device/h200_sdpa_cases.json: 500 calls of F.scaled_dot_product_attention on an H200
-(torch 2.11 cu130, cuDNN 9.19, sm90), recorded by tools/sdpa_battery.py: dtype, head dim,
+(torch 2.11 cu130, cuDNN 9.19, sm90), recorded by phantora_prof/measure/sdpa_battery.py: dtype, head dim,
 sequence lengths, heads (GQA by repeat_interleave or enable_gqa), masks, dropout,
 requires_grad, layout, sdpa_kernel contexts; the forward and backward aten ops the GPU ran,
 or torch's error.
@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import collections
 import gzip
-import importlib.util
 import json
 import math
-import sys
 import warnings
 
 import pytest
@@ -27,13 +25,10 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.nn.attention import sdpa_kernel
 
 from conftest import REPO, SCRIPTS
+from phantora_prof.measure import sdpa_battery as battery
 from phantora_prof.runtime.dispatch import sdpa
 
 DATA = REPO / "tests" / "data" / "device" / "h200_sdpa_cases.json"
-_spec = importlib.util.spec_from_file_location("sdpa_battery", REPO / "tools" / "sdpa_battery.py")
-battery = importlib.util.module_from_spec(_spec)
-sys.modules["sdpa_battery"] = battery
-_spec.loader.exec_module(battery)
 
 MEASURED = json.loads(DATA.read_text())
 CASES = MEASURED["cases"]

@@ -8,10 +8,11 @@ indexed dimension so the op is valid (any other integer tensor is zeros, valid a
 everywhere), and the op's scalar arguments as captured. It finds the overload whose schema
 takes those arguments, runs `warmup` calls, then `repeats` calls with L2 evicted before each
 (a 256 MiB write, as triton's do_bench) and `repeats` calls right after another call (L2
-warm), under torch.profiler with CUDA activities. The kernels of each call are matched by
-position; each kernel's time is the geometric mean of its cold and warm medians, the same
-L2 compromise as the shipped sweep (cost/measured.py L2_WARM_WEIGHT: weights and gradients
-arrive cold in training, activations warm).
+warm), under torch.profiler with CUDA activities (timing.py, the harness the kernel sweep
+uses too). The kernels of each call are matched by position; each kernel's time is the
+geometric mean of its cold and warm medians, the same L2 compromise as the shipped sweep
+(cost/measured.py L2_WARM_WEIGHT: weights and gradients arrive cold in training,
+activations warm).
 
 Approximations: data-dependent kernels (sorts, index_put with duplicates, nonzero) see
 random data, not the script's; ops that read their inputs' values to size outputs are
@@ -19,17 +20,13 @@ timed on what the random inputs give.
 """
 from __future__ import annotations
 
-import bisect
-import json
 import math
-import os
 import statistics
-import tempfile
 from typing import Any
 
 import torch
 
-_FLUSH: list[torch.Tensor] = []
+from phantora_prof.measure import timing
 
 # op base name -> which positional argument is the integer index tensor and how to bound it:
 # (index position, tensor position whose dimension bounds it, that dimension or a callable)
@@ -217,12 +214,6 @@ def resolve(op_name: str, args: list, kwargs: dict, gpu: str = "cuda") -> tuple[
     raise ReplayError(f"no overload of {op_name} accepts the recorded arguments ({'; '.join(problems[:3])})")
 
 
-def _flush_buffer() -> torch.Tensor:
-    if not _FLUSH:
-        _FLUSH.append(torch.empty(256 << 20, dtype=torch.uint8, device="cuda"))
-    return _FLUSH[0]
-
-
 def build_call(sig: dict, gpu: str = "cuda", seed: int = 0) -> tuple[Any, list, dict]:
     """(overload, args, kwargs) that replay the signature with fresh inputs on `gpu`."""
     gen = _rng(seed, gpu)
@@ -256,7 +247,7 @@ def measure_cpu(sig: dict, repeats: int = 5, warmup: int = 2, seed: int = 0) -> 
 
 def measure(sig: dict, repeats: int = 5, warmup: int = 2, seed: int = 0) -> dict:
     """{"kernels": [[kind, name, ns, grid, block, regs, smem, bytes, api], ...], "reps": n}."""
-    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.profiler import record_function
 
     op, cargs, ckw = build_call(sig, "cuda", seed)
 
@@ -264,8 +255,9 @@ def measure(sig: dict, repeats: int = 5, warmup: int = 2, seed: int = 0) -> dict
         op(*cargs, **ckw)
 
     _warm_up(call, warmup)
-    flush = _flush_buffer()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    flush = timing.flush_buffer()
+
+    def body():
         for _ in range(repeats):
             flush.zero_()
             with record_function("cold"):
@@ -273,15 +265,8 @@ def measure(sig: dict, repeats: int = 5, warmup: int = 2, seed: int = 0) -> dict
             with record_function("warm"):
                 call()
         torch.cuda.synchronize()
-    fd, path = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    try:
-        prof.export_chrome_trace(path)
-        with open(path) as f:
-            trace = json.load(f)
-    finally:
-        os.unlink(path)
-    return _kernels_from_trace(trace, repeats)
+
+    return _kernels_from_trace(timing.profiled(body), repeats)
 
 
 WARMUP_MIN_S = 0.05
@@ -309,47 +294,20 @@ def _warm_up(call, warmup: int) -> None:
 
 def _kernels_from_trace(trace: Any, repeats: int) -> dict:
     evs = trace["traceEvents"] if isinstance(trace, dict) else trace
-    ranges: list[tuple[float, float, str]] = []
-    launches: dict[Any, tuple[float, str]] = {}
-    gpu = []
-    for e in evs:
-        if e.get("ph") != "X":
-            continue
-        cat = e.get("cat", "")
-        if cat == "user_annotation" and e.get("name") in ("cold", "warm"):
-            ts = float(e["ts"])
-            ranges.append((ts, ts + float(e.get("dur", 0)), e["name"]))
-        elif cat in ("cuda_runtime", "cuda_driver"):
-            c = (e.get("args") or {}).get("correlation")
-            if c is not None:
-                launches[c] = (float(e["ts"]), e.get("name", ""))
-        elif cat in ("kernel", "gpu_memcpy", "gpu_memset"):
-            gpu.append(e)
-    ranges.sort()
-    starts = [r[0] for r in ranges]
-    calls: dict[int, list] = {}
-    for e in gpu:
-        c = (e.get("args") or {}).get("correlation")
-        if c not in launches:
-            continue
-        ts, api = launches[c]
-        i = bisect.bisect_right(starts, ts) - 1
-        if i < 0 or ts > ranges[i][1]:
-            continue
-        calls.setdefault(i, []).append((float(e["ts"]), e, api))
-    if not calls:
+    seqs = [c for c in timing.calls(evs, lambda name: name in ("cold", "warm")) if c.acts]
+    if not seqs:
         return {"kernels": [], "reps": 0}
-    seqs = {i: [x for x in sorted(v, key=lambda x: x[0])] for i, v in calls.items()}
-    n = statistics.mode(len(s) for s in seqs.values())
-    cold = [s for i, s in seqs.items() if len(s) == n and ranges[i][2] == "cold"]
-    warm = [s for i, s in seqs.items() if len(s) == n and ranges[i][2] == "warm"]
+    n, _ = timing.typical([c.acts for c in seqs])
+    cold = [c.acts for c in seqs if len(c.acts) == n and c.name == "cold"]
+    warm = [c.acts for c in seqs if len(c.acts) == n and c.name == "warm"]
     ref = (cold or warm)[0]
+    cold_us = timing.position_medians(cold, n) if cold else [None] * n
+    warm_us = timing.position_medians(warm, n) if warm else [None] * n
     out = []
     for pos in range(n):
-        _, e0, api = ref[pos]
+        e0, api = ref[pos]
         a = e0.get("args") or {}
-        c = statistics.median(float(s[pos][1].get("dur", 0)) for s in cold) if cold else None
-        w = statistics.median(float(s[pos][1].get("dur", 0)) for s in warm) if warm else None
+        c, w = cold_us[pos], warm_us[pos]
         us = math.sqrt(c * w) if c and w else (c or w or 0.0)
         cat = e0.get("cat")
         kind = "kernel" if cat == "kernel" else ("memset" if cat == "gpu_memset" else "memcpy")

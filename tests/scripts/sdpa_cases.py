@@ -1,4 +1,4 @@
-"""Replays cases of the SDPA battery (tools/sdpa_battery.py) under the simulator, end to end.
+"""Replays cases of the SDPA battery (phantora_prof/measure/sdpa_battery.py) under the simulator, end to end.
 
     phantora-prof --no-trace python tests/scripts/sdpa_cases.py CASES.json OUT.json 0 7 14 ...
 
@@ -7,7 +7,6 @@ grad) inside torch.profiler; the forward and backward aten ops it ran are read f
 simulated profile, as the battery read them from the real one. Also checks that
 `aten::_fused_sdp_choice` answers the same through its Meta kernel, as a FakeTensorMode runs it.
 """
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -15,10 +14,7 @@ from pathlib import Path
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, in_kernel_invocation_manager
 
-REPO = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("sdpa_battery", REPO / "tools" / "sdpa_battery.py")
-battery = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(battery)
+from phantora_prof.measure import sdpa_battery as battery
 
 cases_path, out_path, *indices = sys.argv[1:]
 cases = json.loads(Path(cases_path).read_text())["cases"]

@@ -12,7 +12,7 @@ implementations return:
 - `_cudnn_rnn` (torch has one, but it returns no weight buffer when the weights were not
   flattened, which the backward then needs, and a reserve space of 0 bytes): the weight
   buffer cuDNN builds, and the training reserve space measured on an H200 (torch 2.11,
-  cuDNN 9.19, tools/device_facts.py): seq x batch x hidden x element size x (k x layers - 1)
+  cuDNN 9.19, measure/device_facts.py): seq x batch x hidden x element size x (k x layers - 1)
   bytes, k = 6 for LSTM and 7 for GRU, within 0.01% on 12 configurations; k = 2 for plain
   tanh / ReLU RNNs is an estimate (not measured).
 """

@@ -1,14 +1,14 @@
 """How fast is this host at what training loops do on the CPU? (issue #15: the reference host)
 
-    python tools/host_probe.py --out host.json [--reps 5]
+    python -m phantora_prof.measure.host_probe --out host.json [--reps 5]
 
 Times, on the machine it runs on, (1) Python workloads of different shapes (function calls,
 methods and objects, comprehensions, string work, torch's Python API on CPU tensors), each
 with its count of Python-level and C-level calls (sys.setprofile 'call' / 'c_call' events,
 counted in a second, untimed run), and (2) aten ops on CPU tensors over sizes. No GPU needed.
 Run on the GPU machine's host it characterizes the reference host; run here it says how this
-machine compares. phantora-prof's host model (phantora_prof/cost/data/host_profile_*.json) is
-fitted from these numbers.
+machine compares. phantora-prof's host model (phantora_prof/cost/data/host_model.json, hosts/*.json)
+is fitted from these numbers.
 """
 from __future__ import annotations
 

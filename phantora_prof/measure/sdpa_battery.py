@@ -6,7 +6,7 @@ records, per call, the aten op the forward ran (`_scaled_dot_product_cudnn_atten
 `..._flash_attention`, `..._efficient_attention`, or the math path's ops) and the backward's,
 read from torch.profiler's CPU events (no kernel timing: a few seconds in all).
 
-    python tools/sdpa_battery.py --out sdpa_cases.json      # on the GPU machine
+    python -m phantora_prof.measure.sdpa_battery --out sdpa_cases.json      # on the GPU machine
 
 Output (JSON): {"env": {torch, cuda, cudnn, device, capability}, "cases": [{params..., "fwd": op, "bwd": op}]}.
 tests/test_sdpa_rules.py replays every case through the simulator's rules (runtime/dispatch/sdpa.py)

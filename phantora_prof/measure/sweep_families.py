@@ -1,6 +1,6 @@
 """Kernel families in training context: one profiled sweep on a real GPU (plain torch).
 
-Where tools/measure_kernels.py times single ops in isolation (L2 evicted), this runs small
+Where measure_kernels.py times single ops in isolation (L2 evicted), this runs small
 forward + backward programs per family, the way training runs them (kernels back to back, a
 warm L2), over a generic grid of shapes, and records them under torch.profiler with
 `record_shapes`. Each configuration is wrapped in a `record_function("sweep:{json}")` range,
@@ -22,10 +22,10 @@ so the trace says which ops and kernels belong to which configuration. Families:
     optim       foreach AdamW / SGD-momentum / fused AdamW steps over parameter lists
     rnn         cuDNN LSTM / GRU fwd + bwd
 
-    python tools/sweep_families.py --out sweep.pt.trace.json.gz [--only conv,pool]
+    python -m phantora_prof.measure.sweep_families --out sweep.pt.trace.json.gz [--only conv,pool]
 
 The grid is generic (log-spaced sizes, the usual layer patterns), not the held-out models'
-shapes. `phantora-prof calibrate families` (phantora_prof/cost) turns the trace into the
+shapes. `phantora-prof calibrate families` (phantora_prof/calibrate/families.py) turns the trace into the
 per-family curves the cost model interpolates.
 """
 from __future__ import annotations

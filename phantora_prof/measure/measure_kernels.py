@@ -1,12 +1,13 @@
-#!/usr/bin/env python
-"""Measure GPU kernel times over a sweep of op shapes (plain torch; no phantora-prof needed).
+"""Measure GPU kernel times over a sweep of op shapes (plain torch: runs from a checkout).
 
-Runs on a machine with one CUDA GPU. Every case (one op call with fixed shapes) is run a
-few times for warm-up, then `--repeats` times under torch.profiler (CUPTI), each call
-after a 256 MiB write that evicts L2 (as triton's do_bench; --warm-l2 keeps it); the kernels
-of each call are matched by position and the median duration of each is kept, with its
-name, grid and block; `total_ns` is the median over calls of the summed GPU time of the
-call's kernels/memcpys/memsets (GPU busy time, not wall time).
+Runs on a machine with one CUDA GPU (`python -m phantora_prof.measure.measure_kernels`,
+no install needed: it imports torch and timing.py only). Every case (one op call with fixed
+shapes) is run a few times for warm-up, then `--repeats` times under torch.profiler (CUPTI),
+each call after a 256 MiB write that evicts L2 (as triton's do_bench; --warm-l2 keeps it);
+the kernels of each call are matched by position and the median duration of each is kept,
+with its name, grid and block; `total_ns` is the median over calls of the summed GPU time of
+the call's kernels/memcpys/memsets (GPU busy time, not wall time). The timing is timing.py's,
+the harness the measuring worker (replay.py) uses too.
 
 Sweep (ordered by priority; `--budget-s` stops early and keeps what was measured):
 GEMMs (bf16, fp16, fp32 with TF32 on and off; mm NN/NT/TN, addmm with bias, bmm) over
@@ -24,42 +25,44 @@ a list and referenced by index. Records:
 Regenerate phantora_prof/cost/data/h200_measured.json (about 2 x 100 s on an H200; the
 model fits the geometric mean of the cold- and warm-L2 times, see cost/measured.py):
 
-    python tools/measure_kernels.py --out cold.json
-    python tools/measure_kernels.py --warm-l2 --out warm.json
-    python tools/measure_kernels.py --merge cold.json warm.json --out phantora_prof/cost/data/h200_measured.json
+    python -m phantora_prof.measure.measure_kernels --out cold.json
+    python -m phantora_prof.measure.measure_kernels --warm-l2 --out warm.json
+    python -m phantora_prof.measure.measure_kernels --merge cold.json warm.json \
+        --out phantora_prof/cost/data/h200_measured.json
 
 (--only gemm,attention,mem,memcpy limits the sweep, --quick shrinks it, --budget-s stops
 early; an output path ending in .gz is written gzipped.)
 
 Wider shapes (batch*heads 384-3072, GEMM dimensions past 16384: vocabularies, 70B MLPs;
-about 2 x 60 s). Measured on 2026-11-29 (tools/data/h200_wide_sweep.json) and NOT in the
+about 2 x 60 s). Measured on 2026-11-29 (tools/holdout/real_h200/h200_wide_sweep.json) and NOT in the
 shipped file: timed in isolation these shapes ran above what the same shapes take inside
 the reference training steps (gpt_b32 with the exact-shape table off: cuDNN attention at
 batch*heads 384 +14% instead of -9% when extrapolated from the base sweep, GEMMs +8%
 instead of +5%), so adding them made the in-training predictions worse. The base sweep
 extrapolated to them with median errors of 7-13% (GEMMs biased -10%). To add them anyway:
 
-    python tools/measure_kernels.py --only attention_wide,gemm_wide --out wc.json
-    python tools/measure_kernels.py --only attention_wide,gemm_wide --warm-l2 --out ww.json
-    python tools/measure_kernels.py --merge wc.json ww.json --out wide.json
-    python tools/measure_kernels.py --append phantora_prof/cost/data/h200_measured.json wide.json \
+    python -m phantora_prof.measure.measure_kernels --only attention_wide,gemm_wide --out wc.json
+    python -m phantora_prof.measure.measure_kernels --only attention_wide,gemm_wide --warm-l2 --out ww.json
+    python -m phantora_prof.measure.measure_kernels --merge wc.json ww.json --out wide.json
+    python -m phantora_prof.measure.measure_kernels --append phantora_prof/cost/data/h200_measured.json wide.json \
         --out phantora_prof/cost/data/h200_measured.json
 """
 from __future__ import annotations
 
 import argparse
+import bisect
 import gzip
 import json
 import math
-import os
 import random
 import statistics
 import sys
-import tempfile
 import time
 
 import torch
 import torch.nn.functional as F
+
+from phantora_prof.measure import timing
 
 SCHEMA = "phantora-measured/1"
 DEV = "cuda"
@@ -494,19 +497,11 @@ class Names:
 
 
 COLD = True
-_FLUSH = []
-
-
-def _flush_buffer():
-    """256 MiB, written before every timed call so it starts with a cold L2 (60 MB on H200)."""
-    if not _FLUSH:
-        _FLUSH.append(torch.empty(256 << 20, dtype=torch.uint8, device=DEV))
-    return _FLUSH[0]
 
 
 def run_chunk(chunk, repeats, names, out):
     """Profile a list of (case, fn, io, flops) in one profiler session."""
-    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.profiler import record_function
     prepared = []
     for case in chunk:
         try:
@@ -520,8 +515,9 @@ def run_chunk(chunk, repeats, names, out):
             torch.cuda.synchronize()
     if not prepared:
         return
-    flush = _flush_buffer() if COLD else None
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    flush = timing.flush_buffer() if COLD else None
+
+    def body():
         for i, (case, fn, io) in enumerate(prepared):
             torch.cuda.synchronize()
             with record_function(f"case:{i}"):
@@ -531,63 +527,32 @@ def run_chunk(chunk, repeats, names, out):
                     with record_function("rep"):
                         fn()
                 torch.cuda.synchronize()
-    fd, path = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    prof.export_chrome_trace(path)
-    with open(path) as f:
-        tr = json.load(f)
-    os.unlink(path)
-    evs = tr["traceEvents"] if isinstance(tr, dict) else tr
-    cases = []
-    reps = []
-    gpu = []
-    for e in evs:
-        if e.get("ph") != "X":
-            continue
-        cat = e.get("cat", "")
-        nm = e.get("name", "")
-        if cat == "user_annotation" and nm.startswith("case:"):
-            cases.append((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), int(nm[5:])))
-        elif cat == "user_annotation" and nm == "rep":
-            reps.append((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))))
-        elif cat in ("kernel", "gpu_memcpy", "gpu_memset"):
-            gpu.append(e)
-    # kernels belong to the call whose launch lies in a "rep" range: match by correlation
-    launch_ts = {}
-    for e in evs:
-        if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver"):
-            c = (e.get("args") or {}).get("correlation")
-            if c is not None:
-                launch_ts[c] = float(e["ts"])
-    cases.sort()
-    reps.sort()
-    import bisect
-    rep_starts = [r[0] for r in reps]
+
+    evs = timing.profiled(body)
+    # kernels belong to the call whose launch lies in a "rep" range (timing.calls), the call to
+    # the case whose range holds it
+    cases = timing.ranges(evs, lambda nm: nm.startswith("case:"))
     case_starts = [c[0] for c in cases]
-    by_case: dict[int, dict[int, list]] = {}
-    for e in gpu:
-        c = (e.get("args") or {}).get("correlation")
-        ts = launch_ts.get(c, float(e["ts"]))
-        j = bisect.bisect_right(case_starts, ts) - 1
-        if j < 0 or ts > cases[j][1]:
+    by_case: dict[int, list] = {}
+    for call in timing.calls(evs, lambda nm: nm == "rep", unlaunched_at_own_start=True):
+        if not call.acts:
             continue
-        r = bisect.bisect_right(rep_starts, ts) - 1
-        if r < 0 or ts > reps[r][1]:
+        j = bisect.bisect_right(case_starts, call.start) - 1
+        if j < 0 or call.start > cases[j][1]:
             continue
-        by_case.setdefault(cases[j][2], {}).setdefault(r, []).append(e)
+        by_case.setdefault(int(cases[j][2][5:]), []).append(call.acts)
     for i, (case, fn, io) in enumerate(prepared):
-        calls = [sorted(v, key=lambda e: float(e["ts"])) for _, v in sorted(by_case.get(i, {}).items())]
+        calls = by_case.get(i, [])
         if not calls:
             continue
-        tot = [sum(float(e.get("dur", 0)) for e in c) * 1000.0 for c in calls]
-        nk = statistics.mode(len(c) for c in calls)
-        same = [c for c in calls if len(c) == nk]
+        tot = [timing.busy_ns(c) for c in calls]
+        nk, same = timing.typical(calls)
+        durs = timing.position_medians(same, nk, scale=1000.0)
         ks = []
         for pos in range(nk):
-            e0 = same[0][pos]
+            e0 = same[0][pos][0]
             a = e0.get("args") or {}
-            dur = statistics.median(float(c[pos].get("dur", 0)) * 1000.0 for c in same)
-            item = [names(e0["name"]), int(round(dur))]
+            item = [names(e0["name"]), int(round(durs[pos]))]
             if "grid" in a:
                 item += [a.get("grid"), a.get("block")]
             ks.append(item)

@@ -1,9 +1,9 @@
 """Facts about a CUDA build of torch that the simulator reproduces on CPU-only builds (run on a GPU).
 
-    python tools/device_facts.py --out facts.json
+    python -m phantora_prof.measure.device_facts --out facts.json      # from a checkout
 
 - dispatch: which aten ops have a CUDA kernel in this build (torch's own registry), next to
-  what phantora_prof/runtime/cuda_dispatch.py derives from this torch's native_functions.yaml
+  what phantora_prof/runtime/dispatch/cuda_dispatch.py derives from this torch's native_functions.yaml
   (the two must agree: tests/test_cuda_dispatch.py checks the recorded answer);
 - cudnn: the version and the flags C++ composites ask (torch.backends.cudnn);
 - rnn_reserve: bytes of cuDNN's training reserve space per LSTM/GRU configuration, which the
@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import torch
 
 
 def dispatch_facts() -> dict:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    # torch + stdlib only (tests/test_architecture.py holds it to that), like this script
     from phantora_prof.runtime.dispatch.cuda_dispatch import _table, cuda_build_has_kernel
 
     table = _table()

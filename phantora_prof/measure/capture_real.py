@@ -3,7 +3,8 @@
 
 Why: the simulator's step times, per-category GPU times and network model are only as good as
 the real runs they are checked against. This tool produces those runs on a real multi-GPU host,
-with nothing but PyTorch (it imports no phantora_prof module, so it runs on a bare GPU machine).
+with nothing but PyTorch (it imports no other phantora_prof module, so it runs on a bare GPU machine
+from a checkout).
 
 Three parts, all under ``--out DIR``:
 
@@ -26,9 +27,12 @@ Three parts, all under ``--out DIR``:
 
 Usage (on the GPU host)::
 
-    python3 tools/capture_real.py all --nproc 2 --out /tmp/real      # everything: ~105 s on 2 x H200
-    torchrun --nproc-per-node 2 tools/capture_real.py profile --trace-dir T -- examples/ddp/train.py --steps 8
-    torchrun --nproc-per-node 2 tools/capture_real.py collectives --out T/collectives.txt
+    python3 -m phantora_prof.measure.capture_real all --nproc 2 --out /tmp/real   # everything: ~105 s on 2 x H200
+    torchrun --nproc-per-node 2 -m phantora_prof.measure.capture_real profile --trace-dir T \
+        -- examples/ddp/train.py --steps 8
+    torchrun --nproc-per-node 2 -m phantora_prof.measure.capture_real collectives --out T/collectives.txt
+
+(from the repository's root: the examples' paths are relative to it).
 
 ``all`` packs everything into ``DIR.tar.gz`` too, to carry it off the machine in one file.
 """
@@ -49,7 +53,7 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 # Small models so each example runs in seconds and traces stay small; the same arguments are
 # used for the simulated runs (tests/data/real/README.md). --heads 16 --dim 1024 keeps the
@@ -93,7 +97,7 @@ def profile_main(trace_dir: str, script: str, script_args: list[str], wait: int,
     # (An example with several optimizers would step it several times per training step.)
     handle = register_optimizer_step_post_hook(lambda *_: prof.step())
     sys.argv = [script, *script_args]
-    sys.path.insert(0, str(Path(script).resolve().parent))
+    sys.path.insert(0, str(Path(script).resolve().parent))  # as `python SCRIPT` has it (run_path does not)
     with prof:
         runpy.run_path(script, run_name="__main__")
     handle.remove()
@@ -247,13 +251,13 @@ def all_main(out: Path, nproc: int, examples: list[str], maxbytes: int, timeout:
     """Run (c), (a) for each example, then (b); pack DIR.tar.gz. Returns the number of failures."""
     out.mkdir(parents=True, exist_ok=True)
     env_main(out / "env.txt")
-    me = str(Path(__file__).resolve())
+    me = ["-m", __spec__.name if __spec__ else "phantora_prof.measure.capture_real"]  # run from REPO
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
     failures = 0
     summary = []
     for name in examples:
         script, *args = EXAMPLES[name]
-        cmd = [*torchrun, me, "profile", "--trace-dir", str(out / "traces" / name), "--", script, *args]
+        cmd = [*torchrun, *me, "profile", "--trace-dir", str(out / "traces" / name), "--", script, *args]
         t0 = time.time()
         with open(out / f"{name}.log", "w") as f:
             f.write("$ " + " ".join(cmd) + "\n")
@@ -266,7 +270,7 @@ def all_main(out: Path, nproc: int, examples: list[str], maxbytes: int, timeout:
         failures += rc != 0
         summary.append(f"{name}: rc {rc} in {dt:.1f} s")
         print(summary[-1], flush=True)
-    cmd = [*torchrun, me, "collectives", "--out", str(out / "collectives.txt"), "--maxbytes", str(maxbytes)]
+    cmd = [*torchrun, *me, "collectives", "--out", str(out / "collectives.txt"), "--maxbytes", str(maxbytes)]
     t0 = time.time()
     with open(out / "collectives.log", "w") as f:
         try:
