@@ -143,9 +143,11 @@ def _register_subcommands() -> None:
     from phantora_prof.diff_cli import diff_cmd
     from phantora_prof.db_cli import db_group
     from phantora_prof.merge_cli import merge_cmd
+    from phantora_prof.plot_cli import plot_cmd
 
     cli.add_command(diff_cmd)
     cli.add_command(merge_cmd)
+    cli.add_command(plot_cmd)
     cli.add_command(collective_cmd)
     cli.add_command(db_group)
     cli.add_command(calibrate)

@@ -1,8 +1,10 @@
-"""The CLI's helper subcommands: collective, validate, --help."""
+"""The CLI's helper subcommands: collective, validate, plot, calibrate (its errors), --help."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from conftest import reference_trace
@@ -47,3 +49,26 @@ def test_torchrun_help_and_top_level_help_name_torchrun():
     r = CliRunner().invoke(cli, ["--help"])
     assert r.exit_code == 0 and "torchrun [TORCHRUN OPTIONS] SCRIPT" in r.output
     assert "phantora-prof torchrun --standalone --nproc-per-node=8" in r.output
+
+
+def test_plot_draws_a_timeline_of_rank_traces(tmp_path):
+    import shutil
+
+    pytest.importorskip("matplotlib")
+    real = Path(__file__).parent / "data" / "real" / "h200x2" / "traces"
+    for r in (0, 1):
+        shutil.copy(real / f"pp_rank{r}.pt.trace.json.gz", tmp_path / f"rank{r}.pt.trace.json.gz")
+    out = tmp_path / "t.png"
+    r = CliRunner().invoke(cli, ["plot", str(tmp_path), str(out), "--window-ms", "0", "50"])
+    assert r.exit_code == 0, r.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    r = CliRunner().invoke(cli, ["plot", str(tmp_path / "t.png"), str(out)])
+    assert r.exit_code == 2  # not a folder
+
+
+def test_calibrate_commands_need_the_reference_data(tmp_path, monkeypatch):
+    monkeypatch.setenv("PHANTORA_REFERENCE", str(tmp_path / "nowhere"))
+    for cmd in ("kernels", "op-children", "host-costs", "cost-report"):
+        r = CliRunner().invoke(cli, ["calibrate", cmd, "--check"] if cmd != "cost-report" else ["calibrate", cmd])
+        assert r.exit_code == 2, (cmd, r.output)
+        assert "--reference" in r.output and "PHANTORA_REFERENCE" in r.output and "nowhere" in r.output
