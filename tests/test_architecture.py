@@ -5,7 +5,12 @@
 - `tracing/` and `netsim/` import neither torch nor `phantora_prof`;
 - `phantora_prof/cost/` imports no torch (it runs in the coordinator and in tools);
 - the launcher, the CLI and what they run in the coordinator process import no runtime module
-  (the rank side): what both sides share lives in `protocol.py`.
+  (the rank side): what both sides share lives in `protocol.py`;
+- the device-side measuring scripts (`phantora_prof/measure/`: the kernel sweeps, the timing
+  harness, the measuring worker) run on a bare GPU machine from a checkout: everything they
+  import, transitively and through the packages' `__init__`s, is the standard library or torch;
+- no code reaches another folder of the repository through `sys.path` (the calibration steps
+  are modules of `phantora_prof/calibrate/`, the device scripts of `phantora_prof/measure/`).
 
 Imports are read from the syntax tree, not by importing. `from pkg import name` depends on
 `pkg.name` when that is a module, else on `pkg` (its `__init__`); a module depending on its
@@ -14,11 +19,16 @@ own package's `__init__` through a submodule import is how packages work, not a 
 from __future__ import annotations
 
 import ast
+import sys
 from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("phantora_prof", "netsim", "tracing")
+# measure/ is the device side but for source.py, the coordinator's link to the worker
+DEVICE_SIDE = ("phantora_prof.measure",)
+DEVICE_SIDE_EXCEPT = ("phantora_prof.measure.source",)
+DEVICE_LIBRARIES = {"torch", "torchgen"}  # torchgen ships in torch's wheel
 COORDINATOR_SIDE = ("phantora_prof.cli", "phantora_prof.launcher", "phantora_prof.execute", "phantora_prof.outputs",
                     "phantora_prof.summary", "phantora_prof.protocol", "phantora_prof.engine")
 
@@ -192,3 +202,62 @@ def test_every_import_of_our_modules_resolves():
                 if a.name not in defined:
                     bad.append(f"{name}:{node.lineno}: {node.module} has no {a.name}")
     assert bad == []
+
+
+def _external(path: Path) -> set[str]:
+    """Top-level names of what a module imports from outside the repository's packages."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.add(node.module.split(".")[0])
+    return {n for n in out if n not in PACKAGES}
+
+
+def _with_packages(name: str, mods: dict[str, Path]) -> list[str]:
+    """The module and the packages whose __init__ importing it runs."""
+    parts = name.split(".")
+    return [p for p in (".".join(parts[:i]) for i in range(1, len(parts) + 1)) if p in mods]
+
+
+def test_device_scripts_import_only_torch_and_the_standard_library():
+    mods = _modules()
+    graph = _imports(mods)
+    device = sorted(m for m in mods if m.startswith(DEVICE_SIDE) and not m.startswith(DEVICE_SIDE_EXCEPT))
+    assert {"phantora_prof.measure.measure_kernels", "phantora_prof.measure.timing", "phantora_prof.measure.replay",
+            "phantora_prof.measure.sweep_families", "phantora_prof.measure.capture_real"} <= set(device)
+    bad = {}
+    for start in device:
+        seen, todo = set(), _with_packages(start, mods)
+        while todo:
+            m = todo.pop()
+            if m in seen:
+                continue
+            seen.add(m)
+            for t in graph.get(m, ()):
+                if t != "torch":
+                    todo += _with_packages(t, mods)
+        outside = {f"{m}: {n}" for m in seen for n in _external(mods[m])
+                   if n not in sys.stdlib_module_names and n not in DEVICE_LIBRARIES}
+        if outside:
+            bad[start] = sorted(outside)
+    assert bad == {}
+    assert "numpy" in _external(mods["phantora_prof.calibrate.host"])  # the rule sees third-party imports
+
+
+def test_no_sys_path_reaching_into_the_repository():
+    """Code of the packages imports the repository's modules as modules, not by putting a folder
+    of the checkout on sys.path (the one sys.path edit left is capture_real's, which runs the
+    user's script as `python SCRIPT` would)."""
+    offenders = []
+    for name, path in _modules().items():
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if "sys.path.insert" in line or "sys.path.append" in line:
+                offenders.append(f"{name}:{i}")
+    assert offenders == ["phantora_prof.measure.capture_real:" + str(_line_of(
+        ROOT / "phantora_prof" / "measure" / "capture_real.py", "sys.path.insert(0, str(Path(script)"))]
+
+
+def _line_of(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)

@@ -1,15 +1,19 @@
 """Generated model data is what its generator makes from the inputs in the repository.
 
-Each shipped file under phantora_prof/cost/data says how it was made; where the inputs are in
-the repository (or in ../shared), rebuilding it here must give the shipped file. Elsewhere:
-op_children.json (tests/test_op_tree.py), host_costs.json (tests/test_hostcost.py),
-aten_arg_positions.json (tests/test_architecture.py). h200_families.json.gz and
-h200_measured.json come from sweeps run on the H200 whose raw traces (~40 MB) are not kept
-here: `phantora-prof calibrate families` rebuilt the former byte for byte from them when it
-was committed.
+Each shipped file under phantora_prof/cost/data says how it was made (`phantora-prof calibrate
+...`, phantora_prof/calibrate/). Where the inputs are in the repository (or in ../shared, the
+reference H200 traces: skipped without them), rebuilding the file here must give the shipped
+bytes: h200_kernels.json and source_errors.json (here), op_children.json
+(tests/test_op_tree.py), host_costs.json (tests/test_hostcost.py), aten_arg_positions.json
+(tests/test_architecture.py). Where the raw inputs are not kept here (the sweeps run on the
+H200, ~40 MB of traces: h200_families.json.gz, h200_measured.json; the host-bound runs the
+host profiles were fitted on), the tests check what the files themselves allow: that they say
+what made them, are in their generator's form, and hold together.
 """
 from __future__ import annotations
 
+import ast
+import gzip
 import json
 from pathlib import Path
 
@@ -18,7 +22,32 @@ import pytest
 from conftest import REFERENCE
 
 ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "phantora_prof" / "cost" / "data"
 HOLDOUT = ROOT / "tools" / "holdout" / "real_h200"
+
+# Every file under cost/data and where it is checked. A new generated file needs a line here
+# (and a check): test_every_data_file_is_checked fails otherwise.
+CHECKED = {
+    "h200_kernels.json": "test_kernel_table_is_fresh",
+    "source_errors.json": "test_source_errors_are_fresh",
+    "op_children.json": "tests/test_op_tree.py::test_children_table_is_fresh",
+    "host_costs.json": "tests/test_hostcost.py::test_calibration_reproduces_the_json_and_the_measured_step",
+    "aten_arg_positions.json": "tests/test_architecture.py::test_schema_argument_table_is_fresh",
+    "h200_families.json.gz": "test_family_points_are_the_generators_output",
+    "h200_measured.json": "test_measured_sweep_records_its_runs",
+    "host_model.json": "test_host_model_and_profiles_say_where_they_come_from",
+    "hosts/h200.json": "test_host_model_and_profiles_say_where_they_come_from",
+    "hosts/h200-2026-12-01.json": "test_host_model_and_profiles_say_where_they_come_from",
+}
+# hand-written model constants, each entry with its source (tests/test_profiles.py), not generated
+NOT_GENERATED = ("profiles/",)
+
+
+def test_every_data_file_is_checked():
+    files = sorted(p.relative_to(DATA).as_posix() for p in DATA.rglob("*") if p.is_file()
+                   and p.suffix in (".json", ".gz") and not p.relative_to(DATA).as_posix().startswith(NOT_GENERATED))
+    assert [f for f in files if f not in CHECKED] == [], "a data file without a staleness check: add one"
+    assert [f for f in CHECKED if not (DATA / f).exists()] == []
 
 
 def test_source_errors_are_fresh():
@@ -26,7 +55,7 @@ def test_source_errors_are_fresh():
     `phantora-prof calibrate errors` measures with today's cost model on its listed traces."""
     from phantora_prof.calibrate import errors
 
-    shipped_path = ROOT / "phantora_prof" / "cost" / "data" / "source_errors.json"
+    shipped_path = DATA / "source_errors.json"
     shipped = json.loads(shipped_path.read_text())
     paths = []
     for name in shipped["traces"]:
@@ -40,3 +69,127 @@ def test_source_errors_are_fresh():
     fresh = errors.build(paths)
     assert fresh["sigma"] == shipped["sigma"], "stale: rerun `phantora-prof calibrate errors` on the listed traces"
     assert fresh["per_trace"] == shipped["per_trace"]
+
+
+def test_kernel_table_is_fresh():
+    """cost/data/h200_kernels.json is what `phantora-prof calibrate kernels` builds from the
+    reference H200 traces, byte for byte."""
+    from phantora_prof.calibrate import kernel_table
+
+    reference = REFERENCE.parent
+    if not REFERENCE.is_dir():
+        pytest.skip(f"reference traces not available ({REFERENCE})")
+    missing = kernel_table.missing_traces(reference)
+    if missing:
+        pytest.skip(f"reference trace {missing[0]} not available")
+    table = kernel_table.build_table(reference=reference)
+    assert table["sources"] == list(kernel_table.WORKLOADS)
+    assert kernel_table.render(table) == (DATA / "h200_kernels.json").read_bytes(), \
+        "stale: run `phantora-prof calibrate kernels`"
+
+
+def test_family_points_are_the_generators_output():
+    """h200_families.json.gz (`phantora-prof calibrate families` over sweeps of
+    `python -m phantora_prof.measure.sweep_families`; the traces are not kept): it names its
+    sweep traces, every point's measured time is the sum of its kernels' as the generator
+    computes it, points are in the generator's order, and the interned names all resolve."""
+    from phantora_prof.calibrate import families
+    from phantora_prof.cost import families as F
+
+    raw = gzip.decompress((DATA / "h200_families.json.gz").read_bytes())
+    doc = json.loads(raw)
+    assert doc["schema"] == F.SCHEMA and doc["gpu"] == F.GPU_KEY
+    assert doc["sources"] and all(s.endswith(".pt.trace.json.gz") for s in doc["sources"])
+    assert len(set(doc["names"])) == len(doc["names"]) and len(set(doc["apis"])) == len(doc["apis"])
+    fields = doc["kernel_fields"]
+    name_i, api_i, dur_i = fields.index("name"), fields.index("api"), fields.index("dur_ns")
+    assert list(doc["ops"]) == sorted(doc["ops"])
+    n = 0
+    points = []
+    for op, classes in doc["ops"].items():
+        assert list(classes) == sorted(classes), op
+        for key, pts in classes.items():
+            assert pts == sorted(pts, key=lambda p: (p["w"], p["t"])), (op, key)
+            for p in pts:
+                n += 1
+                assert p["w"] > 0 and p["k"], (op, key, p)
+                assert p["t"] == sum(k[dur_i] for k in p["k"]), (op, key, p)
+                assert all(0 <= k[name_i] < len(doc["names"]) and 0 <= k[api_i] < len(doc["apis"]) for k in p["k"])
+                points.append({"op": op, "key": key, "w": p["w"], "t": p["t"], "shape": p["s"],
+                               "kernels": [(k[0], doc["names"][k[name_i]], k[2:5], k[5:8], k[8], k[9], k[10],
+                                            doc["apis"][k[api_i]], k[dur_i]) for k in p["k"]]})
+    assert n > 1000
+    # the generator's build from these points gives the same ops (names re-interned)
+    again = families.build(points, doc["sources"])
+
+    def resolved(d):
+        return {op: {key: [dict(p, k=[[d["names"][x] if j == name_i else d["apis"][x] if j == api_i else x
+                                       for j, x in enumerate(k)] for k in p["k"]]) for p in pts]
+                     for key, pts in classes.items()} for op, classes in d["ops"].items()}
+
+    assert resolved(again) == resolved(doc)
+
+
+def test_measured_sweep_records_its_runs():
+    """h200_measured.json (`python -m phantora_prof.measure.measure_kernels`, a cold and a
+    warm-L2 run merged; the raw runs are the file): it records the GPU, the software and both
+    runs, every record has its warm time, and it is in the sweep's compact form."""
+    from phantora_prof.cost import measured
+
+    raw = (DATA / "h200_measured.json").read_bytes()
+    doc = json.loads(raw)
+    assert raw == json.dumps(doc, separators=(",", ":")).encode()  # as measure_kernels writes it
+    assert doc["schema"] == measured.SCHEMA
+    env = doc["env"]
+    assert env["gpu"] == "NVIDIA H200" and env["torch"] and env["cuda"] and env["date"]
+    assert env["l2"] == "cold" and "warm" in env["tw"] and env["repeats"] >= 5
+    recs = doc["records"]
+    assert len(recs) > 4000 and all("tw" in r for r in recs)
+    assert {r["cls"] for r in recs} == {"gemm", "attention", "mem", "memcpy"}
+    assert all(0 <= k[0] < len(doc["names"]) for r in recs for k in r["k"])
+    assert all(r["t"] > 0 and r["tw"] > 0 and r["n"] >= 1 for r in recs)
+
+
+def test_host_model_and_profiles_say_where_they_come_from():
+    """host_model.json and hosts/*.json (fitted by `phantora-prof calibrate host` on host-bound
+    runs, measured with `python -m phantora_prof.measure.host_probe`): every section says where
+    its numbers come from, the profiles load, and the runs they were fitted on are here (the
+    logs `calibrate host` reads; refitting simulates every case and is not repeated here)."""
+    from phantora_prof import hostcost
+    from phantora_prof.calibrate import host
+
+    model = json.loads((DATA / "host_model.json").read_text())
+    assert model["comment"]
+    for name, section in model.items():
+        if isinstance(section, dict):
+            assert section.get("comment"), name
+    names = hostcost.profile_names()
+    assert set(names) == {p.stem for p in (DATA / "hosts").glob("*.json")}
+    for name in names:
+        prof = hostcost.load_profile(name)
+        assert prof["name"] == name and prof["comment"], name
+        assert set(prof["scale"]) <= {"all", "forward", "backward", "api", "cpu_ops", "python"}, name
+        assert all(v > 0 for v in prof["scale"].values()), name
+    # the reference host is the fitted one at another speed: the relative costs are shared
+    fitted, reference = hostcost.load_profile("h200-2026-12-01"), hostcost.load_profile("h200")
+    assert fitted["scale"]["forward"] == reference["scale"]["forward"]
+    session = HOLDOUT / "session4"
+    assert session.name in fitted["comment"] and session.name in model["python"]["comment"]
+    fit_cases = {c: host.measured(c, session) for c in host.FIT}
+    assert all(v is not None and v > 0 for v in fit_cases.values()), fit_cases
+    assert (session / "host_probe.json").exists()
+
+
+def test_nccl_ramp_constants_are_the_fit():
+    """netsim/ramp.py's constants are what `phantora-prof calibrate nccl-ramp` fits to the real
+    2 x H200 collective sweep (they are copied in by hand: this says when they drift)."""
+    from netsim import ramp
+    from phantora_prof.calibrate import nccl_ramp
+
+    real = json.loads((ROOT / "tests" / "data" / "real" / "h200x2" / "collectives.json").read_text())
+    report = nccl_ramp.fit(real)
+    lines = dict(line.split(" = ", 1) for line in report.splitlines()[:3])
+    assert lines["RAMP_BYTES"] == f"{ramp.RAMP_BYTES >> 10} << 10"
+    assert float(lines["RAMP_EXPONENT"]) == ramp.RAMP_EXPONENT
+    fitted = ast.literal_eval(lines["OWN_DATA_COST"])
+    assert fitted == {op: ramp.OWN_DATA_COST[op] for op in fitted}
