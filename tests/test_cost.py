@@ -5,7 +5,6 @@ import dataclasses
 import gzip
 import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -34,10 +33,14 @@ def mm(m, k, n, dtype="bfloat16"):
     return call("aten::mm", [T((m, k), dtype), T((k, n), dtype)], [T((m, n), dtype)])
 
 
+_CALIBRATION_MODULES = {"calibrate_cost": "cost_report", "extract_kernel_table": "kernel_table"}
+
+
 def _tool(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    """A fresh copy of a calibration module (phantora_prof/calibrate/): tests replace its globals."""
+    path = ROOT / "phantora_prof" / "calibrate" / f"{_CALIBRATION_MODULES[name]}.py"
+    spec = importlib.util.spec_from_file_location(f"_fresh_{name}", path)
     mod = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(ROOT / "tools"))
     spec.loader.exec_module(mod)
     return mod
 

@@ -1,6 +1,6 @@
 """Kernel times interpolated from the H200 sweep (phantora_prof/cost/measured.py).
 
-The data is data/h200_measured.json, measured by tools/measure_kernels.py on one H200
+The data is data/h200_measured.json, measured by phantora_prof/measure/measure_kernels.py on one H200
 (torch 2.11, CUDA 13). Held-out figures (every 4th record of each class left out of the
 fit, then predicted), as measured when the data was committed (|pred - meas| / meas):
 
@@ -220,11 +220,11 @@ def test_other_gpus_scale_by_roofline_ratio():
 # ---------------------------------------------------------------- the GPT references, table disabled
 
 def _calibrate(workload):
-    spec = importlib.util.spec_from_file_location("calibrate_cost_m", ROOT / "tools" / "calibrate_cost.py")
+    spec = importlib.util.spec_from_file_location("calibrate_cost_m",
+                                                  ROOT / "phantora_prof" / "calibrate" / "cost_report.py")
     mod = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(ROOT / "tools"))
     spec.loader.exec_module(mod)
-    # the tool's "roofline" column asks for use_table=False: with use_measured=True that is
+    # the report's "roofline" column asks for use_table=False: with use_measured=True that is
     # interpolation + roofline, the model for shapes outside the table
     mod.estimate = functools.partial(estimate, use_measured=True)
     clear_cache()

@@ -26,7 +26,7 @@ Where the time comes from, in order:
    architecture (A100) the table is used only for ops whose kernels are not
    architecture-specific library kernels (nvjet, cudnn, xmma, ...).
 3. Curves measured on an H200 over a sweep of shapes (source "interpolated", see
-   measured.py and tools/measure_kernels.py): GEMMs (the roofline times a correction
+   measured.py and phantora_prof/measure/measure_kernels.py): GEMMs (the roofline times a correction
    interpolated over log M, N, K per dtype and alignment), fused attention (efficiency
    over sequence length and batch*heads per backend, direction, causal flag, head dim),
    memory-bound ops (time over log elements per op and dtype, launch floor below, last

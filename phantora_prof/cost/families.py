@@ -1,6 +1,6 @@
 """Kernel times from the in-training family sweep: measured curves per op and op class.
 
-`tools/sweep_families.py` ran small forward + backward programs per kernel family on an
+`python -m phantora_prof.measure.sweep_families` ran small forward + backward programs per kernel family on an
 H200 (convolution blocks over kernel sizes, strides, groups, layouts and dtypes; pooling;
 activations on contiguous, channels-last and strided tensors; permutes, RoPE, cat,
 repeat_interleave; attention per backend with dropout, GQA, masks; norms; losses; embedding;

@@ -1,6 +1,6 @@
 """Kernel names and launch configurations: the measured H200 table and generators.
 
-The table (data/h200_kernels.json, built by tools/extract_kernel_table.py from the
+The table (data/h200_kernels.json, built by phantora_prof/calibrate/kernel_table.py from the
 reference traces) says which kernels each dispatch-level op launched on a real H200 with
 torch 2.11 / CUDA 13, with grid, block, registers, shared memory, launch API and mean
 duration. Lookups:

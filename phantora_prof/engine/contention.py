@@ -13,7 +13,7 @@ collectives are in flight at once.
    while NCCL CTAs are resident on C SMs (several NCCL kernels add up). The slowdown per kernel
    category (the categories of ``phantora-prof diff``; the GPU profile's contention_slowdown)
    is measured on the real 2 x H200 DDP and
-   FSDP traces (tests/data/real/h200x2/traces; ``tools/calibrate_contention.py``): the same
+   FSDP traces (tests/data/real/h200x2/traces; ``phantora-prof calibrate contention``): the same
    kernel (same op and shapes) fully overlapped by an NCCL kernel vs not overlapped, with 24
    of 132 SMs held: GEMM x1.60, elementwise x1.16, attention x1.14 (3 samples),
    normalization x1.02, reduction x1.01. A kernel's work is integrated over time at the rate

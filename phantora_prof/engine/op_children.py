@@ -4,7 +4,7 @@ The capture mode fakes an op whole, below the Python dispatch key, so its record
 children; on a GPU torch.profiler shows what the CUDA (or CompositeExplicitAutograd) kernel
 dispatches inside it: `aten::_to_copy > aten::empty_strided, aten::copy_` with the copy's
 launch inside `aten::copy_`. cost/data/op_children.json holds those subtrees, learned from
-real H200 traces by tools/gen_op_children.py; `expand` lays one out inside the captured op's
+real H200 traces by phantora_prof/calibrate/op_children.py; `expand` lays one out inside the captured op's
 host span without moving anything the simulation timed:
 
 - children before the op's first launch share the time before it (the op's dispatch cost),
@@ -36,7 +36,7 @@ def kinds(types: list) -> str:
 
 def ranks(types: list, dims: list) -> str:
     """Size classes of an op's tensor inputs (log2 of their element counts), as
-    tools/gen_op_children.py keys them ("13,13,-,-")."""
+    phantora_prof/calibrate/op_children.py keys them ("13,13,-,-")."""
     out = []
     for i, t in enumerate(types):
         k = _KIND.get(t, "T")
@@ -131,7 +131,7 @@ def _flatten(items: list, out: list, op: Any) -> None:
 
 
 def _resolve_args(codes: list, parent: dict, op: Any) -> dict:
-    """The record_shapes lists of a child from its argument codes (see tools/gen_op_children.py)."""
+    """The record_shapes lists of a child from its argument codes (see phantora_prof/calibrate/op_children.py)."""
     pdims = parent.get("Input Dims") or []
     ptypes = parent.get("Input type") or []
     pstrides = parent.get("Input Strides") or []

@@ -11,7 +11,7 @@ takes those arguments, runs `warmup` calls, then `repeats` calls with L2 evicted
 warm), under torch.profiler with CUDA activities (timing.py, the harness the kernel sweep
 uses too). The kernels of each call are matched by position; each kernel's time is the
 geometric mean of its cold and warm medians, the same L2 compromise as the shipped sweep
-(cost/measured.py L2_WARM_WEIGHT: weights and gradients arrive cold in training,
+(the GPU profile's l2_warm_weight: weights and gradients arrive cold in training,
 activations warm).
 
 Approximations: data-dependent kernels (sorts, index_put with duplicates, nonzero) see
