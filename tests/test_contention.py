@@ -46,7 +46,7 @@ def test_factor_per_category_and_pro_rata():
 
 
 def test_measured_factors_match_the_real_traces():
-    # tools/calibrate_contention.py measure on the 2 x H200 DDP/FSDP traces (24 of 132 SMs held)
+    # `phantora-prof calibrate contention measure` on the 2 x H200 DDP/FSDP traces (24 of 132 SMs held)
     assert 1 + SLOWDOWN["gemm"] * 24 / SMS == pytest.approx(1.60, abs=0.02)
     assert 1 + SLOWDOWN["elementwise"] * 24 / SMS == pytest.approx(1.16, abs=0.02)
     assert kernel_category("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "aten::mm") == "gemm"
