@@ -32,6 +32,9 @@
 // subclasses) and torch's "PythonDispatchMode" / "PythonSubclass" records around a Python
 // dispatch (the capture mode's, and FakeTensor's): a CUDA build dispatches none of these for
 // real CUDA tensors. (A script's own TorchDispatchMode loses its "PythonDispatchMode" records.)
+// A script's tensor subclass (a DTensor op) does get its "PythonSubclass" record, as on a GPU,
+// but from the capture mode (phantora_rec_open_subclass): with a dispatch mode active, torch
+// hands the op to the subclass from Python and records no "PythonSubclass" itself.
 
 #include <ATen/record_function.h>
 #include <ATen/core/ivalue.h>
@@ -83,6 +86,7 @@ struct Open {
   uint64_t fwd;
   int32_t depth;
   std::string inputs;
+  bool synthetic = false;  // opened by phantora_rec_open_subclass; closed with the record below it
 };
 
 struct ThreadBuf {
@@ -299,6 +303,8 @@ void encode_inputs(std::string& out, c10::ArrayRef<const c10::IValue> inputs) {
   out += conc;
 }
 
+void emit(ThreadBuf* b, const Open& o, int64_t t1);
+
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   ThreadBuf* b = tbuf();
   RecTls& tls = b->tls;
@@ -353,9 +359,24 @@ void on_end(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx_ptr) {
   if (pos == 0) {
     return;
   }
+  int64_t t1 = now();
+  // "PythonSubclass" records opened inside this one end with it (the subclass's dispatch
+  // returns when the op it was given does)
+  for (size_t i = st.size(); i > pos; --i) {
+    if (st[i - 1].synthetic) {
+      Open inner = std::move(st[i - 1]);
+      st.erase(st.begin() + static_cast<std::ptrdiff_t>(i - 1));
+      emit(b, inner, t1);
+    }
+  }
   Open o = std::move(st[pos - 1]);
   st.erase(st.begin() + static_cast<std::ptrdiff_t>(pos - 1));
-  int64_t t1 = now();
+  emit(b, o, t1);
+}
+
+// Write a finished record to the thread's buffer; the thread's flags describe its stack after.
+void emit(ThreadBuf* b, const Open& o, int64_t t1) {
+  auto& st = b->stack;
   RecTls& tls = b->tls;
   size_t n = st.size();
   tls.open_id = n > 0 ? st[n - 1].id : 0;
@@ -437,6 +458,36 @@ __attribute__((visibility("default"))) int phantora_rec_quiet(int on) {
   tls.suppress = on ? 1 : 0;
   at::enableRecordFunction(on == 0);
   return prev;
+}
+
+// Open a "PythonSubclass" record inside the innermost open record of this thread: the capture
+// mode hands that op to a tensor subclass's own dispatch (a DTensor op). It ends with the op.
+// Returns its id, or 0 when nothing is recorded (hidden, no op open, or already open).
+__attribute__((visibility("default"))) int64_t phantora_rec_open_subclass() {
+  ThreadBuf* b = tbuf();
+  RecTls& tls = b->tls;
+  auto& st = b->stack;
+  if (!g_enabled.load(std::memory_order_relaxed) || tls.suppress > 0 || st.empty() || st.back().synthetic) {
+    return 0;
+  }
+  Open o;
+  o.id = g_next_id.fetch_add(1, std::memory_order_relaxed);
+  o.parent = st.back().id;
+  o.t0 = now();
+  o.name = stable_name("PythonSubclass");
+  o.seq = -1;
+  o.fwd = 0;
+  o.depth = static_cast<int32_t>(st.size());
+  o.inputs = st.back().inputs;
+  o.synthetic = true;
+  int64_t id = o.id;
+  st.push_back(std::move(o));
+  tls.outer_id = tls.open_id;
+  tls.outer_name = tls.open_name;
+  tls.open_id = id;
+  tls.open_name = st.back().name;
+  tls.depth = static_cast<int32_t>(st.size());
+  return id;
 }
 
 // A fresh id from the counter the records use.

@@ -229,3 +229,35 @@ def test_reference_gpt_op_stream_matches_real(cli):
                                opstream.per_step(sim, opstream.attention_ops(sim)), top=1000)
     bad = [(n, a, b) for n, a, b in outside["ops_diff"] if abs(b - a) > max(2, 0.03 * a)]
     assert not bad, bad
+
+
+def test_subclass_dispatch_is_a_python_subclass_range(cli):
+    """A DTensor op shows as on a GPU: the op, inside it a `PythonSubclass` range (the
+    subclass's own dispatch, with the op's inputs), inside that the op on the local tensors."""
+    from tracing.kineto import load_trace
+    from tracing.validate import validate_trace
+
+    r = cli("--out", "out", sys.executable, str(ROOT / "tools" / "holdout" / "dtensor_ops.py"),
+            "--no-count", "--iters", "2")
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = load_trace(cli.cwd / "out" / "rank0.pt.trace.json.gz")
+    assert validate_trace(doc) == []
+    ops = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    subs = [e for e in ops if e["name"] == "PythonSubclass"]
+    assert len(subs) >= 11 * 2  # every case dispatches at least one DTensor op per iteration
+
+    def inside(inner, outer):
+        return (inner is not outer and inner["tid"] == outer["tid"] and outer["ts"] <= inner["ts"]
+                and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"])
+
+    for s in subs:
+        parents = [e for e in ops if e["name"] != "PythonSubclass" and inside(s, e)]
+        op = min(parents, key=lambda e: e["dur"])  # the op it belongs to
+        assert op["args"]["Input Dims"] == s["args"]["Input Dims"]
+        assert op["ts"] <= s["ts"] and abs(s["ts"] + s["dur"] - op["ts"] - op["dur"]) < 0.005  # ends with it
+        children = [e for e in ops if inside(e, s)]
+        assert any(c["name"] == op["name"] for c in children), op["name"]
+    # plain-tensor ops have none
+    plain_mm = [e for e in ops if e["name"] == "aten::mm" and not any(inside(s, e) for s in subs)
+                and not any(inside(e, s) for s in subs)]
+    assert plain_mm

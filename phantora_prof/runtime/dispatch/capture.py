@@ -178,6 +178,9 @@ class CaptureMode(TorchDispatchMode):
             # Other tensor subclasses (e.g. DTensor) dispatch themselves. The round trip through
             # Python's dispatch key and the wrapper tensors it makes are C++ work the counted
             # Python does not see: charged per subclass dispatch (hostcost.SUBCLASS_DISPATCH_NS).
+            # A real profile shows that dispatch as a "PythonSubclass" range inside the op.
+            if self._rec is not None:
+                self._rec.open_subclass()
             if self.st.pyhost is not None:
                 self.st.clock.advance(hostcost.SUBCLASS_DISPATCH_NS)
             return NotImplemented

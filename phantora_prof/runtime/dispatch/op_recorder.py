@@ -52,6 +52,10 @@ class Recorder:
         lib.phantora_rec_quiet.argtypes = [ctypes.c_int]
         lib.phantora_rec_quiet.restype = ctypes.c_int
         self.quiet = lib.phantora_rec_quiet  # quiet(1): hide this thread's calls; returns the previous state
+        lib.phantora_rec_open_subclass.restype = ctypes.c_int64
+        # open_subclass(): a "PythonSubclass" record inside the op being dispatched (a tensor
+        # subclass's own dispatch, as torch.profiler shows it on a GPU); it ends with that op
+        self.open_subclass = lib.phantora_rec_open_subclass
         self.now = ctypes.c_int64.in_dll(lib, "phantora_sim_now_ns")
         self._next_id = lib.phantora_rec_next_id
         self._local = threading.local()
