@@ -101,6 +101,10 @@ std::atomic<int64_t> g_next_id{1};
 std::mutex g_threads_mu;
 std::vector<ThreadBuf*>* g_threads = new std::vector<ThreadBuf*>();  // leaked: threads may outlive statics
 std::atomic<bool> g_enabled{false};
+// Called before a record is stamped (start and end): charges the Python the thread ran since
+// the clock was last read (runtime/host/pyhost.py), so that work lies between records, where
+// a real profile shows it, and not inside the next one. Set by the Python side; may be null.
+std::atomic<void (*)()> g_charge{nullptr};
 std::atomic<bool> g_inputs{true};
 at::CallbackHandle g_handle = 0;
 std::string* g_drained = new std::string();
@@ -320,6 +324,9 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     return nullptr;
   }
   name = stable_name(name);
+  if (auto charge = g_charge.load(std::memory_order_relaxed)) {
+    charge();
+  }
   int64_t id = g_next_id.fetch_add(1, std::memory_order_relaxed);
   Open o;
   o.id = id;
@@ -358,6 +365,9 @@ void on_end(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx_ptr) {
   }
   if (pos == 0) {
     return;
+  }
+  if (auto charge = g_charge.load(std::memory_order_relaxed)) {
+    charge();
   }
   int64_t t1 = now();
   // "PythonSubclass" records opened inside this one end with it (the subclass's dispatch
@@ -488,6 +498,11 @@ __attribute__((visibility("default"))) int64_t phantora_rec_open_subclass() {
   tls.open_name = st.back().name;
   tls.depth = static_cast<int32_t>(st.size());
   return id;
+}
+
+// The function that charges the thread's pending Python before a record is stamped (or null).
+__attribute__((visibility("default"))) void phantora_rec_set_charge(void (*charge)()) {
+  g_charge.store(charge, std::memory_order_relaxed);
 }
 
 // A fresh id from the counter the records use.

@@ -17,6 +17,8 @@
  * Nor are __eq__ / __ne__ / __hash__ methods (is_hashing_method: hash tables call them a
  * number of times that depends on memory addresses).
  *
+ * Nor are an editable install's import hooks (__editable__*.py files).
+ *
  * The import system's own frames (<frozen importlib._bootstrap*>) are not counted either,
  * but what they call (a module's body) is: how much of importlib's Python runs depends on
  * whether a module's cached bytecode (__pycache__) already exists, which made the first run
@@ -99,6 +101,14 @@ static int classify_uncached(PyCodeObject *code) {
         return CODE_IMPORT;
     }
     if (is_hashing_method(code)) {
+        return CODE_OURS;
+    }
+    /* An editable install's import hook (setuptools' __editable___<name>_finder.py) is import
+     * machinery of how phantora-prof was installed, not the program's work: a regular install
+     * has none, and counting it made the same run differ between the two. */
+    const char *base = strrchr(s, '/');
+    base = base != NULL ? base + 1 : s;
+    if (strncmp(base, "__editable__", 12) == 0) {
         return CODE_OURS;
     }
     return CODE_USER;
@@ -347,7 +357,45 @@ static PyObject *code_counts(PyObject *self, PyObject *noargs) {
     return out;
 }
 
+/* The clock read that charges a thread's pending Python, called by the native op recorder
+ * before it stamps a record (runtime/dispatch/op_recorder.py set_charge). A RecordFunction may
+ * start or end while an exception is being raised, on a thread that does not hold the GIL
+ * (autograd's engine): the trampoline takes the GIL and keeps the error indicator as it was. */
+static PyObject *g_charge_cb = NULL;
+
+static void charge_trampoline(void) {
+    if (g_charge_cb == NULL || !Py_IsInitialized()) {
+        return;
+    }
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObject *r = PyObject_CallNoArgs(g_charge_cb);
+    if (r == NULL) {
+        PyErr_WriteUnraisable(g_charge_cb);
+    } else {
+        Py_DECREF(r);
+    }
+    PyErr_Restore(et, ev, tb);
+    PyGILState_Release(gil);
+}
+
+/* set_charge(callable or None) -> the address of the C function that calls it. */
+static PyObject *set_charge(PyObject *self, PyObject *cb) {
+    (void)self;
+    PyObject *old = g_charge_cb;
+    if (cb == Py_None) {
+        g_charge_cb = NULL;
+    } else {
+        Py_INCREF(cb);
+        g_charge_cb = cb;
+    }
+    Py_XDECREF(old);
+    return PyLong_FromVoidPtr((void *)charge_trampoline);
+}
+
 static PyMethodDef methods[] = {
+    {"set_charge", set_charge, METH_O, "set_charge(fn): address of a C function that calls fn (error state kept)"},
     {"by_code", by_code, METH_O, "by_code(on): also count per code object (diagnostics)"},
     {"code_counts", code_counts, METH_NOARGS, "[(file, line, qualname, calls, opcodes)] counted by code object"},
     {"configure", configure, METH_VARARGS, "configure(prefix, exempt_files): what counts as the simulator's code"},

@@ -89,6 +89,14 @@ class Recorder:
             n = self._names[ptr] = ctypes.string_at(ptr).decode("utf-8", "replace")
         return n
 
+    def set_charge(self, address: int) -> None:
+        """Call the C function at `address` before every record is stamped (start and end):
+        pyhost's trampoline to the clock read that charges the thread's pending Python
+        (runtime/host/pyhost.py), so that host work lies between records, as in a real
+        profile, and not inside the record that follows it."""
+        self.lib.phantora_rec_set_charge.argtypes = [ctypes.c_void_p]
+        self.lib.phantora_rec_set_charge(ctypes.c_void_p(address))
+
     def next_id(self) -> int:
         return self._next_id()
 

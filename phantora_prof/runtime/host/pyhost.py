@@ -134,7 +134,11 @@ class PythonHostTime:
             tls.last = (py, c)
             return 0
         tls.last = (py, c)
-        ns = int((py - last[0]) * self.py_call_ns + (c - last[1]) * self.opcode_ns)
+        # the fraction of a ns left over is carried to the next charge: the total does not
+        # depend on how often the clock is read (every record start and end reads it)
+        exact = (py - last[0]) * self.py_call_ns + (c - last[1]) * self.opcode_ns + getattr(tls, "frac", 0.0)
+        ns = int(exact)
+        tls.frac = exact - ns
         self.charged_ns += ns
         return ns
 

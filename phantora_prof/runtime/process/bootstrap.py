@@ -9,6 +9,7 @@ and the coordinator is told how the program ended.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import runpy
 import sys
@@ -33,16 +34,49 @@ def _run_user(kind: str, target: str, argv: list[str]) -> None:
     sys.argv = argv
     if kind == "path":
         sys.path[0] = os.path.dirname(os.path.abspath(target))
-        runpy.run_path(target, run_name="__main__")
+        with _runpy_uncounted():
+            runpy.run_path(target, run_name="__main__")
     elif kind == "module":
         sys.path[0] = os.getcwd()
-        runpy.run_module(target, run_name="__main__", alter_sys=True)
+        with _runpy_uncounted():
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
     else:
         sys.path[0] = ""
         code = compile(target, "<string>", "exec")
         import __main__
 
         exec(code, __main__.__dict__)  # noqa: S102 - this is `python -c`
+
+
+@contextlib.contextmanager
+def _runpy_uncounted():
+    """runpy's own Python (finding the script's importer, building its module) is not counted
+    as the program's host time: `python script.py` runs none of it, and how much of it runs
+    depends on the environment (sys.path_hooks of an editable install). Counting resumes when
+    runpy hands the script's code to exec (this file's frames count as the program's)."""
+    from phantora_prof.runtime.process import state as _state
+
+    host = _state.get().pyhost if _state.installed() else None
+    if host is None:
+        yield
+        return
+    native = host.native
+    orig = runpy._run_code
+
+    def run_code(*args, **kwargs):
+        native.resume()
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            native.pause()
+
+    runpy._run_code = run_code
+    native.pause()
+    try:
+        yield
+    finally:
+        native.resume()
+        runpy._run_code = orig
 
 
 def main() -> None:
