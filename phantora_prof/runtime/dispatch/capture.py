@@ -30,6 +30,7 @@ from phantora_prof.errors import UnsupportedOpError
 from phantora_prof.protocol import CPU_DEVICE, AutogradSpan, OpCall, OpKind, SyncKind, TensorArg
 from phantora_prof.runtime.device import allocator, op_allocations, pinned
 from phantora_prof.runtime.dispatch import annotations, conv_layout, cuda_dispatch, meta_cache, op_recorder, sdpa, values
+from phantora_prof.runtime.host import dataloader
 from phantora_prof.runtime.dispatch.tensors import tensors_in
 from phantora_prof.runtime.process import state as _state
 from phantora_prof.runtime.distributed.pending import PENDING as _DIST_PENDING
@@ -210,7 +211,8 @@ class CaptureMode(TorchDispatchMode):
                 # (hostcost.cpu_op_ns, issue #15), recorded (as torch.profiler would) with what
                 # its kernel calls under it.
                 out = self._redispatch(tls, func, args, kwargs)
-                self.st.clock.advance(hostcost.cpu_op_ns(_cpu_bytes(args, out)))
+                if not dataloader.taking_a_batch():
+                    self.st.clock.advance(hostcost.cpu_op_ns(_cpu_bytes(args, out)))
                 return out
             if tls is not None:
                 # Without the host model: the per-op table's charge for one (DISPATCH_NS_CPU).

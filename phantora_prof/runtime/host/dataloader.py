@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import threading
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -155,16 +156,30 @@ def install(clock: Any, pyhost: Any = None) -> None:
     mp_iter._process_data = process_data
 
 
+_taking = threading.local()
+
+
+def taking_a_batch() -> bool:
+    """Whether this thread is inside DataLoader's batch-taking loop (`_next_data`): the CPU ops
+    it runs there (rebuilding the tensors of every batch that arrives, in whatever order the
+    OS delivered them) cost no simulated time, or runs would differ with the arrival order
+    (approximate: a few us per batch left out)."""
+    return getattr(_taking, "depth", 0) > 0
+
+
 def _uncounted(method: Any) -> Any:
-    """`method` with the host-Python counter (runtime/host/pyhost.py) paused while it runs."""
+    """`method` with the host-Python counter (runtime/host/pyhost.py) paused while it runs,
+    and its CPU ops not charged (taking_a_batch)."""
     def call(self, *args, **kwargs):
         host = _STATE.get("pyhost")
         if host is None:
             return method(self, *args, **kwargs)
         host.native.pause()
+        _taking.depth = getattr(_taking, "depth", 0) + 1
         try:
             return method(self, *args, **kwargs)
         finally:
+            _taking.depth -= 1
             host.native.resume()
 
     return call
