@@ -174,6 +174,10 @@ def _uncounted(method: Any) -> Any:
         host = _STATE.get("pyhost")
         if host is None:
             return method(self, *args, **kwargs)
+        # charge the program's Python so far now: left pending, it would be charged at the
+        # first clock read inside, which comes before or after the modelled wait depending on
+        # whether another batch happened to arrive first
+        _STATE["clock"].now_ns  # noqa: B018 - the read is the point
         host.native.pause()
         _taking.depth = getattr(_taking, "depth", 0) + 1
         try:
