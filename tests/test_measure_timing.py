@@ -87,9 +87,9 @@ def test_sweep_records(monkeypatch):
     monkeypatch.setattr(measure_kernels, "setup", lambda case: ((lambda: None), 64))
     monkeypatch.setattr(measure_kernels, "COLD", False)
     monkeypatch.setattr(measure_kernels.torch.cuda, "synchronize", lambda *a: None)
-    names, out = measure_kernels.Names(), []
+    names, out = measure_kernels.Interner(), []
     measure_kernels.run_chunk(cases, 4, names, out)
-    assert names.names == ["k0", "k1"]
+    assert names.values == ["k0", "k1"]
     a, b = out
     # the 1-kernel call is not matched by position, but counts in the total busy time
     assert a["k"] == [[0, 2000, [1, 1, 1], [128, 1, 1]], [1, 3000, [1, 1, 1], [128, 1, 1]]]

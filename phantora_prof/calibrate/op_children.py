@@ -42,6 +42,8 @@ import json
 from pathlib import Path
 
 from phantora_prof.calibrate.reference import require_reference
+# the keys the engine looks the table up by (engine/op_children.py)
+from phantora_prof.engine.op_children import ARG_KINDS, kinds, ranks
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "phantora_prof" / "cost" / "data" / "op_children.json"
@@ -58,13 +60,6 @@ def default_sources(reference: Path | None = None) -> list[Path]:
     out.append(ROOT / "tools" / "holdout" / "real_h200" / "traces" / "cnn.pt.trace.json.gz")
     out += [ROOT / "tools" / "holdout" / "real_h200" / "zoo" / "traces" / f"{m}.pt.trace.json.gz" for m in ZOO_DEV]
     return out
-
-
-_KIND = {"Scalar": "S", "ScalarList": "SL", "TensorList": "TL", "": "-"}
-
-
-def kinds(types: list) -> str:
-    return ",".join(_KIND.get(t, "T") for t in types)
 
 
 class Classifier:
@@ -165,7 +160,7 @@ def _child_args(child: dict, parent: dict) -> list:
     out = []
     for i, t in enumerate(types):
         d = dims[i] if i < len(dims) else []
-        if t in _KIND and t != "TensorList":
+        if t in ARG_KINDS and t != "TensorList":
             out.append(t)
             continue
         ref = next((f"i{k}" for k, (pd, pt) in enumerate(zip(pdims, ptypes)) if pd == d and pt == t), None)
@@ -242,22 +237,6 @@ def collect(paths: list[Path], clf: Classifier) -> dict:
                 else:
                     stack.extend(reversed(n["kids"]))
     return counts
-
-
-def ranks(types: list, dims: list) -> str:
-    """Size classes of an op's tensor inputs, log2 of their element counts ("13,13,-,-"): where
-    a kernel's path depends on sizes (embedding_dense_backward sorts more than 3,072 indices)."""
-    out = []
-    for i, t in enumerate(types):
-        k = _KIND.get(t, "T")
-        if k == "T" and i < len(dims):
-            n = 1
-            for d in dims[i]:
-                n *= d
-            out.append(str(n.bit_length() - 1 if n > 0 else -1))
-        else:
-            out.append("L" if k == "TL" else "-")
-    return ",".join(out)
 
 
 def build(counts: dict) -> dict:

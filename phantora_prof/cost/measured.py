@@ -47,6 +47,7 @@ import math
 from functools import lru_cache
 from importlib import resources
 
+from phantora_prof.cost.profiles import load_profile
 from phantora_prof.protocol import TensorArg
 
 SCHEMA = "phantora-measured/1"
@@ -194,8 +195,6 @@ def record_time(r: dict) -> float:
 
 def _l2_warm_weight() -> float:
     """How much of a record's time is its L2-warm median (the profile of the GPU measured)."""
-    from phantora_prof.cost.profiles import load_profile
-
     return load_profile(GPU_KEY).l2_warm_weight
 
 
@@ -204,10 +203,9 @@ def attn_roofline_ns(bwd: bool, causal: bool, d: int, s: int, bh: int) -> float:
     from phantora_prof.cost import ops as _ops
     from phantora_prof.cost import roofline as _R
     from phantora_prof.cost.gpus import get_gpu
-    from phantora_prof.cost.profiles import profile_for
 
     g = get_gpu(GPU_KEY)
-    prof = profile_for(g)
+    prof = load_profile(GPU_KEY)
     act = bh * s * d * 2
     io = (7 if bwd else 4) * act + bh * s * 4
     tail = (prof.attn_t0_bwd_ns if bwd else prof.attn_t0_fwd_ns) * (s / 1024.0) * (d / 64.0)

@@ -554,9 +554,9 @@ def embedding_dense_backward(op, base, gpu, allow_tf32, tbl=None):
                 f"(long const*, {t} const*, {t}*, int, long, int)")
         # one block per 32 features loops over all indices: latency-bound, ~26 ns per index
         waves = -(-max(1, -(-d // 32)) // gpu.num_sms)
+        prof = profile_for(gpu)
         spec = KernelSpec(K.KIND_KERNEL, name, (max(1, -(-d // 32)), 1, 1), (32, 32, 1), 27, 8192,
-                          dur_ns=int(profile_for(gpu).emb_feature_fixed_ns
-                                     + profile_for(gpu).emb_feature_ns_per_index * n_idx * waves))
+                          dur_ns=int(prof.emb_feature_fixed_ns + prof.emb_feature_ns_per_index * n_idx * waves))
         return Cost(INDEX, "gather", 0.0, 0.0), [fill, spec]
     specs = None
     if tbl is not None:

@@ -114,7 +114,7 @@ class GpuProfile:
 def _read(key: str) -> dict[str, Any]:
     path = PROFILES / f"{key}.json"
     if not path.exists():
-        known = ", ".join(sorted(p.stem for p in PROFILES.glob("*.json")))
+        known = ", ".join(shipped_profiles())
         raise ConfigError(f"no model profile for GPU {key!r} (cost/data/profiles/{key}.json); "
                           f"profiles exist for: {known}")
     doc = json.loads(path.read_text())

@@ -231,7 +231,7 @@ def readiness(tl: Any, call: CollectiveCall) -> int:
     gpu = tl.gpu(call.device)
     gpu.stream(call.comm_stream)
     ready = max(gpu.record_event(call.stream, call.host_ns), gpu.stream_done_ns(call.comm_stream),
-                call.host_ns + tl.launch_latency_ns)
+                call.host_ns + tl.profile.launch_latency_ns)
     return ready
 
 

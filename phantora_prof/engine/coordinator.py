@@ -250,7 +250,7 @@ class Coordinator:
                                         "closed": False}
         if grp is not None:
             grp["keys"].append(key)
-            ready = max(grp["ready"], call.host_ns + tl.launch_latency_ns)
+            ready = max(grp["ready"], call.host_ns + tl.profile.launch_latency_ns)
         else:
             ready = _coll.readiness(tl, call)
         pend.calls[rank] = call

@@ -26,20 +26,21 @@ from phantora_prof.engine.kineto_args import KINETO_TYPE_NAMES
 from phantora_prof.protocol import TensorArg
 from tracing.model import Span
 
-_KIND = {"Scalar": "S", "ScalarList": "SL", "TensorList": "TL", "": "-"}
+# the profiler's non-tensor input types, abbreviated in the table's keys (a tensor is "T")
+ARG_KINDS = {"Scalar": "S", "ScalarList": "SL", "TensorList": "TL", "": "-"}
 _CARVE = 0.4  # at most this share of a launch call's span is given to the children after it
 
 
 def kinds(types: list) -> str:
-    return ",".join(_KIND.get(t, "T") for t in types)
+    return ",".join(ARG_KINDS.get(t, "T") for t in types)
 
 
 def ranks(types: list, dims: list) -> str:
     """Size classes of an op's tensor inputs (log2 of their element counts), as
-    phantora_prof/calibrate/op_children.py keys them ("13,13,-,-")."""
+    phantora_prof/calibrate/op_children.py keys the table with this function ("13,13,-,-")."""
     out = []
     for i, t in enumerate(types):
-        k = _KIND.get(t, "T")
+        k = ARG_KINDS.get(t, "T")
         if k == "T" and i < len(dims):
             n = 1
             for d in dims[i]:

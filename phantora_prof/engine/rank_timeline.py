@@ -139,7 +139,6 @@ class RankTimeline:
         contention); the default GPU's when not given."""
         self.rank = rank
         self.profile = profile if profile is not None else load_profile(DEFAULT_GPU)
-        self.launch_latency_ns = self.profile.launch_latency_ns
         self.host_pid = host_pid
         self.device_properties = device_properties
         self.num_sms = num_sms

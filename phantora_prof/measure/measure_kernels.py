@@ -62,6 +62,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from phantora_prof.calibrate.interning import Interner
 from phantora_prof.measure import timing
 
 SCHEMA = "phantora-measured/1"
@@ -192,13 +193,21 @@ def attn_cases(quick: bool):
                             continue
                         combos.add((b, h))
                     for b, h in sorted(combos):
-                        for bwd in (False, True):
-                            f = 4.0 * b * h * s * s * d * (2.5 if bwd else 1.0)
-                            if causal:
-                                f *= (s + 1) / (2.0 * s)
-                            cases.append(("attention", "sdpa_bwd" if bwd else "sdpa_fwd",
-                                          dict(backend=be, d=d, causal=causal, s=s, b=b, h=h, dtype="bf16"), f))
+                        cases += _sdpa_pair(be, d, causal, s, b, h)
     return cases
+
+
+def _sdpa_pair(be: str, d: int, causal: bool, s: int, b: int, h: int) -> list:
+    """The forward and backward cases of one bf16 self-attention shape, with their FLOPs
+    (bwd = 2.5x fwd; causal counts the computed half of the score tiles)."""
+    out = []
+    for bwd in (False, True):
+        f = 4.0 * b * h * s * s * d * (2.5 if bwd else 1.0)
+        if causal:
+            f *= (s + 1) / (2.0 * s)
+        out.append(("attention", "sdpa_bwd" if bwd else "sdpa_fwd",
+                    dict(backend=be, d=d, causal=causal, s=s, b=b, h=h, dtype="bf16"), f))
+    return out
 
 
 def attn_wide_cases(quick: bool):
@@ -213,12 +222,7 @@ def attn_wide_cases(quick: bool):
                             continue
                         h = next(x for x in (64, 48, 32, 24, 16, 12, 8) if bh % x == 0)
                         b = bh // h
-                        for bwd in (False, True):
-                            f = 4.0 * b * h * s * s * d * (2.5 if bwd else 1.0)
-                            if causal:
-                                f *= (s + 1) / (2.0 * s)
-                            cases.append(("attention", "sdpa_bwd" if bwd else "sdpa_fwd",
-                                          dict(backend=be, d=d, causal=causal, s=s, b=b, h=h, dtype="bf16"), f))
+                        cases += _sdpa_pair(be, d, causal, s, b, h)
     return cases
 
 
@@ -483,19 +487,6 @@ def setup(case):
 
 # ------------------------------------------------------------------ timing
 
-class Names:
-    def __init__(self):
-        self.names: list[str] = []
-        self.idx: dict[str, int] = {}
-
-    def __call__(self, s: str) -> int:
-        i = self.idx.get(s)
-        if i is None:
-            i = self.idx[s] = len(self.names)
-            self.names.append(s)
-        return i
-
-
 COLD = True
 
 
@@ -605,7 +596,7 @@ def merge(cold_path, warm_path, out):
 def append(base_path, extra_path, out):
     """BASE's records plus EXTRA's (kernel names re-interned), EXTRA's run noted in env."""
     base, extra = _load(base_path), _load(extra_path)
-    names = Names()
+    names = Interner()
     for n in base["names"]:
         names(n)
 
@@ -620,7 +611,7 @@ def append(base_path, extra_path, out):
             k[0] = names(extra["names"][k[0]])
         base["records"].append(r)
         added += 1
-    base["names"] = names.names
+    base["names"] = names.values
     base["env"].setdefault("extra_runs", []).append({k: extra["env"].get(k) for k in ("date", "elapsed_s", "torch",
                                                                                    "cuda", "gpu")})
     size = _write(base, out)
@@ -673,7 +664,7 @@ def main(argv=None) -> int:
             else:
                 nxt.append(it)
         iters = nxt
-    names = Names()
+    names = Interner()
     records: list = []
     print(f"{len(order)} cases: " + ", ".join(f"{g}={len(cs)}" for g, cs in groups), flush=True)
     CH = 24
@@ -701,7 +692,7 @@ def main(argv=None) -> int:
                 "repeats": a.repeats, "l2": "warm" if a.warm_l2 else "cold",
                 "elapsed_s": round(time.time() - t_start, 1),
                 "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
-        "names": names.names,
+        "names": names.values,
         "records": records,
     }
     size = _write(doc, a.out)

@@ -177,7 +177,7 @@ def _uncounted(method: Any) -> Any:
         # charge the program's Python so far now: left pending, it would be charged at the
         # first clock read inside, which comes before or after the modelled wait depending on
         # whether another batch happened to arrive first
-        _STATE["clock"].now_ns  # noqa: B018 - the read is the point
+        _STATE["clock"].charge_pending()
         host.native.pause()
         _taking.depth = getattr(_taking, "depth", 0) + 1
         try:

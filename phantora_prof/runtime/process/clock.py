@@ -39,6 +39,12 @@ class VirtualClock:
 
     @property
     def now_ns(self) -> int:
+        self.charge_pending()
+        return self._now
+
+    def charge_pending(self) -> None:
+        """Advance by the counted host work of the calling thread since it was last charged
+        (every read does this; callers that only need the charge at a fixed point call it)."""
         pending = self._pending
         if pending is not None:
             ns = pending()
@@ -47,7 +53,6 @@ class VirtualClock:
                     self._now += ns
                     if self._mirror is not None:
                         self._mirror.value = self._now
-        return self._now
 
     def advance(self, ns: int) -> int:
         with self._lock:

@@ -187,12 +187,7 @@ def _record_op_tree(st: RuntimeState) -> Any:
     st.clock.mirror(rec.now)
     st.use_id_source(rec.next_id)
     if st.pyhost is not None:
-        clock = st.clock
-
-        def charge() -> None:  # reading the clock charges the thread's pending Python
-            clock.now_ns  # noqa: B018 - the read is the point
-
-        rec.set_charge(st.pyhost.native.set_charge(charge))
+        rec.set_charge(st.pyhost.native.set_charge(st.clock.charge_pending))
     rank = st.config.rank
 
     def host_ops():
