@@ -110,6 +110,8 @@ def _apply(table: dict, prof: dict) -> dict:
     t["python"]["py_call_ns"] *= py
     t["python"]["opcode_ns"] *= py
     t["subclass_dispatch"]["ns"] *= py
+    # measured per parameter in absolute time (calibrate/host_costs.py), so only the host's speed applies
+    t["optimizer_python_ns"] = {k: int(v * speed) for k, v in t["optimizer_python_ns"].items()}
     t["pin_memory"]["base_ns"] *= cpu
     t["pin_memory"]["bytes_per_ns"] /= cpu
     return t

@@ -168,9 +168,28 @@ static void clear_cache(void) {
 static PyObject *str_trace_opcodes = NULL;
 static PyObject *str_trace_lines = NULL;
 
+/* Python 3.12 implements PyEval_SetTrace with sys.monitoring: switching a thread's trace
+ * function on or off re-instruments the interpreter's code and walks every thread's frames,
+ * and doing so after torch's autograd threads have run crashed the process at exit (seen on
+ * 3.12.3 with a CUDA build of torch 2.11: segmentation fault in the last pause()). There,
+ * pause() leaves the hook installed and the hook ignores everything while paused; frames
+ * that start while paused get no line events. */
+#if PY_VERSION_HEX >= 0x030C0000
+#define PAUSE_IN_HOOK 1
+#else
+#define PAUSE_IN_HOOK 0
+#endif
+
 static int profile(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg) {
     (void)obj;
     (void)arg;
+    if (PAUSE_IN_HOOK && tls.paused > 0) {
+        if (what == PyTrace_CALL &&
+            PyObject_SetAttr((PyObject *)frame, str_trace_lines, Py_False) < 0) {
+            PyErr_Clear();
+        }
+        return 0;
+    }
     switch (what) {
         case PyTrace_OPCODE:
             if (tls.depth == 0) {
@@ -278,14 +297,14 @@ static PyObject *detach(PyObject *self, PyObject *noargs) {
  * the frame that paused is one of ours, so its return event, seen after resume, balances
  * the depth its call event added. */
 static PyObject *pause_hook(PyObject *self, PyObject *noargs) {
-    if (tls.attached && tls.paused++ == 0) {
+    if (tls.attached && tls.paused++ == 0 && !PAUSE_IN_HOOK) {
         PyEval_SetTrace(NULL, NULL);
     }
     Py_RETURN_NONE;
 }
 
 static PyObject *resume_hook(PyObject *self, PyObject *noargs) {
-    if (tls.attached && tls.paused > 0 && --tls.paused == 0) {
+    if (tls.attached && tls.paused > 0 && --tls.paused == 0 && !PAUSE_IN_HOOK) {
         PyEval_SetTrace(profile, NULL);
     }
     Py_RETURN_NONE;
@@ -306,6 +325,23 @@ static PyObject *user_end(PyObject *self, PyObject *arg) {
         return NULL;
     }
     tls.depth = d;
+    Py_RETURN_NONE;
+}
+
+/* mark_ours(code): `code` (and what it calls) is the simulator's work, wherever its file lies:
+ * torch functions that run only because the simulator's dispatch mode is active. */
+static PyObject *mark_ours(PyObject *self, PyObject *arg) {
+    if (!PyCode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "mark_ours() takes a code object");
+        return NULL;
+    }
+    int slot;
+    lookup((PyCodeObject *)arg, &slot);
+    if (slot < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "mark_ours(): the code cache has no room near this object");
+        return NULL;
+    }
+    cache_val[slot] = CODE_OURS;
     Py_RETURN_NONE;
 }
 
@@ -399,6 +435,7 @@ static PyMethodDef methods[] = {
     {"by_code", by_code, METH_O, "by_code(on): also count per code object (diagnostics)"},
     {"code_counts", code_counts, METH_NOARGS, "[(file, line, qualname, calls, opcodes)] counted by code object"},
     {"configure", configure, METH_VARARGS, "configure(prefix, exempt_files): what counts as the simulator's code"},
+    {"mark_ours", mark_ours, METH_O, "mark_ours(code): count a code object as the simulator's"},
     {"attach", attach, METH_NOARGS, "start counting on this thread"},
     {"detach", detach, METH_NOARGS, "stop counting on this thread"},
     {"counts", counts, METH_NOARGS, "(python calls, bytecode instructions, attached) of this thread"},

@@ -43,7 +43,7 @@ CASES: dict[str, tuple[str, list[str]]] = {
     "trainer": ("hostbound.py", ["--case", "trainer"]),
     "pyheavy": ("hostbound.py", ["--case", "pyheavy"]),
 }
-FIT = ("gpt_b1", "gpt_tiny", "gpt_b4", "mlp_small", "pyheavy")
+FIT = ("gpt_b1", "gpt_tiny", "gpt_b4", "mlp_small", "pyheavy", "loader0")
 
 
 def measured(case: str, directory: Path) -> float | None:

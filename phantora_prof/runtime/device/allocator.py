@@ -351,6 +351,7 @@ class AllocatorModel:
         self.current_stream: Callable[[], int] = lambda: 0
         self.allowed_memory_maximum: int | None = None  # set_per_process_memory_fraction
         self._lock = threading.RLock()
+        self._dead_watch: dict[int, tuple[weakref.ref, Block]] = {}  # id(ref) -> (ref, block) per storage
         self._busy = False
         self._deferred: list[Block] = []
         self._small = _Pool(True)
@@ -727,8 +728,15 @@ class AllocatorModel:
             storage._phantora_block = block
         except (AttributeError, TypeError):
             pass
-        fin = weakref.finalize(storage, self._release, block)
-        fin.atexit = False  # nothing to give back when the process ends
+        # A weakref callback, not weakref.finalize: finalize's __call__ is stdlib Python that the
+        # host model would count as the program's work (real storages are freed in C++).
+        ref = weakref.ref(storage, self._storage_died)
+        self._dead_watch[id(ref)] = (ref, block)
+
+    def _storage_died(self, ref: weakref.ref) -> None:
+        entry = self._dead_watch.pop(id(ref), None)
+        if entry is not None:
+            self._release(entry[1])
 
     def _release(self, block: Block) -> None:
         with self._lock:

@@ -114,6 +114,14 @@ class CaptureMode(TorchDispatchMode):
 
     supports_higher_order_operators = True  # flex_attention etc. come here (runtime/dispatch/hops.py)
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """No torch._disable_dynamo wrapper around __torch_dispatch__ (torch >= 2.9 adds one to
+        every mode): its Python (eval_frame's _fn, _callback_from_stance, is_exporting) ran once
+        per captured op in torch's files, so the host model counted ~70 instructions per op
+        that a real CUDA run, with no mode, never executes. Dynamo never traces this mode."""
+        return False
+
     def __init__(self) -> None:
         super().__init__()
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)

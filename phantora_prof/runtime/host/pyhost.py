@@ -158,6 +158,8 @@ def install(py_call_ns: float, opcode_ns: float) -> PythonHostTime | None:
         return None
     exempt = [str(PACKAGE_DIR / "runtime" / "process" / "bootstrap.py")]
     native.configure(str(PACKAGE_DIR) + os.sep, exempt)
+    for code in _mode_only_code():
+        native.mark_ours(code)
     host = PythonHostTime(native, py_call_ns, opcode_ns)
     profile_dir = os.environ.get(ENV_PROFILE)
     if profile_dir:
@@ -166,6 +168,19 @@ def install(py_call_ns: float, opcode_ns: float) -> PythonHostTime | None:
     os.register_at_fork(after_in_child=host.after_fork)
     gc.callbacks.append(_gc_pause(native))
     return host
+
+
+def _mode_only_code() -> list[Any]:
+    """Code of torch's that runs only because the simulator's dispatch mode is on: the C++
+    dispatcher asks `find_torch_dispatch_rule(op, type(mode))` before every call into a Python
+    mode. A real CUDA run has no mode. (A tensor subclass's dispatch asks it too; those ~36
+    instructions are left in the subclass-dispatch constant, cost/data/host_model.json.)"""
+    try:
+        from torch._library import simple_registry
+    except ImportError:  # torch < 2.4
+        return []
+    fn = getattr(simple_registry, "find_torch_dispatch_rule", None)
+    return [fn.__code__] if fn is not None and hasattr(fn, "__code__") else []
 
 
 def _profile_by_code(native: Any, folder: Path) -> None:
