@@ -75,6 +75,7 @@ struct RecTls {
   int32_t is_main;
   int64_t outer_id;  // the record around the innermost one (0 if none)
   const char* outer_name;
+  int32_t subclass_open;  // "PythonSubclass" records open: Python running now is a tensor subclass's dispatch
 };
 
 struct Open {
@@ -385,9 +386,18 @@ void on_end(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx_ptr) {
 }
 
 // Write a finished record to the thread's buffer; the thread's flags describe its stack after.
+int32_t count_subclass(const std::vector<Open>& st) {
+  int32_t n = 0;
+  for (const Open& o : st) {
+    n += o.synthetic ? 1 : 0;
+  }
+  return n;
+}
+
 void emit(ThreadBuf* b, const Open& o, int64_t t1) {
   auto& st = b->stack;
   RecTls& tls = b->tls;
+  tls.subclass_open = count_subclass(st);
   size_t n = st.size();
   tls.open_id = n > 0 ? st[n - 1].id : 0;
   tls.open_name = n > 0 ? st[n - 1].name : nullptr;
@@ -497,6 +507,7 @@ __attribute__((visibility("default"))) int64_t phantora_rec_open_subclass() {
   tls.open_id = id;
   tls.open_name = st.back().name;
   tls.depth = static_cast<int32_t>(st.size());
+  tls.subclass_open = count_subclass(st);
   return id;
 }
 

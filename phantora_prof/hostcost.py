@@ -110,6 +110,7 @@ def _apply(table: dict, prof: dict) -> dict:
     t["python"]["py_call_ns"] *= py
     t["python"]["opcode_ns"] *= py
     t["subclass_dispatch"]["ns"] *= py
+    t["subclass_dispatch"]["opcode_ns"] *= py
     # measured per parameter in absolute time (calibrate/host_costs.py), so only the host's speed applies
     t["optimizer_python_ns"] = {k: int(v * speed) for k, v in t["optimizer_python_ns"].items()}
     t["pin_memory"]["base_ns"] *= cpu
@@ -141,6 +142,7 @@ OPTIMIZER_PYTHON_NS: dict[str, int] = TABLE["optimizer_python_ns"]
 PY_CALL_NS: float = TABLE["python"]["py_call_ns"]
 OPCODE_NS: float = TABLE["python"]["opcode_ns"]
 SUBCLASS_DISPATCH_NS: int = int(TABLE["subclass_dispatch"]["ns"])  # per tensor-subclass (DTensor) dispatch
+SUBCLASS_OPCODE_NS: float = TABLE["subclass_dispatch"]["opcode_ns"]  # per instruction inside one
 
 # Aten ops on CPU tensors (they run for real; this is their time on the reference host).
 CPU_OP_BASE_NS: float = TABLE["cpu_ops"]["base_ns"]

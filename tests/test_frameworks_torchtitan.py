@@ -64,8 +64,10 @@ def _check_progress(steps: dict[int, tuple], n: int) -> None:
     # step 1 (eager, timed from torchtitan's set-up): waiting for another rank's file lock costs
     # no simulated time (it was 12-17 s with a fresh cache). Step 1 carries its one-time Python
     # (lazy init, the first batches of the data pipeline), counted as host time; lock polls
-    # must not be (they made step 1 ~400x slower)
-    assert steps[1][3] > 0.25 * steps[2][3], (steps[1], steps[2])
+    # must not be (they made step 1 ~400x slower). Step 1 is ~6x step 2 since the Python run
+    # inside DTensor's dispatch has its own, higher cost per instruction (its first sharding
+    # propagations are in step 1)
+    assert steps[1][3] > 0.1 * steps[2][3], (steps[1], steps[2])
 
 
 def test_torchtitan_one_rank_cuda_graphs(tmp_path):

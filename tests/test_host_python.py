@@ -227,6 +227,58 @@ def test_the_dispatch_modes_own_machinery_is_not_counted(tmp_path):
     assert not others, sorted(others.items(), key=lambda kv: -kv[1])[:5]  # nothing else grows with the ops
 
 
+SUBCLASS_PYTHON = """
+import sys, time, torch
+from torch.utils._pytree import tree_map
+
+N = 3000
+
+def busy(n):
+    acc = 0
+    for i in range(n):
+        acc += i * i
+    return acc
+
+class Wrap(torch.Tensor):
+    \"\"\"A wrapper subclass that runs Python in its dispatch, as DTensor does.\"\"\"
+    @staticmethod
+    def __new__(cls, inner, work):
+        return torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype, device=inner.device)
+    def __init__(self, inner, work):
+        self.inner, self.work = inner, work
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        work = max(a.work for a in args if isinstance(a, Wrap))
+        busy(work)
+        out = func(*tree_map(lambda a: a.inner if isinstance(a, Wrap) else a, args), **(kwargs or {}))
+        return tree_map(lambda t: Wrap(t, work) if isinstance(t, torch.Tensor) else t, out)
+
+base = torch.zeros(8, device="cuda")
+for name, x, outside in (("plain", Wrap(base, 0), 0), ("inside", Wrap(base, N), 0), ("outside", Wrap(base, 0), N)):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(10):
+        busy(outside)
+        y = torch.add(x, 1.0)
+    torch.cuda.synchronize()
+    print(name, (time.perf_counter() - t0) * 1e6)
+"""
+
+
+def test_python_inside_a_tensor_subclass_dispatch_costs_its_own_rate(tmp_path):
+    """The same Python costs subclass_dispatch.opcode_ns per instruction inside a tensor
+    subclass's __torch_dispatch__ and python.opcode_ns outside it (host_model.json)."""
+    from phantora_prof import hostcost
+
+    r = _run(SUBCLASS_PYTHON, tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    us = {line.split()[0]: float(line.split()[1]) for line in r.stdout.splitlines()
+          if line.split()[:1] and line.split()[0] in ("plain", "inside", "outside")}
+    inside, outside = us["inside"] - us["plain"], us["outside"] - us["plain"]
+    assert outside > 100  # 10 x 3000 iterations of Python cost simulated time
+    assert inside / outside == pytest.approx(hostcost.SUBCLASS_OPCODE_NS / hostcost.OPCODE_NS, rel=0.05)
+
+
 LOADER = """
 import sys, time, torch
 from torch.utils.data import DataLoader, Dataset

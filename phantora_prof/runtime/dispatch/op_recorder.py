@@ -36,7 +36,7 @@ class RecTls(ctypes.Structure):
 
     _fields_ = [("suppress", ctypes.c_int32), ("skip_next", ctypes.c_int32), ("open_id", ctypes.c_int64),
                 ("open_name", ctypes.c_void_p), ("depth", ctypes.c_int32), ("is_main", ctypes.c_int32),
-                ("outer_id", ctypes.c_int64), ("outer_name", ctypes.c_void_p)]
+                ("outer_id", ctypes.c_int64), ("outer_name", ctypes.c_void_p), ("subclass_open", ctypes.c_int32)]
 
 
 class Recorder:

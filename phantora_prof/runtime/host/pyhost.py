@@ -28,7 +28,7 @@ import sysconfig
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 log = logging.getLogger(__name__)
 
@@ -96,10 +96,17 @@ def load() -> Any | None:
 class PythonHostTime:
     """Turns each thread's counted calls into simulated host time, charged on demand."""
 
-    def __init__(self, native: Any, py_call_ns: float, opcode_ns: float):
+    def __init__(self, native: Any, py_call_ns: float, opcode_ns: float, subclass_opcode_ns: float | None = None):
         self.native = native
         self.py_call_ns = py_call_ns
         self.opcode_ns = opcode_ns
+        # Python run inside a tensor subclass's dispatch (DTensor's sharding propagation and
+        # wrapping) costs more per instruction than a training loop's own Python: measured with
+        # tools/holdout/dtensor_ops.py (cost/data/host_model.json "subclass_dispatch").
+        self.subclass_opcode_ns = opcode_ns if subclass_opcode_ns is None else subclass_opcode_ns
+        # set by the capture mode when the op recorder runs: > 0 while the calling thread is
+        # inside a tensor subclass's dispatch ("PythonSubclass" record open)
+        self.in_subclass: Callable[[], int] | None = None
         self._tls = threading.local()
         self.charged_ns = 0  # total charged, for the summary
         # Threads whose work is on the simulated host's timeline: the script's thread and the
@@ -138,7 +145,10 @@ class PythonHostTime:
         # truncating each charge lost ~0.4 us per step of a small DDP model. (Carrying the
         # remainder instead made ranks that ran different Python before the same code charge
         # it differently by 1 ns.)
-        ns = int((py - last[0]) * self.py_call_ns + (c - last[1]) * self.opcode_ns + 0.5)
+        rate = self.opcode_ns
+        if self.in_subclass is not None and self.in_subclass() > 0:
+            rate = self.subclass_opcode_ns
+        ns = int((py - last[0]) * self.py_call_ns + (c - last[1]) * rate + 0.5)
         self.charged_ns += ns
         return ns
 
@@ -150,7 +160,7 @@ class PythonHostTime:
         self.attach()
 
 
-def install(py_call_ns: float, opcode_ns: float) -> PythonHostTime | None:
+def install(py_call_ns: float, opcode_ns: float, subclass_opcode_ns: float | None = None) -> PythonHostTime | None:
     native = load()
     if native is None:
         log.warning("no C compiler found: Python code between ops costs no simulated time in this run "
@@ -160,7 +170,7 @@ def install(py_call_ns: float, opcode_ns: float) -> PythonHostTime | None:
     native.configure(str(PACKAGE_DIR) + os.sep, exempt)
     for code in _mode_only_code():
         native.mark_ours(code)
-    host = PythonHostTime(native, py_call_ns, opcode_ns)
+    host = PythonHostTime(native, py_call_ns, opcode_ns, subclass_opcode_ns)
     profile_dir = os.environ.get(ENV_PROFILE)
     if profile_dir:
         _profile_by_code(native, Path(profile_dir))

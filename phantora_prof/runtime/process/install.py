@@ -94,7 +94,7 @@ def _install_host_python(st: RuntimeState, clock: _clock.VirtualClock) -> None:
     from phantora_prof.runtime.host import dataloader, pyhost
 
     if st.config.host_python:
-        host = pyhost.install(hostcost.PY_CALL_NS, hostcost.OPCODE_NS)
+        host = pyhost.install(hostcost.PY_CALL_NS, hostcost.OPCODE_NS, hostcost.SUBCLASS_OPCODE_NS)
         if host is not None:
             clock.set_pending(host.pending_ns)
             st.pyhost = host
