@@ -12,46 +12,13 @@ change) and that Python costs several times what framework-style Python costs pe
 """
 import os
 import statistics
-import sys
 import time
 
 import torch
 import torch.distributed as dist
+from dtensor_ops import count_opcodes  # this folder's DTensor probe: instructions per call, as pyhost counts them
 
-
-def count_opcodes(fn) -> int:
-    n = [0]
-
-    def tracer(frame, event, arg):
-        if event == "call":
-            frame.f_trace_opcodes = True
-            frame.f_trace_lines = False
-            return tracer
-        if event == "opcode":
-            n[0] += 1
-        return tracer
-
-    sys.settrace(tracer)
-    try:
-        fn()
-    finally:
-        sys.settrace(None)
-    return n[0]
-
-
-def count_calls(fn) -> dict:
-    c = {"call": 0, "c_call": 0}
-
-    def prof(frame, event, arg):
-        if event in c:
-            c[event] += 1
-
-    sys.setprofile(prof)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-    return c
+from phantora_prof.measure.host_probe import count_calls
 
 
 def main() -> None:
@@ -101,8 +68,8 @@ def main() -> None:
             fn()
             ts.append((time.perf_counter() - t0) / ops * 1e6)
         calls = count_calls(fn)
-        print(f"{name:18s} {statistics.median(ts):6.1f} us/op  {count_opcodes(fn) / ops:5.0f} instructions/op  "
-              f"{calls['call'] / ops:4.0f} Python calls/op  {calls['c_call'] / ops:4.0f} C calls/op", flush=True)
+        print(f"{name:18s} {statistics.median(ts):6.1f} us/op  {count_opcodes(fn, 1) / ops:5.0f} instructions/op  "
+              f"{calls['py_calls'] / ops:4.0f} Python calls/op  {calls['c_calls'] / ops:4.0f} C calls/op", flush=True)
     dist.destroy_process_group()
 
 
