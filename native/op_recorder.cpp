@@ -385,7 +385,7 @@ void on_end(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx_ptr) {
   emit(b, o, t1);
 }
 
-// Write a finished record to the thread's buffer; the thread's flags describe its stack after.
+// "PythonSubclass" records open on a thread's stack (RecTls.subclass_open).
 int32_t count_subclass(const std::vector<Open>& st) {
   int32_t n = 0;
   for (const Open& o : st) {
@@ -394,6 +394,7 @@ int32_t count_subclass(const std::vector<Open>& st) {
   return n;
 }
 
+// Write a finished record to the thread's buffer; the thread's flags describe its stack after.
 void emit(ThreadBuf* b, const Open& o, int64_t t1) {
   auto& st = b->stack;
   RecTls& tls = b->tls;

@@ -141,13 +141,13 @@ class PythonHostTime:
             tls.last = (py, c)
             return 0
         tls.last = (py, c)
+        rate = self.opcode_ns
+        if c != last[1] and self.in_subclass is not None and self.in_subclass() > 0:
+            rate = self.subclass_opcode_ns  # asked only when there are instructions to charge
         # rounded, not truncated: the clock is read at every record's start and end, and
         # truncating each charge lost ~0.4 us per step of a small DDP model. (Carrying the
         # remainder instead made ranks that ran different Python before the same code charge
         # it differently by 1 ns.)
-        rate = self.opcode_ns
-        if self.in_subclass is not None and self.in_subclass() > 0:
-            rate = self.subclass_opcode_ns
         ns = int((py - last[0]) * self.py_call_ns + (c - last[1]) * rate + 0.5)
         self.charged_ns += ns
         return ns
