@@ -119,3 +119,48 @@ def test_conv_forward_with_bias_adds_the_bias_after_cudnn():
     assert plain[0].name == "conv2d_c1_k1_nhwc_specialized" and 100_000 < total(plain) < 200_000
     assert len(biased) == len(plain) + 1 and "elementwise_kernel" in biased[-1].name
     assert 15_000 < total(biased) - total(plain) < 80_000
+
+
+def _grouped_conv(c: int, gw: int, h: int, n: int = 128):
+    x, out = CL(n, c, h, h), CL(n, c, h, h)
+    w = T((c, gw, 3, 3), "bfloat16", stride=(gw * 9, 1, 3 * gw, gw))
+    return call("aten::convolution", [x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], c // gw], [out])
+
+
+def test_grouped_convolutions_are_classed_by_group_width():
+    """Group widths that are not powers of two are their own class (cuDNN pads them with
+    tensor-transform kernels), and the width is an interpolation feature."""
+    pow2, odd = _grouped_conv(256, 16, 28), _grouped_conv(336, 24, 14)
+    assert F.class_key(pow2, "convolution") == "bfloat16|k3|s1|g|cl"
+    assert F.class_key(odd, "convolution") == "bfloat16|k3|s1|gn|cl"
+    assert F.shape_features(odd, "convolution") == (128, 336, 14, 14, 24)
+    dense = call("aten::convolution", [CL(128, 256, 28, 28), T((256, 256, 3, 3), "bfloat16"), None, [1, 1], [1, 1],
+                                       [1, 1], False, [0, 0], 1], [CL(128, 256, 28, 28)])
+    assert F.shape_features(dense, "convolution") == (128, 256, 28, 28)
+
+
+def test_odd_width_grouped_conv_costs_what_cudnn_pads_it_to():
+    """timm RegNetY-016, bf16 channels-last, x [128, 336, 14, 14], w [336, 24, 3, 3]: 234 us
+    per forward on the H200 (two tensor transforms around a 40 us implicit GEMM); the roofline
+    alone says ~7 us. The sweep (conv_grouped2, designed after this model's diff was seen) has
+    width 24 at 96 and 384 channels, not this shape."""
+    t = total(estimate(_grouped_conv(336, 24, 14), "h200"))
+    assert 120_000 < t < 400_000
+
+
+def test_attention_bias_is_its_own_class_and_dropout_composes_with_it():
+    """A per-head learned bias (T5) is read and differentiated in full: class "bias", not the
+    broadcast padding "mask". With dropout too (not swept together) the time is composed from
+    the bias-only, dropout-only and plain points at the same shape."""
+    q = T((16, 8, 512, 64), "bfloat16", stride=(262144, 64, 512, 1))
+    bias = T((16, 8, 512, 512), "bfloat16", stride=(0, 262144, 512, 1))
+    pad = T((16, 1, 1, 512), "bfloat16")
+    outs = [T((16, 8, 512, 64), "bfloat16"), T((16, 8, 512), "float32"), T((2,), "int64"), T((), "int64")]
+
+    def sdpa(mask, p):
+        return call("aten::_scaled_dot_product_efficient_attention", [q, q, q, mask, True, p, False], outs)
+    assert F.class_key(sdpa(bias, 0.0), "_scaled_dot_product_efficient_attention").split("|")[4] == "bias"
+    assert F.class_key(sdpa(pad, 0.0), "_scaled_dot_product_efficient_attention").split("|")[4] == "mask"
+    plain, with_bias, both = (total(estimate(sdpa(m, p), "h200")) for m, p in ((None, 0.0), (bias, 0.0), (bias, 0.1)))
+    assert with_bias > 1.1 * plain and both > 1.2 * with_bias
+    assert all(k.source == "family" for k in estimate(sdpa(bias, 0.1), "h200"))

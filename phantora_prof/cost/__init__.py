@@ -315,11 +315,14 @@ def _family(op, base, gpu, allow_tf32, handler, cost, specs, total) -> list[Kern
         return None  # NCHW batch norm: the channel-block model (ops.batch_norm_nchw) follows C, w does not
     key = _FAM.class_key(op, base)
     name = base
+    composed = None
     if not fam.covers(name, key):
-        # an in-place op runs its out-of-place twin's kernel (relu_ -> relu); stack runs cat's
-        name = "cat" if base == "stack" else base.rstrip("_")
-        if name == base or not fam.covers(name, key):
-            return None
+        composed = _FAM.composed_attention_keys(fam, base, key)
+        if composed is None:
+            # an in-place op runs its out-of-place twin's kernel (relu_ -> relu); stack runs cat's
+            name = "cat" if base == "stack" else base.rstrip("_")
+            if name == base or not fam.covers(name, key):
+                return None
     ref = get_gpu(_FAM.GPU_KEY)
     if gpu.arch != ref.arch:
         return None  # library kernels differ per architecture: the roofline's own efficiencies
@@ -330,7 +333,14 @@ def _family(op, base, gpu, allow_tf32, handler, cost, specs, total) -> list[Kern
         rc = (handler(op, base, ref, allow_tf32, table("h200"))[0] if handler is _ops.embedding_dense_backward
               else handler(op, base, ref, allow_tf32)[0])
         w_ref = sum(k.duration_ns for k in materialize(rc, specs, _R.op_time_ns(rc, ref), ref))
-    hit = fam.predict(name, key, w_ref, _FAM.shape_features(op, name))
+    feats = _FAM.shape_features(op, name)
+    if composed is not None:  # t(without dropout) x t(dropout only) / t(plain), same shape
+        hits = [fam.predict(name, k, w_ref, feats) for k in composed]
+        if any(h is None for h in hits):
+            return None
+        hit = (hits[0][0] * hits[1][0] / max(hits[2][0], 1.0), hits[0][1])
+    else:
+        hit = fam.predict(name, key, w_ref, feats)
     if hit is None:
         return None
     t, near = hit

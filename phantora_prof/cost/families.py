@@ -91,6 +91,16 @@ def _arg(op, i, default=None):
     return op.args[i] if len(op.args) > i else default
 
 
+def _group_width(op, base: str) -> int | None:
+    """Input channels per group of a grouped (not depthwise, not dense) convolution."""
+    x = _arg(op, 1) if base == "convolution_backward" else _arg(op, 0)
+    groups = _arg(op, 9) if base == "convolution_backward" else _arg(op, 8)
+    if not isinstance(x, TensorArg) or len(x.shape) < 2 or not isinstance(groups, int):
+        return None
+    cin = x.shape[1]
+    return cin // groups if 1 < groups < cin else None
+
+
 def _conv_key(op, base: str) -> list[str]:
     if base == "convolution_backward":
         x, w = _arg(op, 1), _arg(op, 2)
@@ -104,7 +114,11 @@ def _conv_key(op, base: str) -> list[str]:
     s = stride[0] if isinstance(stride, (tuple, list)) and stride else stride
     cin = x.shape[1] if len(x.shape) > 1 else 1
     g = groups if isinstance(groups, int) else 1
-    gk = "dw" if g > 1 and g == cin else ("g" if g > 1 else "1")
+    # grouped: "g" for a power-of-two group width, "gn" for any other (24, 40, 56, ...): cuDNN
+    # wraps most of those in tensor-transform kernels that pad the groups (sweep conv_grouped2,
+    # measured 2026-12-02: 0.1-3.7 ms of transforms per block in channels-last)
+    gw = cin // g if g > 0 else cin
+    gk = "dw" if g > 1 and g == cin else ("1" if g <= 1 else ("g" if gw & (gw - 1) == 0 else "gn"))
     parts = [f"k{k}", f"s{s}", gk, layout(x)]
     if mask is not None:
         parts.append("m" + "".join("1" if b else "0" for b in mask))
@@ -133,8 +147,19 @@ def _attn_key(op, base: str) -> list[str]:
     causal = _arg(op, ci, kw.get("is_causal", False))
     bias = _arg(op, bi) if bi is not None else None
     return [f"d{q.shape[-1]}", "causal" if causal is True else "full",
-            "drop" if isinstance(dropout, (int, float)) and dropout > 0 else "nodrop",
-            "mask" if isinstance(bias, TensorArg) and bias.numel > 0 else "nomask", "gqa" if gqa else "mha"]
+            "drop" if isinstance(dropout, (int, float)) and dropout > 0 else "nodrop", _mask_kind(bias),
+            "gqa" if gqa else "mha"]
+
+
+def _mask_kind(bias) -> str:
+    """nomask; mask: one broadcast over heads and query rows (padding), cheap to read; bias: a
+    per-head score matrix (T5's learned relative positions, ALiBi), which the kernels read in
+    full and, when it is learned, write its gradient of the same size."""
+    if not isinstance(bias, TensorArg) or bias.numel == 0:
+        return "nomask"
+    s = bias.shape
+    per_head = len(s) >= 3 and s[-3] > 1 and s[-2] > 1 and bias.stride[-3] != 0 and bias.stride[-2] != 0
+    return "bias" if per_head else "mask"
 
 
 def class_key(op, base: str) -> str:
@@ -216,7 +241,11 @@ def _reduction_kind(op, t: TensorArg | None) -> str:
     if set(order[-k:]) == set(red):
         return "inner"
     if set(order[:k]) == set(red):
-        return "outer"
+        # TensorIterator vectorizes an outer reduction 4 outputs per thread only when the
+        # innermost (kept) size divides by 4; then a skinny one runs up to 4x slower than
+        # its unvectorized neighbour (sweep reductions_cols: [49152, 196] bf16 52 us, [49152,
+        # 197] 12 us), so the two are separate classes
+        return "outer" if t.shape[order[-1]] % 4 == 0 else "outer_u"
     return "mixed"
 
 
@@ -309,6 +338,27 @@ class FamilyModel:
         return w_ns * math.exp(num / den), near
 
 
+def composed_attention_keys(model: "FamilyModel", name: str, key: str) -> tuple[str, str, str] | None:
+    """An attention variant the sweep did not measure as such, built from ones it did.
+
+    Dropout together with a mask or bias (T5: dropout 0.1 and a learned position bias) was not
+    swept; each was, alone. Returns (key without dropout, the dropout-only key, the plain key) so
+    that t = t(without dropout) x t(dropout only) / t(plain) at the same shape: dropout's cost
+    taken as a factor that does not depend on the mask. Approximate (effects assumed to
+    multiply); None when any of the three is not covered."""
+    if name not in ATTN_OPS:
+        return None
+    parts = key.split("|")
+    if len(parts) != 6 or parts[3] != "drop" or parts[4] == "nomask":
+        return None
+    without = "|".join(parts[:3] + ["nodrop"] + parts[4:])
+    drop_only = "|".join(parts[:3] + ["drop", "nomask"] + parts[5:])
+    plain = "|".join(parts[:3] + ["nodrop", "nomask"] + parts[5:])
+    if all(model.covers(name, k) for k in (without, drop_only, plain)):
+        return without, drop_only, plain
+    return None
+
+
 def _features(w_ns: float, shape) -> tuple[float, ...]:
     return (math.log(w_ns),) + tuple(math.log(max(int(d), 1)) for d in shape)
 
@@ -325,10 +375,16 @@ def shape_features(op, base: str) -> tuple:
 
     Mostly the first tensor's shape. Where the kernel's behaviour follows other sizes, those:
     a norm's (rows, row length) whatever the rank of its input (a per-row kernel: one block
-    per row, so short rows leave the GPU idle); a reduction's (outputs, elements per output)."""
+    per row, so short rows leave the GPU idle); a reduction's (outputs, elements per output);
+    a grouped convolution's shape and its group width (channels per group: cuDNN's grouped
+    kernels run 2x to 200x their roofline time from 128 channels per group down to 4)."""
     t = _first_tensor(op)
     if t is None:
         return ()
+    if base in CONV_OPS:
+        gw = _group_width(op, base)
+        if gw is not None:
+            return tuple(t.shape) + (gw,)
     if base in NORM_OPS:
         x = _arg(op, 1) if base.endswith("_backward") else t
         ns = _arg(op, _NORMALIZED_SHAPE_ARG[base])

@@ -8,8 +8,9 @@ GEMM (mm / addmm / bmm / baddbmm): the measured time divided by the H200 rooflin
   the same call (roofline.py, ops.gemm) is interpolated in log space over the shape
   (log2(batch*M), log2 N, log2 K), so size and aspect ratio both count: inverse-distance
   weighting (1/d^4) of the 4 nearest measured shapes of the same dtype family (bf16 and
-  fp16 together, fp32 with TF32, fp32 without) and alignment (every leading dimension a
-  multiple of 8, or not: cuBLAS falls back to much slower kernels), with a distance penalty
+  fp16 together, fp32 with TF32, fp32 without) and alignment class (the byte alignment of
+  the operands' leading dimensions, 16, 8, 4 or 2: cuBLAS leaves its fastest kernels below
+  16 bytes and slows down further as the alignment drops), with a distance penalty
   when the dtype, the layout (NN/NT/TN) or the op (mm/addmm/bmm) differs. The estimate is
   roofline(this GPU) x that correction, so out-of-range shapes keep the roofline's scaling.
 Attention (SDPA fwd/bwd, per backend cudnn/flash/efficient, causal flag, head dim): the
@@ -105,23 +106,38 @@ def gemm_family(key: str) -> str:
     return "bf16" if key in ("bf16", "fp16") else key
 
 
-def aligned(layout: str, m: int, n: int, k: int) -> bool:
-    """Every operand's leading dimension a multiple of 8 elements (16 bytes for bf16).
+_ITEMSIZE = {"bf16": 2, "fp16": 2, "fp32": 4}
+
+
+def alignment(layout: str, m: int, n: int, k: int, itemsize: int = 2) -> int:
+    """The byte alignment (16, 8, 4 or 2) common to every operand's leading dimension.
 
     A is M x K (leading dim K, or M when transposed: "TN"), B is K x N (N, or K when
-    transposed: "NT"), C is M x N (N). With an odd leading dimension cuBLAS leaves nvjet
-    for 5-10x slower cutlass_75 kernels (measured); an odd M or K alone is harmless when
-    it is not a leading dimension.
+    transposed: "NT"), C is M x N (N). Below 16 bytes cuBLAS leaves nvjet: an odd bf16
+    leading dimension (2 bytes) runs 5-10x slower cutlass_75 kernels, an even one that is not
+    a multiple of 8 elements (4 or 8 bytes: BERT's 30522 vocabulary) ~2-4x slower (measured,
+    sweep gemm_align, 2026-12-02); an odd M or K alone is harmless when it is not a leading
+    dimension.
     """
     lda = m if layout == "TN" else k
     ldb = k if layout == "NT" else n
-    return lda % 8 == 0 and ldb % 8 == 0 and n % 8 == 0
+    best = 16
+    for d in (lda, ldb, n):
+        nbytes = d * itemsize
+        a = nbytes & -nbytes if nbytes else 16
+        best = min(best, a)
+    return best
+
+
+def aligned(layout: str, m: int, n: int, k: int, itemsize: int = 2) -> bool:
+    """Every operand's leading dimension 16-byte aligned (see alignment)."""
+    return alignment(layout, m, n, k, itemsize) >= 16
 
 
 def gemm_query(p: dict, op: str) -> tuple:
     key = gemm_key(p["dtype"], p["tf32"])
     return ("gemm", key, op, p["layout"], p["m"] * p["b"], p["n"], p["k"],
-            aligned(p["layout"], p["m"], p["n"], p["k"]), gemm_roofline_ns(p, op))
+            alignment(p["layout"], p["m"], p["n"], p["k"], _ITEMSIZE[p["dtype"]]), gemm_roofline_ns(p, op))
 
 
 _TORCH_DT = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
@@ -314,6 +330,9 @@ class Model:
     def gemm_correction(self, key, op, lay, m, n, k, al) -> float | None:
         """measured / roofline on the H200, interpolated at this shape."""
         gk = (gemm_family(key), al)
+        if gk not in self.gemm:  # an alignment class not measured for this dtype: the next lower one
+            lower = [a for f, a in self.gemm if f == gk[0] and a < al]
+            gk = (gk[0], max(lower)) if lower else gk
         pts = self.gemm.get(gk)
         if not pts or min(m, n, k) <= 0:
             return None
@@ -460,7 +479,7 @@ def _query_for(op, base, allow_tf32):
         n = w.shape[-1]
         b = x.shape[0] if len(x.shape) == 3 else 1
         lay = "TN" if _ops._is_t(x) else ("NT" if _ops._is_t(w) else "NN")
-        return ("gemm", gemm_key(dt, allow_tf32), opk, lay, m * b, n, k, aligned(lay, m, n, k))
+        return ("gemm", gemm_key(dt, allow_tf32), opk, lay, m * b, n, k, alignment(lay, m, n, k, _ITEMSIZE[dt]))
     if base in _ops.ATTN_OPS:
         return _attn_query(op, base)
     if base in _ROW:
@@ -593,7 +612,7 @@ def _attn_variant(op, base) -> bool:
     if base not in _F.ATTN_OPS:
         return False
     parts = _F.class_key(op, base).split("|")
-    return "drop" in parts or "mask" in parts
+    return "drop" in parts or "mask" in parts or "bias" in parts
 
 
 def _attn_query(op, base):
@@ -681,7 +700,8 @@ UNUSED_OPS = frozenset(("cross_entropy_fwd", "cross_entropy_bwd", "foreach_adamw
 def error_class(r: dict) -> str:
     if r["cls"] == "gemm":
         p = r["p"]
-        return "gemm" if aligned(p["layout"], p["m"], p["n"], p["k"]) else "gemm_unaligned"
+        a = alignment(p["layout"], p["m"], p["n"], p["k"], _ITEMSIZE[p["dtype"]])
+        return "gemm" if a >= 16 else ("gemm_unaligned" if a * 2 <= _ITEMSIZE[p["dtype"]] * 2 else "gemm_even")
     if r["cls"] in ("attention", "memcpy"):
         return r["cls"]
     return _ERR_CLASS.get(r["op"], "elementwise")

@@ -226,6 +226,53 @@ def attn_wide_cases(quick: bool):
     return cases
 
 
+def gemm_align_cases(quick: bool, seed: int = 7, scale: int = 1):
+    """GEMMs whose leading dimensions are even but not multiples of 8 elements (BERT's 30522
+    vocabulary, a 1e3-wide layer): 4- or 8-byte aligned rows in bf16, 8-byte in fp32. The base
+    sweep has 16-byte-aligned and odd (2-byte bf16, 4-byte fp32) leading dimensions only, and
+    cuBLAS's kernels for the ones between differ from both."""
+    rnd = random.Random(seed)
+    cases = []
+
+    def dim(mod: int) -> int:
+        v = int(2 ** rnd.uniform(7, 14.5))
+        return max(mod + 64, v // 8 * 8 + mod)
+
+    specs = [(dt, tf32, mod, cnt * scale) for dt, tf32, mod, cnt in
+             [("bf16", False, 2, 45), ("bf16", False, 4, 45), ("bf16", False, 6, 20), ("fp32", True, 2, 20),
+              ("fp32", False, 2, 10)]]
+    if quick:
+        specs = [(d, t, mod, 3) for d, t, mod, _ in specs]
+    for dt, tf32, mod, cnt in specs:
+        made = 0
+        while made < cnt:
+            u = rnd.random()
+            if u < 0.45:
+                op, layout = "mm", rnd.choice(["NN", "NT", "TN"])
+            elif u < 0.85:
+                op, layout = "addmm", rnd.choice(["NN", "NT"])
+            else:
+                op, layout = "bmm", rnd.choice(["NN", "NT", "TN"])
+            m, n, k = (int(2 ** rnd.uniform(7, 14.5)) // 64 * 64 or 128 for _ in range(3))
+            # the misaligned dimension is one that is a leading dimension in this layout
+            which = rnd.choice(["n", "k"] if layout == "NN" else (["n"] if layout == "NT" else ["n", "m"]))
+            if which == "n":
+                n = dim(mod)
+            elif which == "k":
+                k = dim(mod)
+            else:
+                m = dim(mod)
+            lim = 2 ** 40 if dt != "fp32" or tf32 else 2 ** 37
+            b = rnd.choice([2, 4, 8, 16]) if op == "bmm" else 1
+            while b * m * n * k > lim and b > 1:
+                b //= 2
+            if b * m * n * k > lim:
+                continue
+            cases.append(("gemm", op, dict(dtype=dt, tf32=tf32, layout=layout, m=m, n=n, k=k, b=b), 2.0 * b * m * n * k))
+            made += 1
+    return cases
+
+
 def gemm_wide_cases(quick: bool):
     """Dimensions past 16384 (vocabularies, Llama 70B MLPs) in the three training layouts."""
     cases = []
@@ -642,12 +689,14 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
     groups = [("gemm", gemm_cases(a.quick)), ("attention", attn_cases(a.quick)),
               ("mem", mem_cases(a.quick)), ("memcpy", memcpy_cases(a.quick)),
-              ("attention_wide", attn_wide_cases(a.quick)), ("gemm_wide", gemm_wide_cases(a.quick))]
+              ("attention_wide", attn_wide_cases(a.quick)), ("gemm_wide", gemm_wide_cases(a.quick)),
+              ("gemm_align", gemm_align_cases(a.quick)),
+              ("gemm_align2", gemm_align_cases(a.quick, seed=11, scale=3))]
     if a.only:
         keep = set(a.only.split(","))
         groups = [g for g in groups if g[0] in keep]
-    else:  # the wide groups extend a base sweep: ask for them with --only
-        groups = [g for g in groups if not g[0].endswith("_wide")]
+    else:  # the wide and alignment groups extend a base sweep: ask for them with --only
+        groups = [g for g in groups if not g[0].endswith(("_wide", "_align", "_align2"))]
     # interleave so a budget stop loses a little of every class, not a whole class
     for _, cs in groups:
         random.Random(3).shuffle(cs)

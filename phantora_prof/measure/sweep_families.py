@@ -8,15 +8,20 @@ so the trace says which ops and kernels belong to which configuration. Families:
 
     conv        conv2d + batch norm + ReLU blocks: 1x1, 3x3, depthwise 3/5/7, strided, stems,
                 patchify; channels-last and NCHW; bf16 autocast and fp32 (TF32 as cuDNN defaults)
+    conv_grouped  the same blocks with grouped 3x3 convolutions (group widths 4..128, stride 1
+                and 2) and strided depthwise 3x3 / 5x5
+    conv_grouped2  grouped 3x3 convolutions of group widths that are not powers of two (12..240)
     pool        max_pool2d 3/2, avg_pool2d 2/2, adaptive_avg_pool2d(1); both layouts and dtypes
     pointwise   activations and binary ops on channels-last and strided tensors, their backwards
     copies      permutes, transposes, repeat_interleave, RoPE, cat, expand + contiguous
-    attention   SDPA per backend (cuDNN, flash, efficient) with dropout, GQA, masks, causal
+    attention   SDPA per backend (cuDNN, flash, efficient) with dropout, GQA, masks, causal, a
+                learned additive bias (with its gradient)
     norms       layer_norm, rms_norm (fused), group_norm, fwd + bwd
     norms_narrow  layer_norm / rms_norm over short rows (64..512 wide: ConvNeXt / Swin / MLP-Mixer
                 layers normalise channels, where one block per row leaves the GPU idle)
     reductions  sum / mean over: the batch and spatial dims of channels-last and NCHW maps (a
                 bias gradient), the leading dim of a 2-D gradient (a linear's bias), the last dim
+    reductions_cols  column sums with 49..1000 columns (token-count and classifier widths)
     losses      cross_entropy over vocabularies, fp32 and bf16 logits
     embedding   embedding fwd + bwd
     optim       foreach AdamW / SGD-momentum / fused AdamW steps over parameter lists
@@ -83,6 +88,50 @@ def conv_cases():
                 batch = 64 if h >= 56 else 128
                 yield dict(fam="conv", layout=layout, dtype=dtype, n=batch, ci=ci, co=co, h=h, k=k, s=s,
                            g=ci if g == -1 else g), _conv_block
+
+
+def grouped_conv_cases():
+    """Grouped (not depthwise) 3x3 convolutions over group widths 4..128 (ResNeXt, RegNet,
+    grouped stems) and strided depthwise 3x3 / 5x5 (MobileNet, EfficientNet downsampling):
+    cuDNN runs these at a small fraction of its dense efficiency, and the dense and stride-1
+    depthwise points of `conv` do not show it (issue #14). A generic grid: channels with
+    their usual feature-map sizes, every power-of-two group width below the channel count."""
+    maps = [(64, 112), (128, 56), (256, 28), (512, 14), (1024, 7)]
+    shapes = []
+    for c, h in maps:
+        for gw in (4, 8, 16, 32, 64, 128):
+            if gw < c:
+                for s in (1, 2):
+                    shapes.append((c, h, 3, s, c // gw))
+    for c, h in [(32, 112), (96, 56), (192, 28), (384, 14), (768, 14), (1024, 7)]:
+        for k in (3, 5):
+            shapes.append((c, h, k, 2, c))
+    for layout in ("cl", "nchw"):
+        for dtype in ("bf16", "fp32"):
+            for (c, h, k, s, g) in shapes:
+                batch = 64 if h >= 56 else 128
+                yield dict(fam="conv_grouped", layout=layout, dtype=dtype, n=batch, ci=c, co=c, h=h, k=k, s=s,
+                           g=g), _conv_block
+
+
+def odd_width_grouped_conv_cases():
+    """Grouped 3x3 convolutions whose group width is not a power of two (RegNet's 24..240,
+    ResNeXt-style 12..96): cuDNN pads such groups with tensor-transform kernels around the
+    convolution, several times the convolution's own time. Two group counts per width."""
+    shapes = []
+    for gw in (12, 24, 40, 48, 56, 72, 96, 120, 160, 192, 240):
+        for g in (4, 16):
+            c = gw * g
+            h = 56 if c <= 128 else 28 if c <= 256 else 14 if c <= 768 else 7
+            shapes.append((c, h, 1, g))
+            if g == 16:
+                shapes.append((c, h * 2 if h < 56 else h, 2, g))
+    for layout in ("cl", "nchw"):
+        for dtype in ("bf16", "fp32"):
+            for (c, h, s, g) in shapes:
+                batch = 64 if h >= 56 else 128
+                yield dict(fam="conv_grouped2", layout=layout, dtype=dtype, n=batch, ci=c, co=c, h=h, k=3, s=s,
+                           g=g), _conv_block
 
 
 def _conv_block(p):
@@ -194,12 +243,12 @@ def _copies(p):
     return run
 
 
-def attention_cases():
+def attention_cases(variants=("plain", "causal", "dropout", "gqa", "pad_mask", "bias")):
     for backend in ("cudnn", "flash", "efficient"):
         for d in (64, 128):
             for (b, h, kv, s) in [(8, 12, 12, 1024), (4, 16, 4, 2048), (2, 32, 8, 4096), (16, 16, 16, 512),
                                   (64, 12, 12, 197), (32, 8, 8, 256)]:
-                for variant in ("plain", "causal", "dropout", "gqa", "pad_mask"):
+                for variant in variants:
                     if variant == "gqa" and kv == h:
                         continue
                     yield dict(fam="attention", backend=backend, d=d, b=b, h=h, kv=kv, s=s, variant=variant), _attn
@@ -221,6 +270,8 @@ def _attn(p):
         kw["is_causal"] = True
     elif p["variant"] == "pad_mask":
         kw["attn_mask"] = torch.ones(b, 1, 1, s, device=DEV, dtype=torch.bool)
+    elif p["variant"] == "bias":  # a learned additive bias (T5's relative positions): its gradient too
+        kw["attn_mask"] = torch.randn(b, h, s, s, device=DEV, dtype=torch.bfloat16).requires_grad_(True)
     be = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
           "efficient": SDPBackend.EFFICIENT_ATTENTION}[p["backend"]]
 
@@ -282,6 +333,17 @@ def reduction_cases():
         for shape in ([64, 384, 14, 14], [8, 2048, 4096]):
             yield dict(fam="reductions", dtype=dtype, shape=shape, layout="c", dims=[len(shape) - 1],
                        op="mean"), _reduce
+
+
+def column_reduction_cases():
+    """Column sums (a linear's bias gradient over tokens x features) whose column count is not a
+    multiple of 64: token counts (49, 196, 197: ViT and MLP-Mixer patch grids), classifier
+    widths (100, 1000). The `reductions` grid has multiples of 64 only."""
+    for dtype in ("bf16", "fp32"):
+        for rows in (8192, 49152, 196608):
+            for cols in (49, 64, 100, 128, 196, 197, 256, 500, 1000):
+                yield dict(fam="reductions_cols", dtype=dtype, shape=[rows, cols], layout="c", dims=[0],
+                           op="sum"), _reduce
 
 
 def _reduce(p):
@@ -384,9 +446,10 @@ def _rnn(p):
     return run
 
 
-FAMILIES = {"conv": conv_cases, "pool": pool_cases, "pointwise": pointwise_cases, "copies": copy_cases,
-            "attention": attention_cases, "norms": norm_cases, "norms_narrow": narrow_norm_cases,
-            "reductions": reduction_cases, "losses": loss_cases, "embedding": embedding_cases,
+FAMILIES = {"conv": conv_cases, "conv_grouped": grouped_conv_cases,
+            "conv_grouped2": odd_width_grouped_conv_cases, "pool": pool_cases, "pointwise": pointwise_cases, "copies": copy_cases,
+            "attention": attention_cases, "attention_bias": lambda: attention_cases(("bias",)), "norms": norm_cases, "norms_narrow": narrow_norm_cases,
+            "reductions": reduction_cases, "reductions_cols": column_reduction_cases, "losses": loss_cases, "embedding": embedding_cases,
             "optim": optim_cases, "rnn": rnn_cases}
 
 

@@ -14,7 +14,8 @@ implementations return:
   buffer cuDNN builds, and the training reserve space measured on an H200 (torch 2.11,
   cuDNN 9.19, measure/device_facts.py): seq x batch x hidden x element size x (k x layers - 1)
   bytes, k = 6 for LSTM and 7 for GRU, within 0.01% on 12 configurations; k = 2 for plain
-  tanh / ReLU RNNs is an estimate (not measured).
+  tanh / ReLU RNNs is an estimate (not measured). Its output is time-major in memory, a
+  transposed view when batch_first, as ATen's cuDNN path returns it.
 """
 from __future__ import annotations
 
@@ -66,8 +67,13 @@ def _rnn(input, weight, weight_stride0, weight_buf, hx, cx, mode, hidden_size, p
     else:
         seq, batch = (input.shape[1], input.shape[0]) if batch_first else (input.shape[0], input.shape[1])
         steps_x_batch = seq * batch
-        out_shape = [batch, seq, out_size * dirs] if batch_first else [seq, batch, out_size * dirs]
+        out_shape = [seq, batch, out_size * dirs]
     output = input.new_empty(out_shape)
+    if batch_first and not packed:
+        # cuDNN writes time-major; ATen hands back output.transpose(0, 1), so a batch-first
+        # output is not contiguous, and what follows (a Linear: reshape copy, mm, add_ of the
+        # bias instead of one addmm) runs as on the GPU
+        output = output.transpose(0, 1)
     hy = hx.new_empty([num_layers * dirs, batch, out_size])
     cy = cx.new_empty([num_layers * dirs, batch, hidden_size]) if cx is not None else input.new_empty(0)
     k = _RESERVE_PER_LAYER.get(int(mode), 2)

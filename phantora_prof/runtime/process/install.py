@@ -16,7 +16,7 @@ from phantora_prof.protocol import Goodbye, Hello
 from phantora_prof.runtime.process import clock as _clock
 from phantora_prof.runtime.device import cuda_api
 from phantora_prof.runtime.dispatch import sdpa
-from phantora_prof.runtime.patches import modules, profiler
+from phantora_prof.runtime.patches import fake_identity, modules, profiler
 from phantora_prof.runtime.process import state as _state
 from phantora_prof.runtime.process.channel import connect_from_env
 from phantora_prof.runtime.process.state import RankConfig, RuntimeState
@@ -152,6 +152,7 @@ def install(config: RankConfig) -> InstalledRuntime:
     from phantora_prof.runtime.patches import serialization
 
     serialization.install()  # torch.save / torch.load of simulated CUDA tensors
+    fake_identity.install()  # libraries asking "is this a FakeTensor (am I traced)?" get a CUDA run's answer
     torch._C._set_only_lift_cpu_tensors(True)
     from phantora_prof.runtime.dispatch import cuda_dispatch
 
