@@ -322,7 +322,11 @@ def _family(op, base, gpu, allow_tf32, handler, cost, specs, total) -> list[Kern
             # an in-place op runs its out-of-place twin's kernel (relu_ -> relu); stack runs cat's
             name = "cat" if base == "stack" else base.rstrip("_")
             if name == base or not fam.covers(name, key):
-                return None
+                sibling = _FAM.sibling_elementwise_class(fam, base, key) if handler in (
+                    _ops.elementwise, _ops.copy_op, _ops.fill_op) else None
+                if sibling is None:
+                    return None
+                name, key = sibling
     ref = get_gpu(_FAM.GPU_KEY)
     if gpu.arch != ref.arch:
         return None  # library kernels differ per architecture: the roofline's own efficiencies

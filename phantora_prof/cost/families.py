@@ -359,6 +359,31 @@ def composed_attention_keys(model: "FamilyModel", name: str, key: str) -> tuple[
     return None
 
 
+# binary elementwise ops whose kernels are the same TensorIterator template over the same bytes
+_BINARY_SIBLINGS = ("add", "mul", "div", "sub")
+
+
+def sibling_elementwise_class(model: "FamilyModel", base: str, key: str) -> tuple[str, str] | None:
+    """A measured class that runs the kernel this elementwise op would, when the op's own class
+    was not swept (the same op in the other 16-bit dtype; for a binary op, another binary op): an in-place add_ of a broadcast bias in fp16 (ViT's MHA
+    projection) runs ATen's generic offset-calculator kernel at half the bandwidth, as the
+    broadcast bf16 mul / div points show, not at the roofline's full bandwidth. 16-bit dtypes
+    stand in for each other (float16 for bfloat16 and back: same bytes, same kernel
+    template). Approximate: the functor's arithmetic is taken as free against the memory
+    traffic. None when no sibling is covered."""
+    name = base.rstrip("_")
+    dtype, _, rest = key.partition("|")
+    dtypes = [dtype] + ([{"float16": "bfloat16", "bfloat16": "float16"}[dtype]]
+                        if dtype in ("float16", "bfloat16") else [])
+    names = (name,) + (tuple(o for o in _BINARY_SIBLINGS if o != name) if name in _BINARY_SIBLINGS else ())
+    for dt in dtypes:
+        for sib in names:
+            k = f"{dt}|{rest}"
+            if model.covers(sib, k):
+                return sib, k
+    return None
+
+
 def _features(w_ns: float, shape) -> tuple[float, ...]:
     return (math.log(w_ns),) + tuple(math.log(max(int(d), 1)) for d in shape)
 
