@@ -64,6 +64,10 @@ CASES: dict[str, tuple[str, list[str]]] = {
     "hf_gemma": ("zoo.py", ["--model", "hf_gemma"]),
     "timm_mixer": ("zoo.py", ["--model", "timm_mixer"]),
     "tv_shufflenet": ("zoo.py", ["--model", "tv_shufflenet"]),
+    "hf_starcoder2": ("zoo.py", ["--model", "hf_starcoder2"]),
+    "hf_olmo": ("zoo.py", ["--model", "hf_olmo"]),
+    "timm_resnext": ("zoo.py", ["--model", "timm_resnext"]),
+    "tv_regnet_x": ("zoo.py", ["--model", "tv_regnet_x"]),
 }
 ZOO_DEV = ("hf_llama", "hf_gpt2", "timm_vit", "tv_resnet50",
            "timm_convnext", "lstm")  # the last two were blind until session 6 looked at their traces
@@ -74,6 +78,9 @@ ZOO_BLIND2 = ("hf_gptneox", "hf_opt", "timm_regnet", "tv_swin", "tv_densenet")
 # chosen in session 7 before any run, measured once on the H200 at the end of that session's changes
 # (real_h200/zoo/host_probe_blind3.json: that lease's host), compared once
 ZOO_BLIND3 = ("hf_phi", "hf_gemma", "timm_mixer", "tv_shufflenet")
+# chosen in session 10 before any run (grouped convolutions of power-of-two and other widths, two
+# more LM families), measured once on the H200 at the end of that session's changes, compared once
+ZOO_BLIND4 = ("hf_starcoder2", "hf_olmo", "timm_resnext", "tv_regnet_x")
 ZOO = REAL / "zoo"
 
 
@@ -130,6 +137,8 @@ def case_set(case: str) -> str:
         return "blind2"
     if case in ZOO_BLIND3:
         return "blind3"
+    if case in ZOO_BLIND4:
+        return "blind4"
     if case in ZOO_DEV:
         return "dev"
     return "holdout"
@@ -195,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
     if a.json:
         a.json.write_text(json.dumps(rows, indent=1) + "\n")
-    for group in ("holdout", "dev", "blind", "blind2", "blind3"):
+    for group in ("holdout", "dev", "blind", "blind2", "blind3", "blind4"):
         errs = sorted(abs(r["error"]) for r in rows if r.get("error") is not None and r["set"] == group)
         if errs:
             inside = sum(1 for r in rows if r.get("inside_band") and r["set"] == group)

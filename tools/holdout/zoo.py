@@ -90,6 +90,15 @@ def _hf_causal_lm(name: str, a):
                              num_hidden_layers=a.layers or 8, num_attention_heads=4, num_key_value_heads=1,
                              head_dim=256, max_position_embeddings=a.seq)
         model = tf.GemmaForCausalLM(cfg)
+    elif name == "hf_starcoder2":  # GQA, LayerNorm, biased GELU-tanh MLP
+        cfg = tf.Starcoder2Config(vocab_size=49152, hidden_size=a.dim or 1024, intermediate_size=4096,
+                                  num_hidden_layers=a.layers or 8, num_attention_heads=16, num_key_value_heads=4,
+                                  max_position_embeddings=a.seq, sliding_window=None)
+        model = tf.Starcoder2ForCausalLM(cfg)
+    elif name == "hf_olmo":  # non-parametric LayerNorm, SwiGLU, no biases
+        cfg = tf.OlmoConfig(vocab_size=50304, hidden_size=a.dim or 1024, intermediate_size=4096,
+                            num_hidden_layers=a.layers or 8, num_attention_heads=16, max_position_embeddings=a.seq)
+        model = tf.OlmoForCausalLM(cfg)
     else:
         raise SystemExit(f"unknown model {name}")
     model.config._attn_implementation = "sdpa"
@@ -149,12 +158,13 @@ def _vision_model(name: str):
         import timm
 
         arch = {"timm_vit": "vit_base_patch16_224", "timm_convnext": "convnext_tiny",
-                "timm_resnet50": "resnet50", "timm_regnet": "regnety_016", "timm_mixer": "mixer_b16_224"}[name]
+                "timm_resnet50": "resnet50", "timm_regnet": "regnety_016", "timm_mixer": "mixer_b16_224",
+                "timm_resnext": "resnext50_32x4d"}[name]
         return timm.create_model(arch, pretrained=False)
     tv = import_torchvision()
     arch = {"tv_resnet50": "resnet50", "tv_mobilenet": "mobilenet_v3_large",
             "tv_efficientnet": "efficientnet_b0", "tv_swin": "swin_t", "tv_densenet": "densenet121",
-            "tv_shufflenet": "shufflenet_v2_x1_0"}[name]
+            "tv_shufflenet": "shufflenet_v2_x1_0", "tv_regnet_x": "regnet_x_1_6gf"}[name]
     return getattr(tv.models, arch)()
 
 
@@ -218,6 +228,9 @@ MODELS = {
     "tv_densenet": (64, 224),
     # blind set 3 (added 2026-12-01, session 7): chosen before any run, measured once, not tuned on
     "hf_phi": (4, 2048), "hf_gemma": (4, 2048), "timm_mixer": (64, 224), "tv_shufflenet": (128, 224),
+    # blind set 4 (added 2026-12-02, session 10): chosen before any run, measured once at the end of
+    # that session's changes, compared once
+    "hf_starcoder2": (4, 2048), "hf_olmo": (4, 2048), "timm_resnext": (128, 224), "tv_regnet_x": (128, 224),
 }
 
 
@@ -239,7 +252,8 @@ def main() -> None:
     dev = torch.device(a.device)
     import_torchvision()  # transformers and timm import it when it is installed
     name = a.model
-    if name in ("hf_llama", "hf_mistral", "hf_qwen2", "hf_gpt2", "hf_gptneox", "hf_opt", "hf_phi", "hf_gemma"):
+    if name in ("hf_llama", "hf_mistral", "hf_qwen2", "hf_gpt2", "hf_gptneox", "hf_opt", "hf_phi", "hf_gemma",
+                "hf_starcoder2", "hf_olmo"):
         model = _hf_causal_lm(name, a).to(dev)
         step = _hf_lm_step(model, a, dev)
     elif name == "hf_bert":
