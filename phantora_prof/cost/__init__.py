@@ -305,6 +305,26 @@ _SPLITS = {"convolution": _conv_forward_bias_split, "_convolution": _conv_forwar
            "convolution_backward": _conv_bias_split}
 
 
+def _family_class(fam, base: str, key: str, handler) -> tuple[str, str, tuple | None] | None:
+    """(op name, class key, composed keys or None) of the family points that answer for an op of
+    `base` and class `key`, or None when the sweep has nothing for it: its own class; an
+    attention variant composed from measured ones; an in-place op's out-of-place twin (relu_ ->
+    relu; stack runs cat's); a sibling elementwise class (families.py)."""
+    if fam.covers(base, key):
+        return base, key, None
+    composed = _FAM.composed_attention_keys(fam, base, key)
+    if composed is not None:
+        return base, key, composed
+    twin = "cat" if base == "stack" else base.rstrip("_")
+    if twin != base and fam.covers(twin, key):
+        return twin, key, None
+    if handler in (_ops.elementwise, _ops.copy_op, _ops.fill_op):
+        sibling = _FAM.sibling_elementwise_class(fam, base, key)
+        if sibling is not None:
+            return sibling[0], sibling[1], None
+    return None
+
+
 def _family(op, base, gpu, allow_tf32, handler, cost, specs, total) -> list[Kernel] | None:
     """Kernels from the in-training family sweep (families.py), or None when the op's class is not covered."""
     fam = _FAM.model()
@@ -313,20 +333,10 @@ def _family(op, base, gpu, allow_tf32, handler, cost, specs, total) -> list[Kern
     if handler is _ops.batch_group_norm and base.startswith("native_batch_norm") and \
             _ops.bn_nchw_training(op, base, op.args[1] if "backward" in base else op.args[0]):
         return None  # NCHW batch norm: the channel-block model (ops.batch_norm_nchw) follows C, w does not
-    key = _FAM.class_key(op, base)
-    name = base
-    composed = None
-    if not fam.covers(name, key):
-        composed = _FAM.composed_attention_keys(fam, base, key)
-        if composed is None:
-            # an in-place op runs its out-of-place twin's kernel (relu_ -> relu); stack runs cat's
-            name = "cat" if base == "stack" else base.rstrip("_")
-            if name == base or not fam.covers(name, key):
-                sibling = _FAM.sibling_elementwise_class(fam, base, key) if handler in (
-                    _ops.elementwise, _ops.copy_op, _ops.fill_op) else None
-                if sibling is None:
-                    return None
-                name, key = sibling
+    found = _family_class(fam, base, _FAM.class_key(op, base), handler)
+    if found is None:
+        return None
+    name, key, composed = found
     ref = get_gpu(_FAM.GPU_KEY)
     if gpu.arch != ref.arch:
         return None  # library kernels differ per architecture: the roofline's own efficiencies

@@ -91,10 +91,16 @@ def _arg(op, i, default=None):
     return op.args[i] if len(op.args) > i else default
 
 
+def _conv_args(op, base: str) -> tuple:
+    """(input, weight, stride, groups, output mask or None) of a convolution or its backward."""
+    if base == "convolution_backward":
+        return _arg(op, 1), _arg(op, 2), _arg(op, 4), _arg(op, 9), _arg(op, 10)
+    return _arg(op, 0), _arg(op, 1), _arg(op, 3), _arg(op, 8), None
+
+
 def _group_width(op, base: str) -> int | None:
     """Input channels per group of a grouped (not depthwise, not dense) convolution."""
-    x = _arg(op, 1) if base == "convolution_backward" else _arg(op, 0)
-    groups = _arg(op, 9) if base == "convolution_backward" else _arg(op, 8)
+    x, _, _, groups, _ = _conv_args(op, base)
     if not isinstance(x, TensorArg) or len(x.shape) < 2 or not isinstance(groups, int):
         return None
     cin = x.shape[1]
@@ -102,12 +108,7 @@ def _group_width(op, base: str) -> int | None:
 
 
 def _conv_key(op, base: str) -> list[str]:
-    if base == "convolution_backward":
-        x, w = _arg(op, 1), _arg(op, 2)
-        stride, groups, mask = _arg(op, 4), _arg(op, 9), _arg(op, 10)
-    else:
-        x, w = _arg(op, 0), _arg(op, 1)
-        stride, groups, mask = _arg(op, 3), _arg(op, 8), None
+    x, w, stride, groups, mask = _conv_args(op, base)
     if not isinstance(w, TensorArg) or not isinstance(x, TensorArg):
         return []
     k = w.shape[-1] if w.shape else 1
@@ -365,11 +366,11 @@ _BINARY_SIBLINGS = ("add", "mul", "div", "sub")
 
 def sibling_elementwise_class(model: "FamilyModel", base: str, key: str) -> tuple[str, str] | None:
     """A measured class that runs the kernel this elementwise op would, when the op's own class
-    was not swept (the same op in the other 16-bit dtype; for a binary op, another binary op): an in-place add_ of a broadcast bias in fp16 (ViT's MHA
-    projection) runs ATen's generic offset-calculator kernel at half the bandwidth, as the
-    broadcast bf16 mul / div points show, not at the roofline's full bandwidth. 16-bit dtypes
-    stand in for each other (float16 for bfloat16 and back: same bytes, same kernel
-    template). Approximate: the functor's arithmetic is taken as free against the memory
+    was not swept: the same op in the other 16-bit dtype (float16 for bfloat16 and back: same
+    bytes, same kernel template), and for a binary op another binary op. An in-place add_ of a
+    broadcast bias in fp16 (ViT's MHA projection) runs ATen's generic offset-calculator kernel
+    at half the bandwidth, as the broadcast bf16 mul / div points show, not at the roofline's
+    full bandwidth. Approximate: the functor's arithmetic is taken as free against the memory
     traffic. None when no sibling is covered."""
     name = base.rstrip("_")
     dtype, _, rest = key.partition("|")

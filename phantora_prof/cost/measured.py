@@ -49,7 +49,7 @@ from functools import lru_cache
 from importlib import resources
 
 from phantora_prof.cost.profiles import load_profile
-from phantora_prof.protocol import TensorArg
+from phantora_prof.protocol import DTYPE_ITEMSIZE, TensorArg
 
 SCHEMA = "phantora-measured/1"
 GPU_KEY = "h200"
@@ -106,7 +106,11 @@ def gemm_family(key: str) -> str:
     return "bf16" if key in ("bf16", "fp16") else key
 
 
-_ITEMSIZE = {"bf16": 2, "fp16": 2, "fp32": 4}
+_TORCH_DT = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+def _itemsize(dt: str) -> int:
+    return DTYPE_ITEMSIZE[_TORCH_DT[dt]]
 
 
 def alignment(layout: str, m: int, n: int, k: int, itemsize: int = 2) -> int:
@@ -137,10 +141,7 @@ def aligned(layout: str, m: int, n: int, k: int, itemsize: int = 2) -> bool:
 def gemm_query(p: dict, op: str) -> tuple:
     key = gemm_key(p["dtype"], p["tf32"])
     return ("gemm", key, op, p["layout"], p["m"] * p["b"], p["n"], p["k"],
-            alignment(p["layout"], p["m"], p["n"], p["k"], _ITEMSIZE[p["dtype"]]), gemm_roofline_ns(p, op))
-
-
-_TORCH_DT = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+            alignment(p["layout"], p["m"], p["n"], p["k"], _itemsize(p["dtype"])), gemm_roofline_ns(p, op))
 
 
 def gemm_opcall(p: dict, op: str):
@@ -479,7 +480,7 @@ def _query_for(op, base, allow_tf32):
         n = w.shape[-1]
         b = x.shape[0] if len(x.shape) == 3 else 1
         lay = "TN" if _ops._is_t(x) else ("NT" if _ops._is_t(w) else "NN")
-        return ("gemm", gemm_key(dt, allow_tf32), opk, lay, m * b, n, k, alignment(lay, m, n, k, _ITEMSIZE[dt]))
+        return ("gemm", gemm_key(dt, allow_tf32), opk, lay, m * b, n, k, alignment(lay, m, n, k, _itemsize(dt)))
     if base in _ops.ATTN_OPS:
         return _attn_query(op, base)
     if base in _ROW:
@@ -700,8 +701,9 @@ UNUSED_OPS = frozenset(("cross_entropy_fwd", "cross_entropy_bwd", "foreach_adamw
 def error_class(r: dict) -> str:
     if r["cls"] == "gemm":
         p = r["p"]
-        a = alignment(p["layout"], p["m"], p["n"], p["k"], _ITEMSIZE[p["dtype"]])
-        return "gemm" if a >= 16 else ("gemm_unaligned" if a * 2 <= _ITEMSIZE[p["dtype"]] * 2 else "gemm_even")
+        size = _itemsize(p["dtype"])
+        a = alignment(p["layout"], p["m"], p["n"], p["k"], size)
+        return "gemm" if a >= 16 else ("gemm_unaligned" if a <= size else "gemm_even")  # odd / even rows
     if r["cls"] in ("attention", "memcpy"):
         return r["cls"]
     return _ERR_CLASS.get(r["op"], "elementwise")

@@ -85,6 +85,17 @@ DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 # ------------------------------------------------------------------ cases
 # a case: (cls, op label, params, setup) where setup() -> (fn, io_bytes, flops)
 
+def _random_gemm_op(rnd: random.Random, addmm_below: float) -> tuple[str, str]:
+    """(op, layout) drawn as the random GEMM sweeps draw them: mm 45% in any layout, addmm up
+    to `addmm_below` (NN or NT: a linear's layouts), bmm the rest."""
+    u = rnd.random()
+    if u < 0.45:
+        return "mm", rnd.choice(["NN", "NT", "TN"])
+    if u < addmm_below:
+        return "addmm", rnd.choice(["NN", "NT"])
+    return "bmm", rnd.choice(["NN", "NT", "TN"])
+
+
 def gemm_cases(quick: bool):
     rnd = random.Random(1)
     sizes = [128, 256, 512, 1024, 2048, 4096, 8192, 16384]
@@ -117,13 +128,7 @@ def gemm_cases(quick: bool):
             lim = 2 ** 40 if dt != "fp32" or tf32 else 2 ** 37
             if m * n * k > lim:
                 continue
-            u = rnd.random()
-            if u < 0.45:
-                op, layout = "mm", rnd.choice(["NN", "NT", "TN"])
-            elif u < 0.8:
-                op, layout = "addmm", rnd.choice(["NN", "NT"])
-            else:
-                op, layout = "bmm", rnd.choice(["NN", "NT", "TN"])
+            op, layout = _random_gemm_op(rnd, addmm_below=0.8)
             b = 1
             if op == "bmm":
                 b = rnd.choice([2, 4, 8, 16, 32, 64])
@@ -246,13 +251,7 @@ def gemm_align_cases(quick: bool, seed: int = 7, scale: int = 1):
     for dt, tf32, mod, cnt in specs:
         made = 0
         while made < cnt:
-            u = rnd.random()
-            if u < 0.45:
-                op, layout = "mm", rnd.choice(["NN", "NT", "TN"])
-            elif u < 0.85:
-                op, layout = "addmm", rnd.choice(["NN", "NT"])
-            else:
-                op, layout = "bmm", rnd.choice(["NN", "NT", "TN"])
+            op, layout = _random_gemm_op(rnd, addmm_below=0.85)
             m, n, k = (int(2 ** rnd.uniform(7, 14.5)) // 64 * 64 or 128 for _ in range(3))
             # the misaligned dimension is one that is a leading dimension in this layout
             which = rnd.choice(["n", "k"] if layout == "NN" else (["n"] if layout == "NT" else ["n", "m"]))

@@ -71,7 +71,7 @@ def _rnn(input, weight, weight_stride0, weight_buf, hx, cx, mode, hidden_size, p
     output = input.new_empty(out_shape)
     if batch_first and not packed:
         # cuDNN writes time-major; ATen hands back output.transpose(0, 1), so a batch-first
-        # output is not contiguous, and what follows (a Linear: reshape copy, mm, add_ of the
+        # output is not contiguous, and what follows (a Linear: reshape copy, mm, add of the
         # bias instead of one addmm) runs as on the GPU
         output = output.transpose(0, 1)
     hy = hx.new_empty([num_layers * dirs, batch, out_size])
