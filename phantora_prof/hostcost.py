@@ -113,8 +113,14 @@ def _apply(table: dict, prof: dict) -> dict:
     t["subclass_dispatch"]["opcode_ns"] *= py
     # measured per parameter in absolute time (calibrate/host_costs.py), so only the host's speed applies
     t["optimizer_python_ns"] = {k: int(v * speed) for k, v in t["optimizer_python_ns"].items()}
+    t["optimizer_steps"] = {impl: {cls: int(v * speed) for cls, v in per.items()}
+                            for impl, per in t["optimizer_steps"].items() if impl != "comment"}
     t["pin_memory"]["base_ns"] *= cpu
     t["pin_memory"]["bytes_per_ns"] /= cpu
+    t["cpu_ops"]["per_op_ns"] = {k: v * cpu for k, v in t["cpu_ops"].get("per_op_ns", {}).items() if k != "comment"}
+    t["cpu_ops"]["per_listed_tensor_ns"] = t["cpu_ops"].get("per_listed_tensor_ns", 0) * cpu
+    # measured against a plain op of the reference host (measure/host_lists.py): the host's speed applies
+    t["tensor_lists"] = {k: float(v) * speed for k, v in t["tensor_lists"].items() if k != "comment"}
     return t
 
 
@@ -136,6 +142,19 @@ AUTOGRAD_NODE_NS: int = TABLE["autograd_node_ns"]  # autograd engine overhead pe
 # "optimizer_python_ns"): Optimizer.step's per-parameter bookkeeping for a fused step, and
 # zero_grad(set_to_none=True)'s loop. Measured with --host-probe (calibrate/host_costs.py).
 OPTIMIZER_PYTHON_NS: dict[str, int] = TABLE["optimizer_python_ns"]
+# The rest of a step's per-parameter work, by implementation (foreach / fused / forloop) and
+# optimizer class (host_model.json "optimizer_steps", measure/host_lists.py).
+OPTIMIZER_STEP_NS: dict[str, dict[str, int]] = TABLE["optimizer_steps"]
+
+
+def optimizer_step_ns(implementation: str, class_names: list[str]) -> int:
+    """Per-parameter host cost of one optimizer step beyond its ops and counted Python, for the
+    first of `class_names` (the optimizer's class, then its bases) the table lists."""
+    per = OPTIMIZER_STEP_NS.get(implementation, {})
+    for name in class_names:
+        if name in per:
+            return per[name]
+    return per.get("default", 0)
 
 # Python interpreter work between ops (runtime/host/pyhost.py): per Python-level function call and
 # per bytecode instruction executed.
@@ -150,9 +169,49 @@ CPU_OP_BYTES_PER_NS: float = TABLE["cpu_ops"]["bytes_per_ns"]
 
 
 
-def cpu_op_ns(nbytes: int) -> int:
-    """Host time of an aten op on CPU tensors that reads and writes `nbytes` in all."""
-    return int(CPU_OP_BASE_NS + nbytes / CPU_OP_BYTES_PER_NS)
+_CPU_OP_NS: dict[str, float] = TABLE["cpu_ops"]["per_op_ns"]
+
+
+CPU_OP_PER_LISTED_NS: float = TABLE["cpu_ops"]["per_listed_tensor_ns"]
+
+
+def cpu_op_ns(nbytes: int, op_name: str = "", listed: int = 0) -> int:
+    """Host time of an aten op on CPU tensors that reads and writes `nbytes` in all (ops far
+    below the base, like reading a scalar, have their own measured cost; a foreach op over
+    `listed` CPU tensors runs one op per tensor)."""
+    own = _CPU_OP_NS.get(op_name)
+    if own is not None:
+        return int(own)
+    return int(CPU_OP_BASE_NS + nbytes / CPU_OP_BYTES_PER_NS + CPU_OP_PER_LISTED_NS * listed)
+
+
+# Ops over tensor lists (foreach, fused optimizers, cat / stack): per listed tensor.
+LIST_PER_INPUT_NS: float = TABLE["tensor_lists"]["per_input_ns"]
+LIST_PER_OUTPUT_NS: float = TABLE["tensor_lists"]["per_output_ns"]
+
+
+def tensor_list_counts(args: tuple, kwargs: dict) -> int:
+    """How many tensors the op's list arguments hold (each list counted; 0: no list argument).
+    Arguments as the runtime records them: a list of tensors is a tuple of TensorArg."""
+    from phantora_prof.protocol import TensorArg
+
+    n = 0
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, tuple) and a and isinstance(a[0], TensorArg):
+            n += sum(1 for t in a if isinstance(t, TensorArg))
+    return n
+
+
+def tensor_list_ns(op_name: str, args: tuple, kwargs: dict, n_outputs: int) -> int | None:
+    """Host time of an op over tensor lists, whose cost grows with the lists' length
+    (measure/host_lists.py): the default per-op cost plus a cost per listed input tensor and,
+    out of place, per tensor it creates. None when the op takes no tensor list."""
+    n_in = tensor_list_counts(args, kwargs)
+    if n_in == 0:
+        return None
+    base = DISPATCH_NS_COMPUTE
+    out = 0 if op_name.endswith("_") else n_outputs
+    return int(base + LIST_PER_INPUT_NS * n_in + LIST_PER_OUTPUT_NS * out)
 
 
 # DataLoader's pinning thread (runtime/host/dataloader.py).

@@ -450,3 +450,21 @@ def test_attention_pays_for_padded_tiles():
         return total(estimate(fwd, "h200", use_table=False))
     assert t(197) == pytest.approx(t(256), rel=0.12)
     assert t(256) < t(257)  # one more tile row and column
+
+
+def test_roll_launches_one_kernel_per_rolled_dim_at_its_element_rate():
+    """CUDA's roll rolls one dim per kernel; on the H200 it moves ~215 G elements/s whatever the
+    dtype (tools/holdout/roll_sweep.py). tv_swin's real profile: a [64,56,56,96] roll over two
+    dims is two roll_cuda_kernel launches of 90-95 us each (bf16 and fp32)."""
+    from opcalls import T, call
+
+    x = (64, 56, 56, 96)
+    times = {}
+    for dt in ("bfloat16", "float32"):
+        ks = estimate(call("aten::roll", [T(x, dt), (3, 3), (1, 2)], [T(x, dt)]), "h200")
+        assert len(ks) == 2 and all("roll_cuda_kernel" in k.name for k in ks)
+        times[dt] = sum(k.duration_ns for k in ks)
+    assert times["bfloat16"] == times["float32"]
+    assert times["bfloat16"] / 2 / 1e3 == pytest.approx(92.0, rel=0.1)
+    one = estimate(call("aten::roll", [T(x, "bfloat16"), (3,), (1,)], [T(x, "bfloat16")]), "h200")
+    assert len(one) == 1 and one[0].duration_ns * 2 == pytest.approx(times["bfloat16"], rel=0.01)

@@ -280,3 +280,29 @@ def test_gpt_per_class_without_table(workload):
     for cls, (m, e, _) in per.items():
         if cls != "memset" and m > 200:
             assert e == pytest.approx(m, rel=0.10), cls
+
+
+def test_many_small_batched_matrices_take_the_small_gemm_sweep():
+    """Window attention's score GEMM (tv_swin: 12288 windows x 3 heads of 49x32 @ 32x49 ...):
+    the gemm_small sweep measured cuBLAS's batched small-tile kernels, which the base sweeps'
+    64..16384 dimensions extrapolated 2x too slow. Real profile (tv_swin on the H200):
+    [12288,49,49] @ [12288,49,32] 108 us, [3072,49,49] @ [3072,49,32] 29 us."""
+    for b, real_us in ((12288, 108.2), (3072, 29.2)):
+        op = call("aten::bmm", [T((b, 49, 49), "bfloat16"), T((b, 49, 32), "bfloat16")], [T((b, 49, 32), "bfloat16")])
+        ks = estimate(op, "h200")
+        assert [k.source for k in ks] == ["interpolated"] * len(ks)
+        assert total(ks) / 1e3 == pytest.approx(real_us, rel=0.15)
+    small = [r for r in M.load_records()["records"] if r["cls"] == "gemm" and r["p"]["b"] >= 1024]
+    assert len(small) >= 100  # the sweep is in the shipped data
+
+
+def test_narrow_column_sums_take_the_family_sweep():
+    """The isolated sweep's column sums kept 768..8192 columns; a linear's bias gradient with
+    196 outputs (timm_mixer's token MLP) is answered by the family sweep's outer-reduction
+    points (reductions_cols: 52 us measured at [49152, 196] bf16), not read off the wide curve
+    (20 us; a real training step: 90 us)."""
+    narrow = estimate(call("aten::sum", [T((49152, 196), "bfloat16"), [0], True], [T((1, 196), "bfloat16")]), "h200")
+    assert {k.source for k in narrow} == {"family"}
+    assert 35e3 < total(narrow) < 70e3
+    wide = estimate(call("aten::sum", [T((49152, 768), "bfloat16"), [0], True], [T((1, 768), "bfloat16")]), "h200")
+    assert {k.source for k in wide} == {"interpolated"}

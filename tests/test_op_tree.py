@@ -261,3 +261,56 @@ def test_subclass_dispatch_is_a_python_subclass_range(cli):
     plain_mm = [e for e in ops if e["name"] == "aten::mm" and not any(inside(s, e) for s in subs)
                 and not any(inside(e, s) for s in subs)]
     assert plain_mm
+
+
+def _launch(cat: str, name: str):
+    from tracing.model import Span
+
+    return (Span("cuda_runtime", "cudaLaunchKernel", 1, 0, 1), [Span(cat, name, 7, 0, 1)])
+
+
+def _tokens(*children):
+    """A template's tokens: each child ("aten::x", launches) or a bare launch of the op itself ("L")."""
+    out = []
+    for c in children:
+        if c == "L":
+            out.append(("L",))
+            continue
+        name, n = c
+        node = {"name": name, "args": [], "kids": []}
+        out += [("B", node)] + [("L",)] * n + [("E", node)]
+    return out
+
+
+def test_extra_kernels_go_to_the_child_of_their_kind():
+    """A bias convolution learned as cudnn_convolution (1 launch) + add_ (1 launch) that the cost
+    model runs as 5 cuDNN kernels and the bias add: the 5 stay in cudnn_convolution."""
+    from phantora_prof.engine.op_children import _assign_launches
+
+    toks = _tokens(("aten::cudnn_convolution", 1), ("aten::add_", 1))
+    markers = [i for i, t in enumerate(toks) if t == ("L",)]
+    conv = "void cutlass__5x_cudnn::Kernel<cutlass_tensorop_bf16_s16816fprop_optimized_bf16_128x128_32x5_nhwc_align8>"
+    pad = ("void nhwcAddPaddingKernel<__nv_bfloat16, __nv_bfloat16, float, true, (cudnnKernelDataType_t)0>"
+           "(int, cudnn::reduced_divisor)")
+    add = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>>"
+    launches = [_launch("kernel", pad), _launch("kernel", conv), _launch("kernel", pad), _launch("kernel", conv),
+                _launch("kernel", pad), _launch("kernel", add)]
+    assert _assign_launches(toks, markers, launches, "aten::convolution") == [0, 0, 0, 0, 0, 1]
+    # nothing to tell the children apart: one per marker in order, the rest with the last
+    same = [_launch("gpu_memset", "Memset (Device)")] * 4
+    assert _assign_launches(toks, markers, same, "aten::convolution") == [0, 1, 1, 1]
+    assert _assign_launches(toks, markers, same[:1], "aten::convolution") == [0]
+
+
+def test_an_ops_own_kernel_is_not_given_to_a_child_of_another_kind():
+    """T5's efficient-attention backward: the reference's subtree has the bias gradient's sum
+    launch first; the simulated op launches its attention kernel first."""
+    from phantora_prof.engine.op_children import _assign_launches
+
+    toks = _tokens(("aten::sum", 1), "L")
+    markers = [i for i, t in enumerate(toks) if t == ("L",)]
+    attn = "fmha_cutlassB_bf16_aligned_64x64_k64_seqaligned_sm80(PyTorchMemEffAttention::AttentionBackwardKernel)"
+    red = "void at::native::reduce_kernel<128, 4, at::native::ReduceOp<c10::BFloat16>>"
+    out = _assign_launches(toks, markers, [_launch("kernel", attn), _launch("kernel", red)],
+                           "aten::_efficient_attention_backward")
+    assert out == [None, 0]  # the attention kernel stays the op's own, the reduction is the sum's

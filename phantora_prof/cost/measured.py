@@ -59,7 +59,11 @@ _DT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 # slower per byte by up to 4x (a 96-wide layer norm), which no measured curve shows; such
 # calls are left to the family curves, which measured rows of 64..512 (cost/families.py).
 ROW_EXTRAPOLATE = 1.5
-_ROW_RANGE_ONLY = frozenset(("layer_norm_fwd", "layer_norm_bwd", "rms_norm_fwd", "rms_norm_bwd"))
+# curves that answer only near the row lengths (for sum_dim0: the kept column counts) they
+# measured; elsewhere the family sweep's classes do. Column sums were measured at 768..8192
+# columns here; a 196-column bias gradient (timm_mixer) read 20 us off their curve, the family
+# sweep's outer-reduction points (reductions_cols) say 52 us, a real training step 90 us
+_ROW_RANGE_ONLY = frozenset(("layer_norm_fwd", "layer_norm_bwd", "rms_norm_fwd", "rms_norm_bwd", "sum_dim0"))
 GEMM_K = 4
 GEMM_POWER = 4  # inverse-distance weights 1/d^GEMM_POWER (held-out error: phantora_prof/measure/measure_kernels.py)
 ATTN_K = 4

@@ -6,6 +6,7 @@ time minus the fixed parts is shared among the weighted kernels in proportion.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from phantora_prof.cost import kernels as K
@@ -778,6 +779,28 @@ def elementwise(op, base, gpu, allow_tf32):
     return Cost(ELEMENTWISE, eff, 0.0, io_bytes(op)), _split([spec], tensors)
 
 
+def roll(op, base, gpu, allow_tf32):
+    """torch.roll on CUDA (aten/src/ATen/native/cuda/Roll.cu): one kernel per rolled dimension
+    (roll_common rolls several dims one after another; no dims: the flattened tensor once),
+    one thread per element, index arithmetic per element and no vectorized loads: its time
+    follows the element count, not the bytes. Measured on the H200 (tools/holdout/roll_sweep.py,
+    2026-12-02, bf16 / fp16 / fp32 alike): 215 G elements/s from 4M elements up, two dims
+    twice one; modelled as one operation per element on the fp32 pipes, whose peak times the
+    profile's `roll` compute efficiency is that element rate (other GPUs: the same efficiency,
+    not measured)."""
+    x = first_tensor(op)
+    if x is None:
+        return Cost(ELEMENTWISE, "vectorized"), []
+    dims = arg(op, base, "dims", ())
+    n_kernels = max(1, len(dims) if isinstance(dims, (tuple, list)) else 1)
+    t = K.cpp(x.dtype)
+    name = f"void at::native::roll_cuda_kernel<{t}>({t} const*, {t}*, long, long, long, long, long, long)"
+    spec = KernelSpec(K.KIND_KERNEL, name, (max(1, -(-x.numel // 512)), 1, 1), (512, 1, 1), 32, 0)
+    per = 2 * tensor_bytes(x)
+    cost = Cost(ELEMENTWISE, "roll", float(x.numel * n_kernels), float(per * n_kernels), peak=gpu.fp32_flops)
+    return cost, [dataclasses.replace(spec) for _ in range(n_kernels)]
+
+
 RNN_GATES = {0: 1, 1: 1, 2: 4, 3: 3}  # cuDNN RNN mode -> gates (RNN_RELU, RNN_TANH, LSTM, GRU)
 
 
@@ -866,6 +889,8 @@ def handler_for(base: str):
         return fill_op
     if base in ("arange", "linspace", "logspace"):
         return arange_op
+    if base == "roll":
+        return roll
     if base in RNG_OPS:
         return rng_op
     if base in ("native_dropout", "native_dropout_backward") and base == "native_dropout":

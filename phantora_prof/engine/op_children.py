@@ -24,6 +24,7 @@ from typing import Any
 
 from phantora_prof.engine.kineto_args import KINETO_TYPE_NAMES
 from phantora_prof.protocol import TensorArg
+from tracing.diff.categories import categorize
 from tracing.model import Span
 
 # the profiler's non-tensor input types, abbreviated in the table's keys (a tensor is "T")
@@ -184,11 +185,12 @@ def expand(op: Any, span: Span, launches: list, template: list, ids: Any) -> lis
     if not tokens:
         return []
     markers = [i for i, t in enumerate(tokens) if t == ("L",)]
-    # launch groups per marker: one each in order, the rest with the last marker
     groups: dict[int, list] = {}
     if markers:
-        for j, launch in enumerate(launches):
-            groups.setdefault(markers[min(j, len(markers) - 1)], []).append(launch)
+        parent = getattr(op, "name", "")
+        for launch, m in zip(launches, _assign_launches(tokens, markers, launches, parent)):
+            if m is not None:
+                groups.setdefault(markers[m], []).append(launch)
     start = span.ts_ns
     end = span.ts_ns + span.dur_ns
     # segments: the tokens before the first launch group share [start, first launch) (all of
@@ -228,6 +230,87 @@ def expand(op: Any, span: Span, launches: list, template: list, ids: Any) -> lis
                 api.args["External id"] = ext
                 for g in gpu:
                     g.args["External id"] = ext
+    return out
+
+
+def _marker_children(tokens: list, markers: list[int], parent: str) -> list[str]:
+    """The name of the child each launch marker sits in (the innermost open one; the captured
+    op itself for a launch of its own)."""
+    names: list[str] = []
+    stack: list[str] = []
+    at = set(markers)
+    for i, t in enumerate(tokens):
+        if t[0] == "B":
+            stack.append(t[1]["name"])
+        elif t[0] == "E":
+            stack.pop()
+        elif i in at:
+            names.append(stack[-1] if stack else parent)
+    return names
+
+
+def _assign_launches(tokens: list, markers: list[int], launches: list, parent: str) -> list[int | None]:
+    """Which marker (index into `markers`) each launch belongs to, in order.
+
+    The learned subtree's launches need not match the captured op's kernels one for one: a
+    cuDNN convolution of 5 kernels where the reference ran 1 before the bias `add_`, T5's
+    efficient-attention backward launching its own kernel before the bias gradient's `sum`
+    where the reference's order was the other way round. Launches are aligned to the markers
+    in order (a monotone assignment) so that as many kernels as possible land in a child of
+    their own kind (by the categories `phantora-prof diff` uses); among equally good
+    alignments the plain one wins: one launch per marker in order, the rest with the last.
+    Launches of the captured op's own kind at either end of a child's group of another kind
+    stay the op's own (None), unless the child would keep none."""
+    n, m = len(launches), len(markers)
+    plain = [min(i, m - 1) for i in range(n)]
+    kids = [categorize("kernel", "", name, False) for name in _marker_children(tokens, markers, parent)]
+    own = categorize("kernel", "", parent, False)
+
+    def kind(launch) -> str:
+        gpu = launch[1]
+        if not gpu:
+            return ""
+        g = gpu[0]
+        return categorize(g.cat, g.name if g.cat == "kernel" else "", "", False)
+
+    kinds = [kind(la) for la in launches]
+    if len(set(kids)) == 1 and n <= m:
+        return plain
+    eps = 1.0 / (2 * n + 1)  # a preference for the plain alignment, below one category match
+
+    def score(i: int, j: int) -> float:
+        # a launch of the op's own kind in another child half counts: at the group's edge it
+        # goes back to the op below
+        hit = 1.0 if kinds[i] == kids[j] else (0.5 if kinds[i] == own else 0.0)
+        return hit + (eps if plain[i] == j else 0.0)
+
+    neg = float("-inf")
+    best = [[neg] * m for _ in range(n)]
+    came = [[0] * m for _ in range(n)]
+    for j in range(m):
+        best[0][j] = score(0, j)
+    for i in range(1, n):
+        run, arg = neg, 0
+        for j in range(m):
+            if best[i - 1][j] > run:
+                run, arg = best[i - 1][j], j
+            best[i][j], came[i][j] = run + score(i, j), arg
+    j = max(range(m), key=lambda k: (best[n - 1][k], k))
+    out: list[int | None] = [0] * n
+    for i in range(n - 1, -1, -1):
+        out[i] = j
+        j = came[i][j]
+    # a child spans its launches, so only those at either end of its group can stay outside it
+    for j in set(out):
+        idx = [i for i, k in enumerate(out) if k == j]
+        stray = [i for i in idx if kinds[i] != kids[j] and kinds[i] == own]
+        if len(stray) == len(idx):
+            continue  # the child keeps something: its launch must be somewhere
+        for ends in (idx, idx[::-1]):
+            for i in ends:
+                if i not in stray:
+                    break
+                out[i] = None
     return out
 
 

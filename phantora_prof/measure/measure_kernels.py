@@ -272,6 +272,50 @@ def gemm_align_cases(quick: bool, seed: int = 7, scale: int = 1):
     return cases
 
 
+def gemm_small_cases(quick: bool, seed: int = 13, count: int = 480):
+    """GEMMs with small matrices: batched matmuls of many small matrices (window attention's
+    49x49 scores, eager attention with head dim 32..128 and short sequences) and mm / addmm
+    with one small dimension (classifier heads, squeeze-excite layers). The base sweeps draw
+    every dimension from 64..16384 and batch from 1..64, so a bmm over 12288 49x32 matrices
+    was extrapolated (2x too slow against tv_swin's real profile)."""
+    rnd = random.Random(seed)
+    common = [16, 24, 32, 49, 50, 64, 77, 96, 128, 144, 196, 197, 256, 384, 512]
+    cases = []
+
+    def small() -> int:
+        return rnd.choice(common) if rnd.random() < 0.5 else int(2 ** rnd.uniform(3, 10))
+
+    specs = [("bf16", False, 0.55), ("fp16", False, 0.15), ("fp32", True, 0.15), ("fp32", False, 0.15)]
+    n_cases = 4 * len(specs) if quick else count
+    made = 0
+    while made < n_cases:
+        u, acc = rnd.random(), 0.0
+        for dt, tf32, share in specs:
+            acc += share
+            if u < acc:
+                break
+        lim = 2 ** 36 if dt != "fp32" or tf32 else 2 ** 34
+        if rnd.random() < 0.7:
+            op, layout = "bmm", rnd.choice(["NN", "NT", "TN"])
+            m, n, k = small(), small(), small()
+            b = int(2 ** rnd.uniform(3, 15))
+        else:
+            op, layout = _random_gemm_op(rnd, addmm_below=0.8)
+            if op == "bmm":
+                op = "mm"
+            m = int(2 ** rnd.uniform(8, 17))
+            n, k = (small(), small()) if rnd.random() < 0.3 else \
+                ((small(), int(2 ** rnd.uniform(6, 12))) if rnd.random() < 0.5 else (int(2 ** rnd.uniform(6, 12)), small()))
+            b = 1
+        while b * m * n * k > lim and b > 1:
+            b //= 2
+        if b * m * n * k > lim or b * m * n * k < 2 ** 16:
+            continue
+        cases.append(("gemm", op, dict(dtype=dt, tf32=tf32, layout=layout, m=m, n=n, k=k, b=b), 2.0 * b * m * n * k))
+        made += 1
+    return cases
+
+
 def gemm_wide_cases(quick: bool):
     """Dimensions past 16384 (vocabularies, Llama 70B MLPs) in the three training layouts."""
     cases = []
@@ -690,12 +734,13 @@ def main(argv=None) -> int:
               ("mem", mem_cases(a.quick)), ("memcpy", memcpy_cases(a.quick)),
               ("attention_wide", attn_wide_cases(a.quick)), ("gemm_wide", gemm_wide_cases(a.quick)),
               ("gemm_align", gemm_align_cases(a.quick)),
-              ("gemm_align2", gemm_align_cases(a.quick, seed=11, scale=3))]
+              ("gemm_align2", gemm_align_cases(a.quick, seed=11, scale=3)),
+              ("gemm_small", gemm_small_cases(a.quick))]
     if a.only:
         keep = set(a.only.split(","))
         groups = [g for g in groups if g[0] in keep]
     else:  # the wide and alignment groups extend a base sweep: ask for them with --only
-        groups = [g for g in groups if not g[0].endswith(("_wide", "_align", "_align2"))]
+        groups = [g for g in groups if not g[0].endswith(("_wide", "_align", "_align2", "_small"))]
     # interleave so a budget stop loses a little of every class, not a whole class
     for _, cs in groups:
         random.Random(3).shuffle(cs)

@@ -68,6 +68,10 @@ CASES: dict[str, tuple[str, list[str]]] = {
     "hf_olmo": ("zoo.py", ["--model", "hf_olmo"]),
     "timm_resnext": ("zoo.py", ["--model", "timm_resnext"]),
     "tv_regnet_x": ("zoo.py", ["--model", "tv_regnet_x"]),
+    "hf_falcon": ("zoo.py", ["--model", "hf_falcon"]),
+    "timm_poolformer": ("zoo.py", ["--model", "timm_poolformer"]),
+    "tv_vgg": ("zoo.py", ["--model", "tv_vgg"]),
+    "tv_mnasnet": ("zoo.py", ["--model", "tv_mnasnet"]),
 }
 ZOO_DEV = ("hf_llama", "hf_gpt2", "timm_vit", "tv_resnet50",
            "timm_convnext", "lstm")  # the last two were blind until session 6 looked at their traces
@@ -81,6 +85,10 @@ ZOO_BLIND3 = ("hf_phi", "hf_gemma", "timm_mixer", "tv_shufflenet")
 # chosen in session 10 before any run (grouped convolutions of power-of-two and other widths, two
 # more LM families), measured once on the H200 at the end of that session's changes, compared once
 ZOO_BLIND4 = ("hf_starcoder2", "hf_olmo", "timm_resnext", "tv_regnet_x")
+# chosen in session 11 before any run (multi-query parallel-attention LM, pooling token mixer with
+# GroupNorm, large dense convolutions with max-pool and 25088-wide linears, depthwise NAS net),
+# measured once on the H200 at the end of that session's changes, compared once
+ZOO_BLIND5 = ("hf_falcon", "timm_poolformer", "tv_vgg", "tv_mnasnet")
 ZOO = REAL / "zoo"
 
 
@@ -139,6 +147,8 @@ def case_set(case: str) -> str:
         return "blind3"
     if case in ZOO_BLIND4:
         return "blind4"
+    if case in ZOO_BLIND5:
+        return "blind5"
     if case in ZOO_DEV:
         return "dev"
     return "holdout"
@@ -204,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
     if a.json:
         a.json.write_text(json.dumps(rows, indent=1) + "\n")
-    for group in ("holdout", "dev", "blind", "blind2", "blind3", "blind4"):
+    for group in ("holdout", "dev", "blind", "blind2", "blind3", "blind4", "blind5"):
         errs = sorted(abs(r["error"]) for r in rows if r.get("error") is not None and r["set"] == group)
         if errs:
             inside = sum(1 for r in rows if r.get("inside_band") and r["set"] == group)

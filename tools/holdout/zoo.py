@@ -99,6 +99,11 @@ def _hf_causal_lm(name: str, a):
         cfg = tf.OlmoConfig(vocab_size=50304, hidden_size=a.dim or 1024, intermediate_size=4096,
                             num_hidden_layers=a.layers or 8, num_attention_heads=16, max_position_embeddings=a.seq)
         model = tf.OlmoForCausalLM(cfg)
+    elif name == "hf_falcon":  # multi-query attention, parallel attention + MLP, one LayerNorm, GELU
+        cfg = tf.FalconConfig(vocab_size=50304, hidden_size=a.dim or 1024, num_hidden_layers=a.layers or 8,
+                              num_attention_heads=16, multi_query=True, parallel_attn=True,
+                              new_decoder_architecture=False, bias=False, max_position_embeddings=a.seq)
+        model = tf.FalconForCausalLM(cfg)
     else:
         raise SystemExit(f"unknown model {name}")
     model.config._attn_implementation = "sdpa"
@@ -159,12 +164,13 @@ def _vision_model(name: str):
 
         arch = {"timm_vit": "vit_base_patch16_224", "timm_convnext": "convnext_tiny",
                 "timm_resnet50": "resnet50", "timm_regnet": "regnety_016", "timm_mixer": "mixer_b16_224",
-                "timm_resnext": "resnext50_32x4d"}[name]
+                "timm_resnext": "resnext50_32x4d", "timm_poolformer": "poolformer_s12"}[name]
         return timm.create_model(arch, pretrained=False)
     tv = import_torchvision()
     arch = {"tv_resnet50": "resnet50", "tv_mobilenet": "mobilenet_v3_large",
             "tv_efficientnet": "efficientnet_b0", "tv_swin": "swin_t", "tv_densenet": "densenet121",
-            "tv_shufflenet": "shufflenet_v2_x1_0", "tv_regnet_x": "regnet_x_1_6gf"}[name]
+            "tv_shufflenet": "shufflenet_v2_x1_0", "tv_regnet_x": "regnet_x_1_6gf",
+            "tv_vgg": "vgg11_bn", "tv_mnasnet": "mnasnet1_0"}[name]
     return getattr(tv.models, arch)()
 
 
@@ -231,6 +237,9 @@ MODELS = {
     # blind set 4 (added 2026-12-02, session 10): chosen before any run, measured once at the end of
     # that session's changes, compared once
     "hf_starcoder2": (4, 2048), "hf_olmo": (4, 2048), "timm_resnext": (128, 224), "tv_regnet_x": (128, 224),
+    # blind set 5 (added 2026-12-02, session 11): chosen before any run, measured once at the end of
+    # that session's changes, compared once
+    "hf_falcon": (4, 2048), "timm_poolformer": (128, 224), "tv_vgg": (64, 224), "tv_mnasnet": (128, 224),
 }
 
 
@@ -253,7 +262,7 @@ def main() -> None:
     import_torchvision()  # transformers and timm import it when it is installed
     name = a.model
     if name in ("hf_llama", "hf_mistral", "hf_qwen2", "hf_gpt2", "hf_gptneox", "hf_opt", "hf_phi", "hf_gemma",
-                "hf_starcoder2", "hf_olmo"):
+                "hf_starcoder2", "hf_olmo", "hf_falcon"):
         model = _hf_causal_lm(name, a).to(dev)
         step = _hf_lm_step(model, a, dev)
     elif name == "hf_bert":

@@ -18,7 +18,8 @@ wins:
    `batch_norm`, `group_norm`, `instance_norm`), reduction (`sum`, `mean`, `softmax`,
    `log_softmax`, `nll_loss`, `cross_entropy`, `norm`, `amax`, `argmax`, `var`, `std`, ...).
 5. by the kernel name: attention (`flash`, `fmha`, `sdpa`, `attention`), GEMM (`nvjet`,
-   `cutlass`, `gemm`, `xmma`, `cublas`, `wgmma`...), normalization (`layer_norm`,
+   `cutlass`, `gemm`, `xmma`, `cublas`, `wgmma`..., and cuDNN's convolution helpers
+   `nhwcAddPadding`, `nchwToNhwc`, `nhwcToNchw`), normalization (`layer_norm`,
    `layernorm`, `rms_norm`, `GammaBetaBackward`...), reduction (`reduce_kernel`,
    `softmax`, `nll_loss`, cub reductions, triton `red`/`per` kernels).
 6. elementwise: everything else (copies, casts, pointwise math, fills, indexing, sorts).
@@ -52,10 +53,13 @@ _RED_OP = re.compile(r"^aten::(sum|mean|nansum|prod|amax|amin|max|min|aminmax|ar
                      r"nll_loss\w*|cross_entropy\w*|norm|linalg_vector_norm|_foreach_norm|var|std|"
                      r"var_mean|std_mean|logsumexp|cumsum|cumprod|count_nonzero)$", re.I)
 _ATTN_KERNEL = re.compile(r"flash|fmha|sdpa|attention|attn", re.I)
+# cuDNN's convolution helpers (operand padding, NCHW <-> NHWC transforms) count as the GEMM work
+# they serve; their argument lists mention cudnn::reduced_divisor, which is no reduction
 _GEMM_KERNEL = re.compile(r"nvjet|cutlass|gemm|xmma|cublas|wgmma|hmma|s884|h884|s1688|h1688|"
-                          r"splitKreduce|triton_tem_fused_mm|triton_.*_mm_|implicit_convolve", re.I)
-_RED_KERNEL = re.compile(r"reduce_kernel|Reduce|softmax|SoftMax|nll_loss|cross_entropy|"
-                         r"norm_kernel|triton_red_|triton_per_|cub::.*Reduce", re.I)
+                          r"splitKreduce|triton_tem_fused_mm|triton_.*_mm_|implicit_convolve|"
+                          r"nhwcAddPadding|nchwToNhwc|nhwcToNchw", re.I)
+_RED_KERNEL = re.compile(r"reduce_kernel|Reduce(?!d_divisor)|softmax|SoftMax|nll_loss|cross_entropy|"
+                         r"norm_kernel|triton_red_|triton_per_|cub::.*Reduce(?!d_divisor)", re.I)
 
 
 @lru_cache(maxsize=65536)

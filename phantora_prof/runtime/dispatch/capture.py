@@ -223,7 +223,8 @@ class CaptureMode(TorchDispatchMode):
                 # its kernel calls under it.
                 out = self._redispatch(tls, func, args, kwargs)
                 if not dataloader.taking_a_batch():
-                    self.st.clock.advance(hostcost.cpu_op_ns(_cpu_bytes(args, out)))
+                    self.st.clock.advance(hostcost.cpu_op_ns(_cpu_bytes(args, out), func.name(),
+                                                             _listed_tensors(args, kwargs)))
                 return out
             if tls is not None:
                 # Without the host model: the per-op table's charge for one (DISPATCH_NS_CPU).
@@ -360,7 +361,9 @@ class CaptureMode(TorchDispatchMode):
             kernels = ()
         else:
             kernels = self.costs.estimate(op, allow_tf32=_matmul_tf32())
-        dispatch = hostcost.dispatch_ns(name, bool(kernels), self._autograd_open is not None)
+        dispatch = hostcost.tensor_list_ns(name, targs, tkwargs, len(touts))
+        if dispatch is None:
+            dispatch = hostcost.dispatch_ns(name, bool(kernels), self._autograd_open is not None)
         launch_total = sum(hostcost.api_ns(k.launch_api) for k in kernels)
         op.launch_ns = start + dispatch
         op.end_ns = op.launch_ns + launch_total
@@ -732,6 +735,15 @@ def _forward_sequence_nr(tid: int, args: tuple) -> int:
         if isinstance(a, torch.Tensor) and a.requires_grad:
             return torch._C._autograd._get_sequence_nr() - 1
     return -1
+
+
+def _listed_tensors(args: tuple, kwargs: dict) -> int:
+    """How many tensors the op's tensor-list arguments hold (foreach ops)."""
+    n = 0
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor):
+            n += len(a)
+    return n
 
 
 def _cpu_bytes(args: tuple, out: Any) -> int:

@@ -10,8 +10,11 @@ AdamW step's `_init_group` walks every parameter (grad checks, state lookups, li
 before the single fused launch, and `zero_grad(set_to_none=True)` loops over the parameters
 in Python. Captured ops are charged by hostcost's per-op table; these per-parameter costs
 are charged here on top (measured on the H200 with tools/holdout/loop.py --host-probe,
-hostcost.OPTIMIZER_PYTHON_NS). The foreach and for-loop implementations are covered by
-their ops' costs only (no unblocked measurement of their extra Python yet).
+hostcost.OPTIMIZER_PYTHON_NS), and what whole steps of the foreach and fused implementations
+cost per parameter beyond their ops and counted Python (measure/host_lists.py,
+hostcost.optimizer_step_ns): a foreach AdamW step ~21 us per parameter on the H200 host, of
+which ~12 us is neither (per-parameter Python in C calls: step counters read with .item(),
+scalar lists built and parsed).
 """
 from __future__ import annotations
 
@@ -35,10 +38,29 @@ def _charge(ns: int) -> None:
         _state.get().clock.advance(ns)
 
 
+def implementation(group: dict) -> str:
+    """Which of torch.optim's implementations a parameter group's step takes: "fused",
+    "foreach" (also the default, foreach=None, for CUDA parameters) or "forloop"."""
+    if group.get("fused"):
+        return "fused"
+    foreach = group.get("foreach")
+    if foreach is None:
+        first = next(iter(group.get("params", ())), None)
+        foreach = first is not None and first.device.type == "cuda"
+    return "foreach" if foreach else "forloop"
+
+
 def _step_pre_hook(optimizer: torch.optim.Optimizer, args, kwargs) -> None:
-    per_param = hostcost.OPTIMIZER_PYTHON_NS.get("fused_step_per_param", 0)
-    n = sum(_params_with_grad(g) for g in optimizer.param_groups if g.get("fused"))
-    _charge(n * per_param)
+    fused_python = hostcost.OPTIMIZER_PYTHON_NS.get("fused_step_per_param", 0)
+    classes = [c.__name__ for c in type(optimizer).__mro__]
+    ns = 0
+    for g in optimizer.param_groups:
+        impl = implementation(g)
+        n = _params_with_grad(g)
+        ns += n * hostcost.optimizer_step_ns(impl, classes)
+        if impl == "fused":
+            ns += n * fused_python
+    _charge(ns)
 
 
 def _patched_zero_grad(orig):
