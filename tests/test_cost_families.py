@@ -164,3 +164,22 @@ def test_attention_bias_is_its_own_class_and_dropout_composes_with_it():
     plain, with_bias, both = (total(estimate(sdpa(m, p), "h200")) for m, p in ((None, 0.0), (bias, 0.0), (bias, 0.1)))
     assert with_bias > 1.1 * plain and both > 1.2 * with_bias
     assert all(k.source == "family" for k in estimate(sdpa(bias, 0.1), "h200"))
+
+
+def test_pooling_is_classed_by_window_and_stride_forward_and_backward():
+    """The window and stride come from their schema positions in the backward ops too
+    (grad_output, self, kernel_size, stride, ...); before 2026-12-02 avg_pool2d_backward's key
+    held its input tensor, so no query ever matched its sweep points."""
+    x = T((128, 64, 56, 56), "float32")
+    fwd = call("aten::avg_pool2d", [x, [3, 3], [1, 1], [1, 1], False, False], [x])
+    bwd = call("aten::avg_pool2d_backward", [x, x, [3, 3], [1, 1], [1, 1], False, False, None], [x])
+    assert F.class_key(fwd, "avg_pool2d") == "float32|k3s1|c"
+    assert F.class_key(bwd, "avg_pool2d_backward") == "float32|k3s1|c"
+    down = call("aten::avg_pool2d", [x, [2, 2], [], [0, 0], False, True], [T((128, 64, 28, 28), "float32")])
+    assert F.class_key(down, "avg_pool2d") == "float32|k2s2|c"  # an empty stride is the window
+    # PoolFormer's token mixer (avg 3x3 at stride 1, sweep pool_windows): one thread per output
+    # reading nine inputs, ~340 us for this fp32 NCHW map on the H200 (a training step's
+    # profile: 339 us), where the bandwidth roofline says ~50 us
+    ks = estimate(fwd, "h200")
+    assert {k.source for k in ks} == {"family"} and 250e3 < total(ks) < 450e3
+    assert {k.source for k in estimate(bwd, "h200")} == {"family"}

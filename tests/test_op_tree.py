@@ -300,6 +300,7 @@ def test_extra_kernels_go_to_the_child_of_their_kind():
     same = [_launch("gpu_memset", "Memset (Device)")] * 4
     assert _assign_launches(toks, markers, same, "aten::convolution") == [0, 1, 1, 1]
     assert _assign_launches(toks, markers, same[:1], "aten::convolution") == [0]
+    assert _assign_launches(toks, markers, [], "aten::convolution") == []  # a CUDA-graph replay
 
 
 def test_an_ops_own_kernel_is_not_given_to_a_child_of_another_kind():

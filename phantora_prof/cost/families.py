@@ -172,9 +172,13 @@ def class_key(op, base: str) -> str:
     elif base in ATTN_OPS:
         parts += _attn_key(op, base)
     elif base in POOL_OPS:
-        ks = _arg(op, 1) if base != "max_pool2d_with_indices_backward" else _arg(op, 2)
+        # (grad_output, self, kernel_size, stride, ...) for the backward ops, (self, kernel_size,
+        # stride, ...) forward; an empty stride is the kernel size
+        at = 2 if base.endswith("_backward") else 1
+        ks, st = _arg(op, at), _arg(op, at + 1)
         k = ks[0] if isinstance(ks, (tuple, list)) and ks else ks
-        parts += [f"k{k}", layout(t)]
+        s = st[0] if isinstance(st, (tuple, list)) and st else (st if isinstance(st, int) else k)
+        parts += [f"k{k}s{s}", layout(t)]
     elif base in RNN_OPS:
         # the weights' dtype too: under autocast the input stays fp32 and cuDNN runs the cell
         # in half precision on half weights (2x faster than the fp32 run of the same call)

@@ -262,6 +262,8 @@ def _assign_launches(tokens: list, markers: list[int], launches: list, parent: s
     Launches of the captured op's own kind at either end of a child's group of another kind
     stay the op's own (None), unless the child would keep none."""
     n, m = len(launches), len(markers)
+    if n == 0:  # nothing launched (a CUDA-graph replay launches once, elsewhere)
+        return []
     plain = [min(i, m - 1) for i in range(n)]
     kids = [categorize("kernel", "", name, False) for name in _marker_children(tokens, markers, parent)]
     own = categorize("kernel", "", parent, False)

@@ -12,6 +12,7 @@ so the trace says which ops and kernels belong to which configuration. Families:
                 and 2) and strided depthwise 3x3 / 5x5
     conv_grouped2  grouped 3x3 convolutions of group widths that are not powers of two (12..240)
     pool        max_pool2d 3/2, avg_pool2d 2/2, adaptive_avg_pool2d(1); both layouts and dtypes
+    pool_windows  avg_pool2d 3/1 (count_include_pad=False) and max_pool2d 3/1
     pointwise   activations and binary ops on channels-last and strided tensors, their backwards
     copies      permutes, transposes, repeat_interleave, RoPE, cat, expand + contiguous
     attention   SDPA per backend (cuDNN, flash, efficient) with dropout, GQA, masks, causal, a
@@ -168,7 +169,9 @@ def _pool(p):
         x = x.contiguous(memory_format=torch.channels_last)
     x.requires_grad_(True)
     f = {"max": lambda t: F.max_pool2d(t, 3, 2, 1), "avg": lambda t: F.avg_pool2d(t, 2, 2),
-         "adaptive": lambda t: F.adaptive_avg_pool2d(t, 1)}[p["kind"]]
+         "adaptive": lambda t: F.adaptive_avg_pool2d(t, 1),
+         "avg3s1": lambda t: F.avg_pool2d(t, 3, 1, 1, count_include_pad=False),
+         "max3s1": lambda t: F.max_pool2d(t, 3, 1, 1)}[p["kind"]]
 
     st: dict = {}
 
@@ -176,6 +179,17 @@ def _pool(p):
         _backward(f(x), st)
 
     return run
+
+
+def pool_window_cases():
+    """3x3 windows at stride 1 (PoolFormer's token mixer: avg_pool2d(3, 1, 1,
+    count_include_pad=False); max pooling at stride 1), both layouts and dtypes: one thread per
+    output reading nine inputs, far from the bandwidth the stride-2 windows above reach."""
+    for layout in ("cl", "nchw"):
+        for dtype in ("bf16", "fp32"):
+            for c, h in [(64, 112), (64, 56), (128, 28), (320, 14), (512, 7), (256, 56)]:
+                for kind in ("avg3s1", "max3s1"):
+                    yield dict(fam="pool", layout=layout, dtype=dtype, n=128, c=c, h=h, kind=kind), _pool
 
 
 def pointwise_cases():
@@ -447,7 +461,8 @@ def _rnn(p):
 
 
 FAMILIES = {"conv": conv_cases, "conv_grouped": grouped_conv_cases,
-            "conv_grouped2": odd_width_grouped_conv_cases, "pool": pool_cases, "pointwise": pointwise_cases, "copies": copy_cases,
+            "conv_grouped2": odd_width_grouped_conv_cases, "pool": pool_cases, "pool_windows": pool_window_cases,
+            "pointwise": pointwise_cases, "copies": copy_cases,
             "attention": attention_cases, "attention_bias": lambda: attention_cases(("bias",)), "norms": norm_cases, "norms_narrow": narrow_norm_cases,
             "reductions": reduction_cases, "reductions_cols": column_reduction_cases, "losses": loss_cases, "embedding": embedding_cases,
             "optim": optim_cases, "rnn": rnn_cases}
