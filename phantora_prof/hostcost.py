@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 from importlib import resources
 
+from phantora_prof.protocol import TensorArg
+
 # CUPTI callback ids the reference traces carry in args.cbid.
 CBID = {
     "cudaLaunchKernel": 211,
@@ -190,15 +192,14 @@ LIST_PER_INPUT_NS: float = TABLE["tensor_lists"]["per_input_ns"]
 LIST_PER_OUTPUT_NS: float = TABLE["tensor_lists"]["per_output_ns"]
 
 
-def tensor_list_counts(args: tuple, kwargs: dict) -> int:
+def tensor_list_counts(args: tuple, kwargs: dict, kind: type = TensorArg) -> int:
     """How many tensors the op's list arguments hold (each list counted; 0: no list argument).
-    Arguments as the runtime records them: a list of tensors is a tuple of TensorArg."""
-    from phantora_prof.protocol import TensorArg
-
+    `kind` is what a tensor is in them: TensorArg in the runtime's records (a list of tensors
+    is a tuple of them), torch.Tensor in an op's own arguments (ops on CPU tensors)."""
     n = 0
     for a in (*args, *kwargs.values()):
-        if isinstance(a, tuple) and a and isinstance(a[0], TensorArg):
-            n += sum(1 for t in a if isinstance(t, TensorArg))
+        if isinstance(a, (list, tuple)) and a and isinstance(a[0], kind):
+            n += sum(1 for t in a if isinstance(t, kind))
     return n
 
 

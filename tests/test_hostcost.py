@@ -121,6 +121,10 @@ def test_an_op_over_tensor_lists_costs_per_listed_tensor():
     # an op without a tensor list keeps the per-op table
     assert hostcost.tensor_list_ns("aten::add", _tensors(2), {}, 1) is None
     assert hostcost.tensor_list_counts((_tensors(3), _tensors(2), 0.5), {"x": _tensors(4)}) == 9
+    import torch  # an op's own arguments (ops on CPU tensors): lists of torch tensors
+
+    steps = [torch.zeros(()) for _ in range(5)]
+    assert hostcost.tensor_list_counts((steps, 1.0), {}, torch.Tensor) == 5
 
 
 def test_reading_a_cpu_scalar_costs_less_than_a_cpu_op():

@@ -223,8 +223,8 @@ class CaptureMode(TorchDispatchMode):
                 # its kernel calls under it.
                 out = self._redispatch(tls, func, args, kwargs)
                 if not dataloader.taking_a_batch():
-                    self.st.clock.advance(hostcost.cpu_op_ns(_cpu_bytes(args, out), func.name(),
-                                                             _listed_tensors(args, kwargs)))
+                    listed = hostcost.tensor_list_counts(args, kwargs, torch.Tensor)
+                    self.st.clock.advance(hostcost.cpu_op_ns(_cpu_bytes(args, out), func.name(), listed))
                 return out
             if tls is not None:
                 # Without the host model: the per-op table's charge for one (DISPATCH_NS_CPU).
@@ -735,15 +735,6 @@ def _forward_sequence_nr(tid: int, args: tuple) -> int:
         if isinstance(a, torch.Tensor) and a.requires_grad:
             return torch._C._autograd._get_sequence_nr() - 1
     return -1
-
-
-def _listed_tensors(args: tuple, kwargs: dict) -> int:
-    """How many tensors the op's tensor-list arguments hold (foreach ops)."""
-    n = 0
-    for a in (*args, *kwargs.values()):
-        if isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor):
-            n += len(a)
-    return n
 
 
 def _cpu_bytes(args: tuple, out: Any) -> int:
