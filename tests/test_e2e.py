@@ -191,7 +191,8 @@ def test_reference_streams_workload_runs_unmodified(cli):
 
 
 def test_real_script_features(cli):
-    """DataLoader workers + pin_memory, seeds, backend flags, torch.compile, nvtx, AMP GradScaler.
+    """DataLoader workers + pin_memory, seeds, backend flags, torch.compile (simulated Inductor),
+    nvtx, AMP GradScaler.
 
     Run twice at once (the OS interleaves the workers, the pinning thread and the loop
     differently each time): the traces must be the same."""
@@ -209,9 +210,10 @@ def test_real_script_features(cli):
             doc.pop(key, None)
     assert twice[0] == twice[1]
     assert "steps 8" in r.stdout
-    assert "torch.compile runs eagerly" in r.stderr
-    assert r.stderr.count("torch.compile runs eagerly") == 1
+    assert "runs eagerly" not in r.stderr  # torch.compile is simulated (runtime/compile/)
     doc = load_trace(cli.cwd / "traces" / "rank0.pt.trace.json.gz")
+    triton = {e["name"] for e in doc["traceEvents"] if e.get("cat") == "kernel" and e["name"].startswith("triton_")}
+    assert triton, "the compiled model launches Inductor's Triton kernels"
     annotations = {e["name"] for e in doc["traceEvents"] if e.get("cat") == "user_annotation"}
     assert {"forward", "backward"} <= annotations
     gpu_annotations = {e["name"] for e in doc["traceEvents"] if e.get("cat") == "gpu_user_annotation"}

@@ -7,6 +7,7 @@ Shipped model data (phantora_prof/cost/data), each with `--check` where its inpu
     phantora-prof calibrate host-costs [--check]                               # host_costs.json
     phantora-prof calibrate families SWEEP.pt.trace.json.gz ... [--out FILE]   # h200_families.json.gz
     phantora-prof calibrate errors TRACE ... [--out FILE]                      # source_errors.json
+    phantora-prof calibrate triton REAL.jsonl SIM.jsonl [--out FILE]           # triton_h200.json
     phantora-prof calibrate schema-args [--check]                              # aten_arg_positions.json
     phantora-prof calibrate host --measured DIR [--out FILE]                   # a host profile (hosts/*.json)
 
@@ -81,6 +82,27 @@ def families_cmd(traces: tuple[Path, ...], out: Path) -> None:
     points, skipped = families.collect(list(traces))
     families.write(families.build(points, [t.name for t in traces]), out)
     click.echo(f"{len(points)} points ({sum(skipped.values())} calls skipped: {skipped or 'none'}) -> {out}")
+
+
+@calibrate.command("triton")
+@click.argument("real", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("sim", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=DATA / "triton_h200.json",
+              show_default=True)
+@click.option("--gpu", default="h200", show_default=True, help="GPU the real file was measured on")
+def triton_cmd(real: Path, sim: Path, out: Path, gpu: str) -> None:
+    """Triton kernel curve (torch.compile) from tools/holdout/triton_sweep.py: REAL measured on the
+    GPU, SIM the same sweep under phantora-prof (its kernels' bytes)."""
+    from phantora_prof.calibrate import triton
+    from phantora_prof.cost.gpus import get_gpu
+
+    pairs = triton.pair(triton.read_jsonl(real), triton.read_jsonl(sim))
+    doc = triton.fit(pairs, gpu, get_gpu(gpu).hbm_bandwidth)
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    for cat, r in triton.residuals(pairs, doc).items():
+        click.echo(f"{cat}: {r['n']} kernels, |error| median {100 * r['median_abs']:.1f}%, "
+                   f"max {100 * r['max_abs']:.1f}%")
+    click.echo(f"{len(pairs)} kernels paired -> {out}")
 
 
 @calibrate.command("errors")

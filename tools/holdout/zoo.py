@@ -252,6 +252,7 @@ def main() -> None:
     p.add_argument("--dim", type=int, default=None, help="hidden size (language models; default per model)")
     p.add_argument("--layers", type=int, default=None, help="layers (language models; default per model)")
     p.add_argument("--nchw", action="store_true", help="vision models: keep NCHW (default: channels-last)")
+    p.add_argument("--compile", action="store_true", help="wrap the model in torch.compile (default mode)")
     a = p.parse_args()
     batch, size = MODELS[a.model]
     a.batch = a.batch or batch
@@ -281,6 +282,8 @@ def main() -> None:
     else:
         model = _vision_model(name).to(dev)
         step = _vision_step(model, a, dev, channels_last=not a.nchw, sgd="resnet" in name or "mobilenet" in name)
+    if a.compile:
+        model.compile()  # in place: the step functions above hold the module itself
     meta = {"workload": f"zoo:{name}", "params": sum(p.numel() for p in model.parameters()),
             **{k: v for k, v in vars(a).items() if k != "profile_dir"}}
     run_loop(a, step, meta)

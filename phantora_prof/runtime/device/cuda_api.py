@@ -85,6 +85,11 @@ def install() -> None:
             set_device(device)
         return prev
 
+    def maybe_exchange_device(device: int) -> int:
+        """torch.cuda._maybe_exchange_device: a function of its own, not an alias of
+        exchange_device (Dynamo keeps one handler per function object and refuses a second)."""
+        return exchange_device(device)
+
     # per-device generators: frameworks index torch.cuda.default_generators and save/restore states
     generators = tuple(cuda_rng.SimCudaGenerator(i) for i in range(st.config.device_count))
 
@@ -96,7 +101,7 @@ def install() -> None:
         "init": lambda: None,
         "set_device": set_device,
         "_exchange_device": exchange_device,  # torch.cuda.device / device_of (nn.RNN.flatten_parameters)
-        "_maybe_exchange_device": exchange_device,
+        "_maybe_exchange_device": maybe_exchange_device,
         "current_device": lambda: st.current_device,
         "get_device_name": lambda device=None: get_device_properties(device).name,
         "get_device_capability": lambda device=None: (props["major"], props["minor"]),

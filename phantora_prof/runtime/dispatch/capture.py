@@ -122,6 +122,12 @@ class CaptureMode(TorchDispatchMode):
         that a real CUDA run, with no mode, never executes. Dynamo never traces this mode."""
         return False
 
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        """Step aside while Dynamo traces and Inductor compiles (torch >= 2.9), and capture what
+        the compiled code runs (runtime/compile/): tracing is not GPU work."""
+        return True
+
     def __init__(self) -> None:
         super().__init__()
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
@@ -416,6 +422,47 @@ class CaptureMode(TorchDispatchMode):
             _dist_consume(hops.tensor_args(args), stream, device)
         st.channel.send(op)
         return out
+
+    def allocate_buffer(self, size: tuple, stride: tuple, dtype: torch.dtype, device: int) -> torch.Tensor:
+        """A buffer of compiled code (runtime/compile/runner.py). Inductor's wrapper allocates
+        with `empty_strided_cuda`, a C++ call that reaches the caching allocator without a
+        dispatcher op: a real profile shows no op for it. So no op is recorded here either; the
+        block is allocated (and freed when the tensor dies) like any other."""
+        rec = self._rec
+        prev = rec.quiet(1) if rec is not None else None
+        try:
+            with torch._C._DisableTorchDispatch():  # FakeTensor's construction detaches `meta`: no op either
+                meta = torch.empty_strided(size, stride, dtype=dtype, device="meta")
+                t = FakeTensor(self.fake_mode, meta, torch.device("cuda", device))
+            self._track_memory(t, "aten::empty_strided", (), {})
+        finally:
+            if rec is not None:
+                rec.quiet(prev)
+        return t
+
+    def record_compiled_call(self, name: str, targs: tuple, tkwargs: dict, touts: tuple,
+                             kernels: tuple | None, dispatch_ns: int | None, device: int) -> None:
+        """One launch of a compiled graph (runtime/compile/runner.py): a Triton kernel (its
+        kernel given, no dispatcher op stands for it: a `triton_*` range like the one
+        Inductor's launcher records) or an aten op the generated code calls, described by
+        its arguments' metadata (kernels None: costed here as the op)."""
+        st = self.st
+        tid = st.tid()
+        self._track_autograd(tid)
+        start = st.clock.now_ns
+        stream = st.stream_of(device)
+        op = OpCall(st.config.rank, st.next_external_id(), name, targs, tkwargs, touts, tid, start, start,
+                    stream, device, OpKind.COMPUTE)
+        if kernels is None:
+            kernels = self.costs.estimate(op, allow_tf32=_matmul_tf32())
+        if dispatch_ns is None:
+            dispatch_ns = hostcost.dispatch_ns(name, bool(kernels), self._autograd_open is not None)
+        op.kernels = kernels
+        op.launch_ns = start + dispatch_ns
+        op.end_ns = op.launch_ns + sum(hostcost.api_ns(k.launch_api) for k in kernels)
+        st.clock.advance_to(op.end_ns)
+        st.ops_captured += 1
+        st.channel.send(op)
 
     def _fast_fake(self, func, args: tuple, kwargs: dict):
         """The hot path: a common op whose tensor inputs are all fake tensors on one CUDA device.

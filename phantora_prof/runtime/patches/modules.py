@@ -5,7 +5,6 @@
   new Parameter per module, which unties tied weights (GPT's embedding and LM head:
   124,475,904 parameters would become 163,109,376). We convert each distinct tensor once
   and put the same new Parameter back everywhere the old one was.
-- `torch.compile`: runs the function eagerly (with one warning) until fusion is modelled.
 - The "foreach supported types" lists of torch.optim and torch.utils._foreach_utils learn
   the fake tensor type, so defaults pick the same implementation as on a GPU.
 """
@@ -14,7 +13,6 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-import warnings
 from typing import Any, Callable
 
 import torch
@@ -105,16 +103,6 @@ def _keep_identity(old: torch.Tensor, new: torch.Tensor) -> bool:
     return True
 
 
-def _eager_compile(model: Any = None, **kwargs: Any):
-    if not getattr(_eager_compile, "warned", False):
-        warnings.warn("phantora-prof: torch.compile runs eagerly under simulation (kernel fusion is not "
-                      "modelled yet), so simulated times are those of the eager model", stacklevel=2)
-        _eager_compile.warned = True
-    if model is None:
-        return lambda m: m
-    return model
-
-
 def _record_stream(self: torch.Tensor, stream: Any) -> None:
     """Tensor.record_stream with a simulated stream: the allocator model keeps the block from
     being reused by another stream until the host next synchronizes."""
@@ -152,4 +140,3 @@ def install() -> None:
     nn.Module._apply = _patched_apply(nn.Module._apply)
     _foreach_accepts_fake_tensors()
     torch.Tensor.record_stream = _record_stream
-    torch.compile = _eager_compile

@@ -167,6 +167,9 @@ def install(config: RankConfig) -> InstalledRuntime:
     distributed.install()
     rec = _record_op_tree(st)
     mode = CaptureMode()
+    from phantora_prof.runtime.compile import backend as compile_backend
+
+    compile_backend.install(mode)  # torch.compile: Inductor's schedule replayed on the simulated GPU
     from phantora_prof.runtime.dispatch import backend_kernels
 
     backend_kernels.install(mode)

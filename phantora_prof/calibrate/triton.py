@@ -1,0 +1,119 @@
+"""Fit the Triton kernel curve (cost/triton.py) from the kernel sweep (issue #16).
+
+Input: two JSON-lines files of tools/holdout/triton_sweep.py, one measured on the GPU (kernel
+name and mean time per case) and one simulated (the same cases under phantora-prof: each
+kernel's category, elements and bytes from the simulator's Inductor plan). Kernels pair by
+(case, kernel name); a kernel the two Inductor versions named differently (another fusion
+choice) has no pair and is left out.
+
+Kernels whose fused ops are compute-heavy (cost/triton.py `compute_class`: transcendental
+math, random numbers) are fitted apart: their cost per iteration point is the median of
+time / points over the large kernels (>= 4M points) that the bytes curve does not explain (its
+time under 90% of the measured one). The bytes curve is fitted on the plain kernels only.
+Per category, the measured points (bytes moved, ns) are grouped in bins of a factor 2 in
+bytes; each bin gives one point (median bytes, median time); the curve is then made
+non-decreasing (more bytes never take less time). Past its last point the curve keeps that
+point's bandwidth; below its first, the first point's time (the launch floor). Pointwise
+points also stand in for a reduction category below its first point, where a reduction with
+few points has no floor of its own.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from statistics import median
+
+from phantora_prof.cost.triton import CATEGORIES, SCHEMA, TritonKernelShape, compute_class, curve_from_doc
+from phantora_prof.errors import ConfigError
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    rows = []
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"{path}:{i}: not JSON ({exc})") from None
+    return rows
+
+
+def pair(real: list[dict], sim: list[dict]) -> list[dict]:
+    """(category, bytes, real ns) per kernel present in both files."""
+    feats = {(r["case"], r["kernel"]): r for r in sim if "category" in r}
+    out = []
+    for r in real:
+        f = feats.get((r["case"], r["kernel"]))
+        if f is None:
+            continue
+        out.append({"case": r["case"], "kernel": r["kernel"], "category": f["category"],
+                    "bytes": int(f["bytes_read"]) + int(f["bytes_written"]), "ns": float(r["us"]) * 1e3,
+                    "points": int(f["numel"]) * int(f["rnumel"]), "compute": compute_class(r["kernel"], f["category"])})
+    return out
+
+
+def _binned(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    bins: dict[int, list[tuple[int, float]]] = {}
+    for b, ns in points:
+        if b > 0 and ns > 0:
+            bins.setdefault(int(math.floor(math.log2(b))), []).append((b, ns))
+    curve = []
+    for k in sorted(bins):
+        pts = bins[k]
+        curve.append((int(median(b for b, _ in pts)), float(median(ns for _, ns in pts))))
+    mono, best = [], 0.0
+    for b, ns in curve:
+        best = max(best, ns)
+        mono.append((b, round(best, 1)))
+    return mono
+
+
+def fit(pairs: list[dict], gpu: str, hbm_bandwidth: float) -> dict:
+    by_cat: dict[str, list[tuple[int, float]]] = {c: [] for c in CATEGORIES}
+    for p in pairs:
+        if p["compute"] == "plain":
+            by_cat[p["category"]].append((p["bytes"], p["ns"]))
+    if len(by_cat["pointwise"]) < 4:
+        raise ConfigError(f"only {len(by_cat['pointwise'])} pointwise kernels paired: too few to fit a curve")
+    points = {}
+    pw = _binned(by_cat["pointwise"])
+    points["pointwise"] = pw
+    for cat in ("reduction", "persistent_reduction"):
+        own = _binned(by_cat[cat])
+        if not own:
+            points[cat] = pw
+            continue
+        floor = [(b, ns) for b, ns in pw if b < own[0][0] and ns <= own[0][1]]
+        points[cat] = floor + own
+    doc = {"schema": SCHEMA, "gpu": gpu, "hbm_bandwidth": hbm_bandwidth,
+           "source": "tools/holdout/triton_sweep.py (real H200 vs simulated features)",
+           "pairs": {c: len(v) for c, v in by_cat.items()},
+           "points": {c: [[b, ns] for b, ns in v] for c, v in points.items()}}
+    bytes_only = curve_from_doc(doc)
+    per_point = {}
+    for cls in ("transcendental", "rng"):
+        ratios = []
+        for p in pairs:
+            if p["compute"] != cls or p["points"] < (1 << 22):
+                continue
+            t_bytes = bytes_only.bytes_ns(TritonKernelShape(p["category"], p["points"], 1, p["bytes"], 0))
+            if t_bytes < 0.9 * p["ns"]:
+                ratios.append(p["ns"] / p["points"])
+        if ratios:
+            per_point[cls] = round(median(ratios), 6)
+    doc["ns_per_point"] = per_point
+    doc["compute_pairs"] = {cls: sum(1 for p in pairs if p["compute"] == cls) for cls in ("transcendental", "rng")}
+    return doc
+
+
+def residuals(pairs: list[dict], doc: dict) -> dict:
+    """Relative error of the fitted curve on the points it was fitted on, per category."""
+    curve = curve_from_doc(doc)
+    errs: dict[str, list[float]] = {}
+    for p in pairs:
+        shape = TritonKernelShape(p["category"], p["points"], 1, p["bytes"], 0, p["compute"])
+        key = p["category"] if p["compute"] == "plain" else f"{p['category']} ({p['compute']})"
+        errs.setdefault(key, []).append(curve.time_ns(shape) / p["ns"] - 1.0)
+    return {c: {"n": len(v), "median_abs": median(abs(e) for e in v), "max_abs": max(abs(e) for e in v)}
+            for c, v in errs.items()}

@@ -1,0 +1,1 @@
+"""torch.compile on the simulated GPU (issue #16): Inductor's schedule, replayed (backend.py)."""

@@ -1,0 +1,268 @@
+"""torch.compile under the simulator: Dynamo and AOTAutograd as they are, Inductor up to its
+schedule, and a replay of that schedule on the simulated GPU (issue #16).
+
+`torch.compile(model)` (and `nn.Module.compile()`) keeps its real behaviour: Dynamo traces
+the Python, breaks graphs where real torch breaks them (the broken parts run eagerly and are
+captured op by op, as before), guards and recompiles as real torch does; AOTAutograd builds
+the forward and backward graphs with Inductor's decompositions and partitioner, which decide
+what is saved for the backward and therefore the memory. Only Inductor's final stage
+changes: instead of generating Triton code, `runtime/compile/lowering.py` reads the
+scheduler's fused kernels into a plan and `runtime/compile/runner.py` replays it.
+
+Backends other than Inductor ("eager", "aot_eager", a user's function) run as real torch
+runs them; their graphs' ops are captured like eager ops. Modes: "max-autotune" and
+"max-autotune-no-cudagraphs" plan like the default (extern GEMMs: no Triton templates are
+chosen, since autotuning would need to run kernels); "reduce-overhead" plans like the default
+without CUDA graphs (host time per launch is still charged). A graph whose schedule cannot
+be read runs eagerly, with a warning naming the reason.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import warnings
+from typing import Any, Callable
+
+import torch
+
+from phantora_prof.runtime.compile.lowering import Unplannable, lower
+from phantora_prof.runtime.compile.runner import PlanRunner
+
+log = logging.getLogger(__name__)
+
+_real_compile: Callable | None = None
+_capture_mode: Any = None
+_warned: set[str] = set()
+# The plans compiled in this process, in order (for tools such as tools/holdout/triton_sweep.py
+# that pair simulated kernels with measured ones; a plan is small, kept for the process' life).
+PLANS: list = []
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(f"phantora-prof: {message}", stacklevel=3)
+
+
+def _boxed(fn: Callable) -> Callable:
+    fn._boxed_call = True  # type: ignore[attr-defined]
+    return fn
+
+
+def inner_compile(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: Any) -> Callable:
+    """Inductor's inner_compile for the simulated GPU: plan and replay, or eager on failure."""
+    host = _capture_mode.st.pyhost if _capture_mode is not None else None
+    if host is not None:
+        host.native.pause()  # compiling is the simulator's work here (its real cost: below)
+    try:
+        plan = lower(gm, list(example_inputs), **kwargs)
+    except Unplannable as exc:
+        _warn_once(str(exc), f"a compiled graph runs eagerly under simulation ({exc})")
+        return _eager(gm)
+    except Exception as exc:  # noqa: BLE001 - Inductor internals of another release: run eagerly, say why
+        log.debug("Inductor lowering failed", exc_info=True)
+        _warn_once(type(exc).__name__, f"a compiled graph runs eagerly under simulation: Inductor's lowering "
+                                       f"failed here ({type(exc).__name__}: {exc})")
+        return _eager(gm)
+    finally:
+        if host is not None:
+            host.native.resume()
+    PLANS.append(plan)
+    log.info("compiled graph %s (%s): %d Triton kernels, %d extern calls", plan.graph_id,
+             "backward" if plan.is_backward else "forward", plan.triton_kernels, plan.extern_kernels)
+    return _boxed(PlanRunner(plan, _capture_mode))
+
+
+def _eager(gm: torch.fx.GraphModule) -> Callable:
+    def run(args: list) -> Any:
+        a = list(args)
+        args.clear()
+        return gm(*a)
+
+    return _boxed(run)
+
+
+def simulated_inductor(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    """The "inductor" backend under simulation. AOTAutograd and Inductor's Python are the
+    simulator's work here (their host time is charged as `compile_cost_ns`, not by counting
+    the simulator's instructions)."""
+    from torch._inductor.compile_fx import compile_fx
+
+    host = _capture_mode.st.pyhost if _capture_mode is not None else None
+    if host is not None:
+        host.native.pause()
+    try:
+        try:
+            compiled = compile_fx(gm, example_inputs, inner_compile=inner_compile,
+                                  config_patches={"triton.cudagraphs": False})
+        except Exception as exc:  # noqa: BLE001 - AOTAutograd / Inductor could not trace it here: eager, say why
+            log.debug("compile_fx failed", exc_info=True)
+            _warn_once(f"aot:{type(exc).__name__}",
+                       f"a compiled graph runs eagerly under simulation: compiling it failed on the simulated "
+                       f"device ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})")
+            compiled = gm.forward
+    finally:
+        if host is not None:
+            host.native.resume()
+    if _capture_mode is not None:
+        cost = compile_cost_ns(gm)
+        log.info("compiled a graph of %d nodes: %.1f s of host time charged", len(gm.graph.nodes), cost / 1e9)
+        _capture_mode.st.clock.advance(cost)
+    return compiled
+
+
+def _dynamo_is_not_the_program() -> None:
+    """Dynamo's frame conversion (bytecode analysis, tracing, guards, then the backend) is
+    compilation: its Python is not counted instruction by instruction as the program's
+    (runtime/host/pyhost.py); each compiled graph is charged `compile_cost_ns` instead. And
+    it traces with fake tensors only: no small constant is computed on the (absent) GPU."""
+    from torch._dynamo import convert_frame
+
+    orig = convert_frame._compile
+    if getattr(orig, "_phantora", False):
+        return
+
+    from torch.fx.experimental import proxy_tensor
+
+    @functools.wraps(orig)
+    def _compile(*args: Any, **kwargs: Any) -> Any:
+        host = _capture_mode.st.pyhost if _capture_mode is not None else None
+        if host is not None:
+            host.native.pause()
+        # make_fx propagates small constant tensors by computing them for real on their
+        # device (`torch.tensor([2.0], device=x.device)` is copied to the GPU while tracing):
+        # no constant propagation while compiling here, the ops are traced instead
+        limit = proxy_tensor.CONSTANT_NUMEL_LIMIT
+        proxy_tensor.CONSTANT_NUMEL_LIMIT = -1  # not even empty ones (`torch.tensor([], device=...)`)
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            proxy_tensor.CONSTANT_NUMEL_LIMIT = limit
+            if host is not None:
+                host.native.resume()
+
+    _compile._phantora = True  # type: ignore[attr-defined]
+    convert_frame._compile = _compile
+
+
+def _prim_metas_without_cuda() -> None:
+    """A prim's meta function builds its example output with `TensorMeta`, which allocates a
+    tensor on the output's device; `prims.device_put` (what tracing turns `.to("cuda")` of a
+    CPU tensor into) runs it outside any fake mode, only to check its arguments, and drops
+    the result. There is no CUDA here: such a tensor is made on the meta device instead."""
+    from torch import _prims
+
+    orig = _prims.TensorMeta
+    if getattr(orig, "_phantora", False):
+        return
+
+    @functools.wraps(orig)
+    def tensor_meta(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return orig(*args, **kwargs)
+        except (NotImplementedError, RuntimeError) as exc:
+            if "CUDA" not in str(exc):
+                raise
+            return orig(*args, **dict(kwargs, device=torch.device("meta")))
+
+    tensor_meta._phantora = True  # type: ignore[attr-defined]
+    _prims.TensorMeta = tensor_meta
+
+
+def _fold_without_cuda() -> None:
+    """Inductor's constant folding computes small constant tensors for real, on the graph's
+    device (`scalar_tensor(0, device="cuda")`), with every mode disabled. There is no CUDA
+    here: such a node is left unfolded (as folding leaves any node it cannot evaluate). A real
+    GPU would fold it into a constant; the difference is at most a tiny kernel."""
+    from torch._inductor import constant_folding
+    from torch._inductor.fx_passes import joint_graph
+
+    for cls in (constant_folding.ConstantFolder, getattr(joint_graph, "UniformValueConstantFolder", None)):
+        if cls is None or "_deduce_value" not in cls.__dict__ or getattr(cls._deduce_value, "_phantora", False):
+            continue
+        orig = cls.__dict__["_deduce_value"]
+
+        @functools.wraps(orig)
+        def deduce(self, node, _orig=orig):
+            try:
+                return _orig(self, node)
+            except (NotImplementedError, RuntimeError) as exc:
+                if "CUDA" not in str(exc):
+                    raise
+                return self.unknown_value
+
+        deduce._phantora = True  # type: ignore[attr-defined]
+        cls._deduce_value = deduce
+
+
+# Host time of compiling one Dynamo graph with Inductor on the reference host, per node of the
+# graph Dynamo hands the backend (Dynamo's tracing, AOTAutograd, Inductor's lowering, Triton
+# code generation and compilation, caches cold). Approximate, from one case: the compiled
+# reference GPT's first step on the H200 machine took 30.19 s against 19-29 ms for the
+# others, for a 436-node graph (tools/holdout/real_h200/session12; other models: README).
+COMPILE_NS_PER_NODE = 69_000_000
+
+
+def compile_cost_ns(gm: torch.fx.GraphModule) -> int:
+    return COMPILE_NS_PER_NODE * len(gm.graph.nodes)
+
+
+def compile(model: Any = None, *, fullgraph: bool = False, dynamic: bool | None = None,
+            backend: Any = "inductor", mode: str | None = None, options: dict | None = None,
+            disable: bool = False, **kwargs: Any) -> Any:
+    """torch.compile with the simulated Inductor backend (same signature and behaviour)."""
+    if backend == "inductor":
+        from torch._inductor import config as inductor_config
+
+        # No pool of compile workers: nothing is compiled for a GPU here, and the pool's idle
+        # timer thread would sleep on the simulated clock (30 s at a time).
+        inductor_config.compile_threads = 1
+        if mode == "reduce-overhead":
+            _warn_once("reduce-overhead", "torch.compile(mode='reduce-overhead'): CUDA graphs are not "
+                                          "simulated for compiled graphs; launches keep their host time")
+        if options:
+            _warn_once("options", f"torch.compile options {sorted(options)} are not simulated")
+        backend = simulated_inductor
+        mode = None
+        options = None
+    return _real_compile(model, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
+                         options=options, disable=disable, **kwargs)
+
+
+def supported() -> bool:
+    """Whether this torch can trace compiled code under the capture mode (the mode must be
+    able to step aside while Dynamo and Inductor compile: TorchDispatchMode's
+    ignore_compile_internals, torch >= 2.9)."""
+    
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    return hasattr(TorchDispatchMode, "ignore_compile_internals")
+
+
+def install(mode: Any) -> None:
+    """Route torch.compile through the simulated Inductor (or, on an older torch, run compiled
+    code eagerly with a warning)."""
+    global _real_compile, _capture_mode
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    _capture_mode = mode
+    if _real_compile is None:
+        _real_compile = torch.compile
+    # The simulated CUDA device must never be initialised for real: FakeTensorMode's constant
+    # folding of CUDA ops (Inductor's pattern setup builds example CUDA tensors) stays fake.
+    FakeTensorMode.avoid_device_init = property(lambda self: True)  # type: ignore[assignment]
+    if supported():
+        _fold_without_cuda()
+        _prim_metas_without_cuda()
+        _dynamo_is_not_the_program()
+        torch.compile = functools.wraps(_real_compile)(compile)
+    else:
+        torch.compile = _eager_compile
+
+
+def _eager_compile(model: Any = None, **kwargs: Any) -> Any:
+    _warn_once("eager", f"torch.compile runs eagerly under simulation on torch {torch.__version__} "
+                        "(simulating Inductor needs torch >= 2.9), so simulated times are those of the eager model")
+    if model is None:
+        return lambda m: m
+    return model

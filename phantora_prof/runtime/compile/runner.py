@@ -1,0 +1,148 @@
+"""Replays a compiled graph's plan on the simulated GPU, as Inductor's generated wrapper runs.
+
+The generated `call(args)` of a compiled graph takes its inputs as a list it clears at once,
+allocates each buffer just before its first kernel (`empty_strided_cuda`), launches Triton
+kernels and calls extern kernels (cuBLAS, cuDNN, attention) in the scheduled order, and drops
+every buffer and input after its last use; in a backward graph the saved activations are
+inputs, so they are freed one by one as the backward goes. The runner does the same with
+simulated tensors: allocations go to the simulated caching allocator (no op: Inductor's
+`empty_strided_cuda` is C++ that a real profile does not show), each Triton kernel is one recorded launch with its modelled time, and
+each extern call is recorded and costed as the aten op it is.
+
+Host time: the simulator's own Python here is not the program's (the interpreter's hook is
+paused); each launch costs the measured host time of a compiled graph's launches instead
+(`TRITON_LAUNCH_NS`, `hostcost` for extern ops).
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+from typing import Any
+
+import torch
+
+from phantora_prof.cost.triton import triton_kernel
+from phantora_prof.protocol import TensorArg
+from phantora_prof.runtime.compile.plan import AllocStep, BufferLayout, CompiledGraphPlan, ExternStep, Ref, TritonStep
+
+log = logging.getLogger(__name__)
+
+# Host time of one Triton kernel launch from Inductor's wrapper (CachingAutotuner.run, the
+# launcher's argument packing and cuLaunchKernel), on the reference host.
+TRITON_LAUNCH_NS = 10_000
+
+
+def _torch_dtype(name: str) -> torch.dtype:
+    return getattr(torch, name)
+
+
+def _step_name(step: Any) -> str:
+    if isinstance(step, TritonStep):
+        return step.kernel
+    if isinstance(step, ExternStep):
+        return step.op
+    return "alloc"
+
+
+def _arg_of(layout: BufferLayout, device: int) -> TensorArg:
+    return TensorArg(layout.size, layout.stride, layout.dtype, device)
+
+
+class PlanRunner:
+    """Runs one plan per call; `mode` is the rank's CaptureMode."""
+
+    def __init__(self, plan: CompiledGraphPlan, mode: Any) -> None:
+        self.plan = plan
+        self.mode = mode
+        # Inductor's wrapper marks each call with the compiled graph's cache key; here a digest
+        # of the plan's kernels stands for it (deterministic, 52 base-32 characters like a key)
+        digest = hashlib.sha256("\n".join(_step_name(s) for s in plan.steps).encode()).digest()
+        self.range_name = f"## Call CompiledFxGraph f{base64.b32encode(digest).decode().lower()[:51]} ##"
+
+    def __call__(self, args: list) -> list:
+        st = self.mode.st
+        host = st.pyhost
+        if host is not None:
+            host.native.pause()
+        try:
+            return self._run(args)
+        finally:
+            if host is not None:
+                host.native.resume()
+
+    def _device(self, env: dict) -> int:
+        for v in env.values():
+            if isinstance(v, torch.Tensor) and v.device.type == "cuda":
+                return v.device.index or 0
+        return self.mode.st.current_device
+
+    def _run(self, args: list) -> list:
+        from phantora_prof.runtime.dispatch import annotations
+
+        handle = annotations.range_start(self.range_name)
+        try:
+            return self._launch(args)
+        finally:
+            annotations.range_end(handle)
+
+    def _launch(self, args: list) -> list:
+        plan = self.plan
+        env: dict[str, Any] = dict(zip(plan.inputs, args))
+        args.clear()  # boxed calling convention: the graph owns its inputs from here
+        for name in plan.input_frees:
+            env.pop(name, None)
+        device = self._device(env)
+        for step in plan.steps:
+            reuses = step.reuses if isinstance(step, TritonStep) else {}
+            for name in step.allocs:
+                lay = plan.buffers[name]
+                src = env.get(reuses.get(name, ""))
+                if src is not None:  # written in place over an input this kernel is the last to read
+                    same = tuple(src.shape) == lay.size and tuple(src.stride()) == lay.stride
+                    env[name] = src if same else torch.as_strided(src, lay.size, lay.stride, src.storage_offset())
+                    continue
+                env[name] = self.mode.allocate_buffer(lay.size, lay.stride, _torch_dtype(lay.dtype), device)
+            if isinstance(step, TritonStep):
+                k = triton_kernel(step.kernel, step.shape, self.mode.gpu)
+                self.mode.record_compiled_call(step.kernel, (), {}, (), (k,), TRITON_LAUNCH_NS, device)
+            elif isinstance(step, ExternStep):
+                targs = tuple(self._arg(a, env, device) for a in step.args)
+                tkwargs = {k: self._arg(v, env, device) for k, v in step.kwargs.items()}
+                touts = tuple(self._arg(Ref(n), env, device) for n in step.outputs if n in env)
+                self.mode.record_compiled_call(step.op, targs, tkwargs, touts, None, None, device)
+            elif not isinstance(step, AllocStep):  # pragma: no cover - plans hold only these
+                raise TypeError(f"unknown plan step {step!r}")
+            for name in step.frees:
+                env.pop(name, None)
+        return [self._value(o, env) for o in plan.outputs]
+
+    def _arg(self, a: Any, env: dict, device: int) -> Any:
+        if isinstance(a, Ref):
+            if a.view is not None:
+                return _arg_of(a.view, device)
+            t = env.get(a.name)
+            if isinstance(t, torch.Tensor):
+                return TensorArg(tuple(t.shape), tuple(t.stride()), str(t.dtype).replace("torch.", ""), device)
+            lay = self.plan.buffers.get(a.name)
+            if lay is None:
+                raise KeyError(f"compiled graph reads {a.name!r}, which it never made")
+            return _arg_of(lay, device)
+        if isinstance(a, (list, tuple)):
+            return tuple(self._arg(b, env, device) for b in a)
+        if isinstance(a, torch.dtype):
+            return str(a).replace("torch.", "")
+        if isinstance(a, torch.device):
+            return str(a)
+        return a
+
+    def _value(self, o: Any, env: dict) -> Any:
+        if not isinstance(o, Ref):
+            return o
+        t = env[o.name]
+        if o.view is None:
+            return t
+        v = o.view
+        if tuple(t.shape) == v.size and tuple(t.stride()) == v.stride and t.storage_offset() == v.offset:
+            return t
+        return torch.as_strided(t, v.size, v.stride, v.offset)

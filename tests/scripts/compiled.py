@@ -1,0 +1,62 @@
+"""torch.compile under the simulator (issue #16): a small transformer-style MLP block trained
+with bf16 autocast and fused AdamW, compiled or eager; plus the cases real scripts hit
+(graph breaks, small constant tensors, other backends)."""
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+mode = sys.argv[1]
+
+
+class Block(nn.Module):
+    def __init__(self, d: int = 512):
+        super().__init__()
+        self.ln = nn.LayerNorm(d)
+        self.fc = nn.Linear(d, 4 * d)
+        self.out = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        return x + self.out(F.gelu(self.fc(self.ln(x)), approximate="tanh"))
+
+
+def train(model, steps: int = 4) -> None:
+    opt = torch.optim.AdamW(model.parameters(), fused=True)
+    x = torch.randn(16, 256, 512, device="cuda")
+    for i in range(steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(x).float().pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        print(f"step {i} ms {(time.perf_counter() - t0) * 1e3:.3f}")
+    print("peak", torch.cuda.max_memory_allocated())
+
+
+torch.manual_seed(0)
+if mode in ("compiled", "eager"):
+    model = nn.Sequential(Block(), Block()).cuda()
+    train(torch.compile(model) if mode == "compiled" else model)
+elif mode == "backend_eager":
+    train(torch.compile(nn.Sequential(Block()).cuda(), backend="eager"))
+elif mode == "graph_break":
+    class Broken(Block):
+        def forward(self, x):
+            y = self.ln(x)
+            torch._dynamo.graph_break()
+            return x + self.out(F.gelu(self.fc(y)))
+
+    train(torch.compile(Broken().cuda()), steps=2)
+elif mode == "constant":
+    @torch.compile
+    def scale(x):
+        return x * torch.tensor([2.0], dtype=x.dtype, device=x.device) + torch.tensor([], device=x.device).sum()
+
+    y = scale(torch.randn(1024, device="cuda"))
+    torch.cuda.synchronize()
+    print("shape", tuple(y.shape))

@@ -1,0 +1,96 @@
+"""torch.compile under the simulator (issue #16): Inductor's schedule replayed on the simulated GPU.
+
+Each case runs tests/scripts/compiled.py through the CLI, as a user would. What is checked is
+what a real compiled run shows: Inductor's Triton kernels and `## Call CompiledFxGraph ##`
+ranges, no allocation ops inside the compiled region (Inductor allocates in C++), less memory
+than eager (AOTAutograd's partitioner saves less for the backward), same inputs same traces.
+Accuracy against the H200 is in tools/holdout (README, "torch.compile").
+"""
+from __future__ import annotations
+
+import re
+import sys
+
+from conftest import SCRIPTS
+from tracing.kineto import load_trace
+
+PY = sys.executable
+SCRIPT = str(SCRIPTS / "compiled.py")
+
+
+def _steps(stdout: str) -> list[float]:
+    return [float(m) for m in re.findall(r"^step \d+ ms ([\d.]+)$", stdout, re.M)]
+
+
+def _peak(stdout: str) -> int:
+    return int(re.search(r"^peak (\d+)$", stdout, re.M).group(1))
+
+
+def _events(doc: dict, cat: str) -> list[dict]:
+    return [e for e in doc["traceEvents"] if e.get("cat") == cat]
+
+
+def test_compiled_training_step_launches_inductor_kernels_deterministically(cli):
+    runs = [cli("--out", out, PY, SCRIPT, "compiled") for out in ("a", "b")]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert "runs eagerly" not in r.stderr
+    docs = [load_trace(cli.cwd / out / "rank0.pt.trace.json.gz") for out in ("a", "b")]
+    for doc in docs:
+        for key in ("trace_id", "baseTimeNanoseconds", "traceName"):
+            doc.pop(key, None)
+    assert docs[0] == docs[1], "same inputs, same traces"
+    doc = docs[0]
+    kernels = [e["name"] for e in _events(doc, "kernel")]
+    triton = {k for k in kernels if k.startswith("triton_")}
+    # the LayerNorm, the GELU and its backward are fused Triton kernels; GEMMs stay cuBLAS
+    assert any(k.startswith("triton_per_") and "native_layer_norm" in k for k in triton), sorted(triton)
+    assert any(k.startswith("triton_poi_") and "gelu" in k for k in triton), sorted(triton)
+    assert any("nvjet" in k or "gemm" in k for k in kernels)
+    launches = {e["name"] for e in _events(doc, "cuda_driver")}
+    assert "cuLaunchKernel" in launches  # Triton's launcher
+    ranges = [e for e in _events(doc, "user_annotation") if e["name"].startswith("## Call CompiledFxGraph f")]
+    assert len({e["name"] for e in ranges}) == 2  # one forward graph, one backward graph
+    region = [e for e in _events(doc, "cpu_op") if e["name"].startswith("Torch-Compiled Region")]
+    assert region
+    for r in ranges:  # Inductor's buffers are allocated in C++: no allocation op inside its calls
+        inside = [e for e in _events(doc, "cpu_op") if r["ts"] <= e["ts"] < r["ts"] + r["dur"] and e["tid"] == r["tid"]]
+        assert not [e for e in inside if e["name"] in ("aten::empty_strided", "aten::empty")
+                    and not any(o["name"].startswith("aten::_") and o["ts"] <= e["ts"] <= o["ts"] + o["dur"]
+                                for o in inside)]
+    steps = _steps(runs[0].stdout)
+    assert len(steps) == 4 and steps[0] > 100 * steps[-1]  # the first step pays for compiling
+    assert steps[-1] == steps[-2]
+
+
+def test_compiled_step_is_faster_and_smaller_than_eager(cli):
+    compiled = cli("--no-trace", PY, SCRIPT, "compiled")
+    eager = cli("--no-trace", PY, SCRIPT, "eager")
+    for r in (compiled, eager):
+        assert r.returncode == 0, r.stderr[-3000:]
+    # fused elementwise work and the partitioner's recomputation: less time and less saved
+    # activation memory (the H200 measured -22% time and -37% peak memory on gpt.py)
+    assert _steps(compiled.stdout)[-1] < _steps(eager.stdout)[-1]
+    assert _peak(compiled.stdout) < _peak(eager.stdout)
+
+
+def test_what_real_scripts_do_with_compile(cli):
+    """Graph breaks (the broken part runs eagerly, both graphs compile), small constant tensors
+    made on the device inside the compiled function, and non-Inductor backends (eager ops)."""
+    r = cli("--out", "gb", PY, SCRIPT, "graph_break")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "runs eagerly" not in r.stderr
+    doc = load_trace(cli.cwd / "gb" / "rank0.pt.trace.json.gz")
+    graphs = {e["name"] for e in _events(doc, "user_annotation") if e["name"].startswith("## Call CompiledFxGraph")}
+    assert len(graphs) >= 3  # two forward graphs around the break, and their backward(s)
+
+    r = cli("--no-trace", PY, SCRIPT, "constant")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "runs eagerly" not in r.stderr and "shape (1024,)" in r.stdout
+
+    r = cli("--out", "eager", PY, SCRIPT, "backend_eager")
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = load_trace(cli.cwd / "eager" / "rank0.pt.trace.json.gz")
+    kernels = {e["name"] for e in _events(doc, "kernel")}
+    assert not {k for k in kernels if k.startswith("triton_")}
+    assert any("layer_norm" in k for k in kernels)  # aten's own kernels, as real torch runs them

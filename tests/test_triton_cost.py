@@ -1,0 +1,101 @@
+"""The Triton kernel model of torch.compile (cost/triton.py) and its fit (calibrate/triton.py)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from phantora_prof.calibrate import triton as fit_triton
+from phantora_prof.cost import triton
+from phantora_prof.cost.gpus import get_gpu
+from phantora_prof.errors import ConfigError
+
+
+def _shape(nbytes: int, category: str = "pointwise", points: int = 1, compute: str = "plain"):
+    return triton.TritonKernelShape(category, points, 1, nbytes, 0, compute)
+
+
+def test_shipped_curve_is_monotone_and_near_hbm_bandwidth_for_large_kernels():
+    curve = triton.load_curve("h200")
+    assert curve is not None
+    for cat in triton.CATEGORIES:
+        times = [curve.time_ns(_shape(1 << p, cat)) for p in range(10, 34)]
+        assert times == sorted(times), cat
+    # a 1 GiB pointwise pass: within 60..100% of the H200's 4.8 TB/s (measured ~93%)
+    gbps = (1 << 30) / curve.time_ns(_shape(1 << 30)) * 1e9
+    assert 0.6 * 4.8e12 < gbps <= 4.8e12
+    # a tiny kernel costs about a launch floor, not zero
+    assert 500 < curve.time_ns(_shape(64)) < 2000
+
+
+def test_compute_classes_cost_per_point():
+    curve = triton.load_curve("h200")
+    plain = curve.time_ns(_shape(1 << 20, points=1 << 28))
+    trans = curve.time_ns(_shape(1 << 20, points=1 << 28, compute="transcendental"))
+    rng = curve.time_ns(_shape(1 << 20, points=1 << 28, compute="rng"))
+    assert plain < trans < rng  # few bytes, many points: the per-point cost decides
+
+
+def test_compute_class_from_fused_names():
+    assert triton.compute_class("gelu_view") == "transcendental"
+    assert triton.compute_class("add_native_dropout") == "rng"
+    assert triton.compute_class("_to_copy_add_native_layer_norm") == "plain"
+    # a bias gradient reads what another kernel computed: only softmax-type reductions count
+    assert triton.compute_class("gelu_gelu_backward_sum_view", "reduction") == "plain"
+    assert triton.compute_class("_log_softmax_prepare_softmax_online", "reduction") == "transcendental"
+
+
+def test_kernel_names_follow_inductor():
+    assert triton.kernel_name("pointwise", "fused_add_mul", 0) == "triton_poi_fused_add_mul_0"
+    assert triton.kernel_name("persistent_reduction", "fused_native_layer_norm", 3) == "triton_per_fused_native_layer_norm_3"
+    assert triton.kernel_name("reduction", "", 1) == "triton_red_1"
+
+
+def test_other_gpu_scales_by_bandwidth():
+    h200 = get_gpu("h200")
+    other = get_gpu("h100")
+    big = _shape(1 << 30)
+    t_h200, src_h200 = triton.kernel_time_ns(big, h200)
+    t_other, src_other = triton.kernel_time_ns(big, other)
+    assert src_h200 == "triton" and src_other == "triton_scaled"
+    assert t_other == pytest.approx(t_h200 * h200.hbm_bandwidth / other.hbm_bandwidth, rel=0.02)
+
+
+def test_shape_validation():
+    with pytest.raises(ConfigError, match="category"):
+        triton.TritonKernelShape("fused", 1, 1, 0, 0)
+    with pytest.raises(ConfigError, match="compute class"):
+        triton.TritonKernelShape("pointwise", 1, 1, 0, 0, "tensor-core")
+
+
+def test_fit_reproduces_a_known_bandwidth(tmp_path):
+    """A synthetic sweep at 4 TB/s + 1 us floor: the fitted curve gives back its points, and a
+    transcendental kernel's per-point cost is found where the bytes do not explain it."""
+    real, sim = [], []
+    for p in range(12, 30):
+        n = 1 << p
+        nbytes = 8 * n
+        ns = 1000 + nbytes / 4e12 * 1e9
+        real.append({"case": f"c{p}", "kernel": "triton_poi_fused_add_0", "us": ns / 1e3})
+        sim.append({"case": f"c{p}", "kernel": "triton_poi_fused_add_0", "category": "pointwise", "numel": n,
+                    "rnumel": 1, "bytes_read": 4 * n, "bytes_written": 4 * n})
+        # a GELU of the same bytes at 2 ps per point where that exceeds the bytes' time
+        real.append({"case": f"g{p}", "kernel": "triton_poi_fused_gelu_0", "us": max(ns, 2e-3 * 8 * n) / 1e3})
+        sim.append({"case": f"g{p}", "kernel": "triton_poi_fused_gelu_0", "category": "pointwise", "numel": 8 * n,
+                    "rnumel": 1, "bytes_read": 4 * n, "bytes_written": 4 * n})
+    for name, rows in (("real.jsonl", real), ("sim.jsonl", sim)):
+        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    pairs = fit_triton.pair(fit_triton.read_jsonl(tmp_path / "real.jsonl"), fit_triton.read_jsonl(tmp_path / "sim.jsonl"))
+    doc = fit_triton.fit(pairs, "h200", 4.8e12)
+    curve = triton.curve_from_doc(doc)
+    for r, s in zip(real[::2], sim[::2]):
+        t = curve.time_ns(_shape(s["bytes_read"] + s["bytes_written"]))
+        assert t == pytest.approx(r["us"] * 1e3, rel=0.05)
+    assert doc["ns_per_point"]["transcendental"] == pytest.approx(2e-3, rel=0.01)
+    res = fit_triton.residuals(pairs, doc)
+    assert res["pointwise"]["median_abs"] < 0.02
+
+
+def test_fit_refuses_too_few_points():
+    with pytest.raises(ConfigError, match="too few"):
+        fit_triton.fit([], "h200", 4.8e12)
