@@ -38,6 +38,7 @@ CHECKED = {
     "host_model.json": "test_host_model_and_profiles_say_where_they_come_from",
     "hosts/h200.json": "test_host_model_and_profiles_say_where_they_come_from",
     "hosts/h200-2026-12-01.json": "test_host_model_and_profiles_say_where_they_come_from",
+    "triton_h200.json": "test_triton_curve_is_the_fit_of_its_sweep",
 }
 # hand-written model constants, each entry with its source (tests/test_profiles.py), not generated
 NOT_GENERATED = ("profiles/",)
@@ -48,6 +49,20 @@ def test_every_data_file_is_checked():
                    and p.suffix in (".json", ".gz") and not p.relative_to(DATA).as_posix().startswith(NOT_GENERATED))
     assert [f for f in files if f not in CHECKED] == [], "a data file without a staleness check: add one"
     assert [f for f in CHECKED if not (DATA / f).exists()] == []
+
+
+def test_triton_curve_is_the_fit_of_its_sweep():
+    """cost/data/triton_h200.json is what `phantora-prof calibrate triton` fits from the session-12
+    sweep (measured on the H200, and the simulator's features of the same kernels)."""
+    from phantora_prof.calibrate import triton
+    from phantora_prof.cost.gpus import get_gpu
+
+    sweep = HOLDOUT / "session12"
+    pairs = triton.pair(triton.read_jsonl(sweep / "triton_sweep_h200.jsonl"),
+                        triton.read_jsonl(sweep / "triton_sweep_sim.jsonl"))
+    fresh = triton.fit(pairs, "h200", get_gpu("h200").hbm_bandwidth)
+    assert json.loads((DATA / "triton_h200.json").read_text()) == json.loads(json.dumps(fresh)), \
+        "stale: rerun `phantora-prof calibrate triton` (tools/holdout/real_h200/session12/README.md)"
 
 
 def test_source_errors_are_fresh():

@@ -39,6 +39,7 @@ def test_compute_classes_cost_per_point():
 def test_compute_class_from_fused_names():
     assert triton.compute_class("gelu_view") == "transcendental"
     assert triton.compute_class("add_native_dropout") == "rng"
+    assert triton.compute_class("add_native_dropout_backward_view") == "plain"  # the saved mask, no RNG
     assert triton.compute_class("_to_copy_add_native_layer_norm") == "plain"
     # a bias gradient reads what another kernel computed: only softmax-type reductions count
     assert triton.compute_class("gelu_gelu_backward_sum_view", "reduction") == "plain"

@@ -51,7 +51,8 @@ def compute_class(fused_name: str, category: str = "pointwise") -> str:
     reductions, which exponentiate every element they reduce, count as transcendental: the
     measured bias-gradient sums run at the bytes' speed."""
     name = fused_name.lower()
-    if any(op in name for op in _RNG_OPS):
+    # a dropout backward multiplies by the saved mask: no random numbers
+    if any(op in name.replace("dropout_backward", "") for op in _RNG_OPS):
         return "rng"
     ops = _TRANSCENDENTAL_OPS if category == "pointwise" else _REDUCTION_TRANSCENDENTAL_OPS
     if any(op in name for op in ops):

@@ -72,6 +72,13 @@ CASES: dict[str, tuple[str, list[str]]] = {
     "timm_poolformer": ("zoo.py", ["--model", "timm_poolformer"]),
     "tv_vgg": ("zoo.py", ["--model", "tv_vgg"]),
     "tv_mnasnet": ("zoo.py", ["--model", "tv_mnasnet"]),
+    # torch.compile (issue #16, session 12): the reference gpt.py (fitted: the Triton launch host
+    # cost and the compile time), then held out: four models measured before the simulation ran,
+    # and a blind set chosen before any run, measured once at the end of the session
+    "gpt_b8c": ("gpt.py", ["--compile"]),
+    "gpt_b32c": ("gpt.py", ["--compile", "--batch", "32"]),
+    **{f"{m}_c": ("zoo.py", ["--model", m, "--compile"]) for m in (
+        "hf_llama", "timm_vit", "tv_resnet50", "hf_bert", "hf_gpt2", "timm_convnext", "tv_mobilenet", "tv_swin")},
 }
 ZOO_DEV = ("hf_llama", "hf_gpt2", "timm_vit", "tv_resnet50",
            "timm_convnext", "lstm")  # the last two were blind until session 6 looked at their traces
@@ -89,6 +96,9 @@ ZOO_BLIND4 = ("hf_starcoder2", "hf_olmo", "timm_resnext", "tv_regnet_x")
 # GroupNorm, large dense convolutions with max-pool and 25088-wide linears, depthwise NAS net),
 # measured once on the H200 at the end of that session's changes, compared once
 ZOO_BLIND5 = ("hf_falcon", "timm_poolformer", "tv_vgg", "tv_mnasnet")
+COMPILED_FIT = ("gpt_b8c", "gpt_b32c")
+COMPILED_HELD = ("hf_llama_c", "timm_vit_c", "tv_resnet50_c", "hf_bert_c")
+COMPILED_BLIND = ("hf_gpt2_c", "timm_convnext_c", "tv_mobilenet_c", "tv_swin_c")
 ZOO = REAL / "zoo"
 
 
@@ -151,6 +161,12 @@ def case_set(case: str) -> str:
         return "blind5"
     if case in ZOO_DEV:
         return "dev"
+    if case in COMPILED_FIT:
+        return "c_fit"
+    if case in COMPILED_HELD:
+        return "c_held"
+    if case in COMPILED_BLIND:
+        return "c_blind"
     return "holdout"
 
 

@@ -4,6 +4,8 @@
 # Usage: tools/holdout/device_compiled.sh OUTDIR PART
 #   PART a: the reference gpt.py --compile (batch 8 and 32; copied into _wl/) and the sweep
 #   PART b: held-out compiled models (zoo.py --compile), never used to fit anything
+#   PART blind CASES: a compiled blind set (zoo.py --compile, comma-separated models), chosen
+#           before any run, timed once (no profile), with the libraries' versions
 #   PART c: unprofiled host time per phase (phases.py) of the compiled GPT (fit: the host time
 #           of a compiled graph's launches) and of the held-out compiled models (compared only)
 set -u
@@ -27,6 +29,13 @@ if [ "$part" = a ]; then
   timeout 420 python3 "$H/triton_sweep.py" --out "$out/triton_sweep.jsonl" > "$tmp/sweep.log" 2>&1
   echo "== sweep rc=$? $(wc -l < "$out/triton_sweep.jsonl") kernels" >> "$log"
   grep -i "failed\|error" "$tmp/sweep.log" | head -20 >> "$log"
+elif [ "$part" = blind ]; then
+  python3 -c "import transformers, timm, torchvision; print('transformers', transformers.__version__, 'timm', timm.__version__, 'torchvision', torchvision.__version__)" >> "$log" 2>&1
+  for name in $(echo "$3" | tr ',' ' '); do
+    (cd "$H" && timeout 200 python3 zoo.py --model $name --compile --steps 10 > "$tmp/$name.log" 2>&1)
+    echo "== ${name}_c rc=$? $(grep '^RESULT' "$tmp/$name.log" | head -c 900)" >> "$log"
+    grep -i "error" "$tmp/$name.log" | tail -3 >> "$log"
+  done
 elif [ "$part" = c ]; then
   for spec in "gpt_b8c:_wl/gpt.py --compile" "gpt_b32c:_wl/gpt.py --compile --batch 32" \
               "hf_llama_c:$H/zoo.py --model hf_llama --compile" "timm_vit_c:$H/zoo.py --model timm_vit --compile" \

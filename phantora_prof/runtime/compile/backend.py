@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 _real_compile: Callable | None = None
 _capture_mode: Any = None
 _warned: set[str] = set()
+_patched = False
 # The plans compiled in this process, in order (for tools such as tools/holdout/triton_sweep.py
 # that pair simulated kernels with measured ones; a plan is small, kept for the process' life).
 PLANS: list = []
@@ -109,6 +110,22 @@ def simulated_inductor(gm: torch.fx.GraphModule, example_inputs: list) -> Callab
         log.info("compiled a graph of %d nodes: %.1f s of host time charged", len(gm.graph.nodes), cost / 1e9)
         _capture_mode.st.clock.advance(cost)
     return compiled
+
+
+def _patch_compilers() -> None:
+    """What compiling on the simulated device needs from Dynamo, AOTAutograd and Inductor;
+    done at the first torch.compile call (importing Inductor costs ~3 s, which a run that
+    never compiles should not pay)."""
+    global _patched
+    if _patched:
+        return
+    from phantora_prof.runtime.patches import fake_identity
+
+    _fold_without_cuda()
+    _prim_metas_without_cuda()
+    _dynamo_is_not_the_program()
+    fake_identity.show_the_real_class()  # Dynamo's guards need one answer for everyone
+    _patched = True
 
 
 def _dynamo_is_not_the_program() -> None:
@@ -211,6 +228,7 @@ def compile(model: Any = None, *, fullgraph: bool = False, dynamic: bool | None 
             backend: Any = "inductor", mode: str | None = None, options: dict | None = None,
             disable: bool = False, **kwargs: Any) -> Any:
     """torch.compile with the simulated Inductor backend (same signature and behaviour)."""
+    _patch_compilers()
     if backend == "inductor":
         from torch._inductor import config as inductor_config
 
@@ -252,9 +270,6 @@ def install(mode: Any) -> None:
     # folding of CUDA ops (Inductor's pattern setup builds example CUDA tensors) stays fake.
     FakeTensorMode.avoid_device_init = property(lambda self: True)  # type: ignore[assignment]
     if supported():
-        _fold_without_cuda()
-        _prim_metas_without_cuda()
-        _dynamo_is_not_the_program()
         torch.compile = functools.wraps(_real_compile)(compile)
     else:
         torch.compile = _eager_compile

@@ -217,9 +217,8 @@ class _Reader:
         from torch._inductor.scheduler import MixOrderReduction
 
         numel, rnumel = (_int(x) for x in MixOrderReduction.get_numel_rnumel(node.node1))
-        # persistent or looped as its row reduction (node1) alone would be
-        step = self.triton(node, group=(numel, rnumel),
-                           category=self._category(node.node1, numel, rnumel) if node.node1.is_reduction() else None)
+        # always a persistent reduction (Inductor overrides its heuristic for these kernels)
+        step = self.triton(node, group=(numel, rnumel), category="persistent_reduction")
         outer = [n for n in node.node2.get_nodes() if n.is_reduction()]
         split = max(16, min(128, _last_power_of_2(max(1, numel // (num_sms * 8)))))
         nsplit = -(-numel // split)

@@ -13,6 +13,8 @@ itself and the simulator get the real class; the program and the libraries it im
 stand-in class that no tensor is an instance of. The attribute is removed from the package
 and served by a module `__getattr__` (PEP 562), which looks at the caller's module name.
 
+Once the program calls torch.compile, everyone gets the real class (`show_the_real_class`).
+
 Not hidden (approximate, on purpose): `torch._subclasses.fake_tensor.FakeTensor` (the
 submodule's name, which torch's own code imports), `torch._subclasses.fake_tensor.is_fake`,
 and `type(t)`. A program that builds its own FakeTensorMode and checks its tensors through
@@ -28,6 +30,7 @@ log = logging.getLogger(__name__)
 
 _INTERNAL_PREFIXES = ("torch", "functorch", "phantora_prof", "importlib", "typing")
 _installed = False
+_everyone_sees_the_real_class = False
 
 
 class FakeTensorAsSeenByTheProgram:
@@ -56,6 +59,8 @@ def install() -> None:
 
     def __getattr__(name: str) -> Any:
         if name == "FakeTensor":
+            if _everyone_sees_the_real_class:
+                return real
             caller = sys._getframe(1)
             return real if _internal(caller.f_globals.get("__name__")) else FakeTensorAsSeenByTheProgram
         if previous is not None:
@@ -65,3 +70,14 @@ def install() -> None:
     delattr(pkg, "FakeTensor")
     pkg.__getattr__ = __getattr__
     _installed = True
+
+
+def show_the_real_class() -> None:
+    """From now on everyone gets the real class (called when the program first uses
+    torch.compile). Dynamo evaluates the program's attribute lookups itself, builds guards on
+    their results and checks those guards from the program's frames: an answer that depends on
+    the caller fails them ("Guard failed on the same frame it was created"). A compiled model
+    asks `torch.compiler.is_compiling()` anyway; what is lost is the stand-in's effect on the
+    program's eager parts (see the module docstring)."""
+    global _everyone_sees_the_real_class
+    _everyone_sees_the_real_class = True
