@@ -52,6 +52,7 @@ class RankSummary:
     peak_allocated: int = 0  # simulated GPU memory, bytes (torch.cuda.max_memory_allocated)
     peak_reserved: int = 0
     max_rss_bytes: int = 0  # resident memory of the rank process (the simulation's own cost)
+    compile_ns: int = 0  # simulated host time spent compiling (torch.compile), inside sim_time_ns
 
 
 @dataclass
@@ -403,7 +404,8 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop) -> RunResult:
             rank, codes[rank], max(0, end - ORIGIN_NS), tl.gpu_busy_ns(), tl.stats.ops, tl.stats.kernels,
             tl.stats.memcpys, tl.stats.memsets, path, dict(tl.stats.estimated_ops),
             placeholders=int(goodbye.get("placeholders", 0)), peak_allocated=int(goodbye.get("peak_allocated", 0)),
-            peak_reserved=int(goodbye.get("peak_reserved", 0)), max_rss_bytes=int(goodbye.get("max_rss_bytes", 0))))
+            peak_reserved=int(goodbye.get("peak_reserved", 0)), max_rss_bytes=int(goodbye.get("max_rss_bytes", 0)),
+            compile_ns=int(goodbye.get("compile_ns", 0))))
     # the signal may have reached the ranks first (a scheduler signals the whole job): they
     # ended, the coordinator reported a failed rank, and our handler ran just after
     interrupted = coord.stop_signal if coord.stop_signal is not None else stopper.signum

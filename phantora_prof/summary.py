@@ -46,7 +46,7 @@ def print_summary(result: Any, config: Any, console: Any) -> None:
         from phantora_prof.cost import errorband
 
         lead = max(result.ranks, key=lambda r: r.sim_time_ns)
-        b = errorband.band(lead.sim_time_ns, lead.gpu_busy_ns, lead.kernel_sources)
+        b = errorband.band(lead.sim_time_ns, lead.gpu_busy_ns, lead.kernel_sources, lead.compile_ns)
         console.print(f"estimate: {lead.sim_time_ns / 1e6:,.2f} ms +- {100.0 * b['relative']:.1f}% "
                       f"(90% band: {b['low_ns'] / 1e6:,.2f}-{b['high_ns'] / 1e6:,.2f} ms; the same share applies "
                       "to the script's own step times; see README, Accuracy)")
@@ -78,6 +78,6 @@ def write_summary_json(result: Any, config: Any, path: Path) -> None:
     from phantora_prof.cost import errorband
 
     for d, r in zip(ranks, result.ranks):
-        d["error_band_90"] = errorband.band(r.sim_time_ns, r.gpu_busy_ns, r.kernel_sources)
+        d["error_band_90"] = errorband.band(r.sim_time_ns, r.gpu_busy_ns, r.kernel_sources, r.compile_ns)
     doc = {"gpu": config.cluster.gpu, "exit_code": result.exit_code, "wall_s": result.wall_s, "ranks": ranks}
     Path(path).write_text(json.dumps(doc, indent=2, sort_keys=True))

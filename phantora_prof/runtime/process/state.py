@@ -28,6 +28,7 @@ class RuntimeState:
     ops_captured: int = 0
     syncs: int = 0
     placeholders_used: int = 0
+    compile_ns: int = 0  # host time charged for torch.compile's compilation (runtime/compile/backend.py)
     warned: set = field(default_factory=set)
     pyhost: Any = None  # runtime.pyhost.PythonHostTime when the interpreter's work is charged
     cost_model: Any = None  # cost.model.CostModel: the run's kernel-time model (runtime/process/install.py)
