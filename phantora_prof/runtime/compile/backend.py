@@ -94,8 +94,10 @@ def simulated_inductor(gm: torch.fx.GraphModule, example_inputs: list) -> Callab
         host.native.pause()
     try:
         try:
+            # shape_padding: Inductor's pad_mm pass times padded and unpadded GEMMs on the GPU to
+            # choose; nothing runs here, so misaligned GEMMs stay unpadded (as with padding off)
             compiled = compile_fx(gm, example_inputs, inner_compile=inner_compile,
-                                  config_patches={"triton.cudagraphs": False})
+                                  config_patches={"triton.cudagraphs": False, "shape_padding": False})
         except Exception as exc:  # noqa: BLE001 - AOTAutograd / Inductor could not trace it here: eager, say why
             log.debug("compile_fx failed", exc_info=True)
             _warn_once(f"aot:{type(exc).__name__}",
@@ -142,6 +144,8 @@ def _dynamo_is_not_the_program() -> None:
 
     from torch.fx.experimental import proxy_tensor
 
+    from phantora_prof.runtime.process import clock
+
     @functools.wraps(orig)
     def _compile(*args: Any, **kwargs: Any) -> Any:
         host = _capture_mode.st.pyhost if _capture_mode is not None else None
@@ -152,9 +156,11 @@ def _dynamo_is_not_the_program() -> None:
         # no constant propagation while compiling here, the ops are traced instead
         limit = proxy_tensor.CONSTANT_NUMEL_LIMIT
         proxy_tensor.CONSTANT_NUMEL_LIMIT = -1  # not even empty ones (`torch.tensor([], device=...)`)
+        clock.compiling += 1  # its waits (cache locks) are not the program's sleeps
         try:
             return orig(*args, **kwargs)
         finally:
+            clock.compiling -= 1
             proxy_tensor.CONSTANT_NUMEL_LIMIT = limit
             if host is not None:
                 host.native.resume()
@@ -225,7 +231,7 @@ def compile_cost_ns(gm: torch.fx.GraphModule) -> int:
     return COMPILE_NS_PER_NODE * len(gm.graph.nodes)
 
 
-def compile(model: Any = None, *, fullgraph: bool = False, dynamic: bool | None = None,
+def simulated_compile(model: Any = None, *, fullgraph: bool = False, dynamic: bool | None = None,
             backend: Any = "inductor", mode: str | None = None, options: dict | None = None,
             disable: bool = False, **kwargs: Any) -> Any:
     """torch.compile with the simulated Inductor backend (same signature and behaviour)."""
@@ -271,7 +277,7 @@ def install(mode: Any) -> None:
     # folding of CUDA ops (Inductor's pattern setup builds example CUDA tensors) stays fake.
     FakeTensorMode.avoid_device_init = property(lambda self: True)  # type: ignore[assignment]
     if supported():
-        torch.compile = functools.wraps(_real_compile)(compile)
+        torch.compile = functools.wraps(_real_compile)(simulated_compile)
     else:
         torch.compile = _eager_compile
 

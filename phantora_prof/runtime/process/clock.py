@@ -105,6 +105,9 @@ def real_sleep(seconds: float) -> None:
 
 _installed: VirtualClock | None = None
 _real = {}
+# > 0 while torch.compile compiles (runtime/compile/backend.py): its waits (cache file locks,
+# worker processes) are the compiler's, charged as its compile time, not slept on the clock
+compiling = 0
 _datetime_classes: tuple[type, type] = (_dt.datetime, _dt.datetime)  # (real, simulated)
 
 
@@ -135,7 +138,7 @@ def install(clock: VirtualClock) -> None:
         # Sleeping takes simulated time; yield the real CPU briefly so threads progress.
         if seconds < 0:
             raise ValueError("sleep length must be non-negative")
-        if _polls_for_a_lock(sys._getframe(1)):
+        if compiling or _polls_for_a_lock(sys._getframe(1)):
             _real["sleep"](seconds)
             return
         _installed.advance(int(seconds * 1e9))
