@@ -26,6 +26,7 @@ from typing import Any, Callable
 import torch
 
 from phantora_prof.runtime.compile.lowering import Unplannable, lower
+from phantora_prof.runtime.host import pyhost
 from phantora_prof.runtime.compile.runner import PlanRunner
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,11 @@ def _warn_once(key: str, message: str) -> None:
         warnings.warn(f"phantora-prof: {message}", stacklevel=3)
 
 
+def _host() -> Any:
+    """The rank's Python host model (runtime/host/pyhost.py), or None."""
+    return _capture_mode.st.pyhost if _capture_mode is not None else None
+
+
 def _boxed(fn: Callable) -> Callable:
     fn._boxed_call = True  # type: ignore[attr-defined]
     return fn
@@ -52,11 +58,9 @@ def _boxed(fn: Callable) -> Callable:
 
 def inner_compile(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: Any) -> Callable:
     """Inductor's inner_compile for the simulated GPU: plan and replay, or eager on failure."""
-    host = _capture_mode.st.pyhost if _capture_mode is not None else None
-    if host is not None:
-        host.native.pause()  # compiling is the simulator's work here (its real cost: below)
     try:
-        plan = lower(gm, list(example_inputs), **kwargs)
+        with pyhost.simulator_work(_host()):  # compiling is the simulator's work here (its real cost: below)
+            plan = lower(gm, list(example_inputs), **kwargs)
     except Unplannable as exc:
         _warn_once(str(exc), f"a compiled graph runs eagerly under simulation ({exc})")
         return _eager(gm)
@@ -65,9 +69,6 @@ def inner_compile(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: Any)
         _warn_once(type(exc).__name__, f"a compiled graph runs eagerly under simulation: Inductor's lowering "
                                        f"failed here ({type(exc).__name__}: {exc})")
         return _eager(gm)
-    finally:
-        if host is not None:
-            host.native.resume()
     PLANS.append(plan)
     log.info("compiled graph %s (%s): %d Triton kernels, %d extern calls", plan.graph_id,
              "backward" if plan.is_backward else "forward", plan.triton_kernels, plan.extern_kernels)
@@ -89,10 +90,7 @@ def simulated_inductor(gm: torch.fx.GraphModule, example_inputs: list) -> Callab
     the simulator's instructions)."""
     from torch._inductor.compile_fx import compile_fx
 
-    host = _capture_mode.st.pyhost if _capture_mode is not None else None
-    if host is not None:
-        host.native.pause()
-    try:
+    with pyhost.simulator_work(_host()):
         try:
             # shape_padding: Inductor's pad_mm pass times padded and unpadded GEMMs on the GPU to
             # choose; nothing runs here, so misaligned GEMMs stay unpadded (as with padding off)
@@ -104,9 +102,6 @@ def simulated_inductor(gm: torch.fx.GraphModule, example_inputs: list) -> Callab
                        f"a compiled graph runs eagerly under simulation: compiling it failed on the simulated "
                        f"device ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})")
             compiled = gm.forward
-    finally:
-        if host is not None:
-            host.native.resume()
     if _capture_mode is not None:
         cost = compile_cost_ns(gm)
         log.info("compiled a graph of %d nodes: %.1f s of host time charged", len(gm.graph.nodes), cost / 1e9)
@@ -148,9 +143,6 @@ def _dynamo_is_not_the_program() -> None:
 
     @functools.wraps(orig)
     def _compile(*args: Any, **kwargs: Any) -> Any:
-        host = _capture_mode.st.pyhost if _capture_mode is not None else None
-        if host is not None:
-            host.native.pause()
         # make_fx propagates small constant tensors by computing them for real on their
         # device (`torch.tensor([2.0], device=x.device)` is copied to the GPU while tracing):
         # no constant propagation while compiling here, the ops are traced instead
@@ -158,12 +150,11 @@ def _dynamo_is_not_the_program() -> None:
         proxy_tensor.CONSTANT_NUMEL_LIMIT = -1  # not even empty ones (`torch.tensor([], device=...)`)
         clock.compiling += 1  # its waits (cache locks) are not the program's sleeps
         try:
-            return orig(*args, **kwargs)
+            with pyhost.simulator_work(_host()):
+                return orig(*args, **kwargs)
         finally:
             clock.compiling -= 1
             proxy_tensor.CONSTANT_NUMEL_LIMIT = limit
-            if host is not None:
-                host.native.resume()
 
     _compile._phantora = True  # type: ignore[attr-defined]
     convert_frame._compile = _compile

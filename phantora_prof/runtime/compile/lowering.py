@@ -27,6 +27,7 @@ import torch
 
 from phantora_prof.cost.triton import TritonKernelShape, compute_class, kernel_name
 from phantora_prof.errors import PhantoraError
+from phantora_prof.runtime.dispatch.capture import _dtype_name
 from phantora_prof.runtime.compile.plan import (
     AllocStep,
     BufferLayout,
@@ -41,10 +42,6 @@ log = logging.getLogger(__name__)
 
 class Unplannable(PhantoraError):
     """A graph whose Inductor schedule this module cannot read (the graph then runs eagerly)."""
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).replace("torch.", "")
 
 
 def _int(x: Any) -> int:

@@ -25,6 +25,8 @@ import torch
 from phantora_prof.cost.triton import triton_kernel
 from phantora_prof.protocol import TensorArg
 from phantora_prof.runtime.compile.plan import AllocStep, BufferLayout, CompiledGraphPlan, ExternStep, Ref, TritonStep
+from phantora_prof.runtime.dispatch.capture import _to_arg
+from phantora_prof.runtime.host import pyhost
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,13 @@ def _step_name(step: Any) -> str:
     return "alloc"
 
 
+def _in_layout(t: torch.Tensor, size: tuple, stride: tuple, offset: int) -> torch.Tensor:
+    """`t` itself where it already has that layout, else a view of its storage in it."""
+    if tuple(t.shape) == size and tuple(t.stride()) == stride and t.storage_offset() == offset:
+        return t
+    return torch.as_strided(t, size, stride, offset)
+
+
 def _arg_of(layout: BufferLayout, device: int) -> TensorArg:
     return TensorArg(layout.size, layout.stride, layout.dtype, device)
 
@@ -61,15 +70,8 @@ class PlanRunner:
         self.range_name = f"## Call CompiledFxGraph f{base64.b32encode(digest).decode().lower()[:51]} ##"
 
     def __call__(self, args: list) -> list:
-        st = self.mode.st
-        host = st.pyhost
-        if host is not None:
-            host.native.pause()
-        try:
+        with pyhost.simulator_work(self.mode.st.pyhost):
             return self._run(args)
-        finally:
-            if host is not None:
-                host.native.resume()
 
     def _device(self, env: dict) -> int:
         for v in env.values():
@@ -99,8 +101,7 @@ class PlanRunner:
                 lay = plan.buffers[name]
                 src = env.get(reuses.get(name, ""))
                 if src is not None:  # written in place over an input this kernel is the last to read
-                    same = tuple(src.shape) == lay.size and tuple(src.stride()) == lay.stride
-                    env[name] = src if same else torch.as_strided(src, lay.size, lay.stride, src.storage_offset())
+                    env[name] = _in_layout(src, lay.size, lay.stride, src.storage_offset())
                     continue
                 env[name] = self.mode.allocate_buffer(lay.size, lay.stride, _torch_dtype(lay.dtype), device)
             if isinstance(step, TritonStep):
@@ -118,23 +119,21 @@ class PlanRunner:
         return [self._value(o, env) for o in plan.outputs]
 
     def _arg(self, a: Any, env: dict, device: int) -> Any:
+        """An argument as an OpCall holds it: a Ref as the TensorArg of what it reads, anything
+        else as the capture mode records eager arguments (`capture._to_arg`)."""
         if isinstance(a, Ref):
             if a.view is not None:
                 return _arg_of(a.view, device)
             t = env.get(a.name)
             if isinstance(t, torch.Tensor):
-                return TensorArg(tuple(t.shape), tuple(t.stride()), str(t.dtype).replace("torch.", ""), device)
+                return _to_arg(t)
             lay = self.plan.buffers.get(a.name)
             if lay is None:
                 raise KeyError(f"compiled graph reads {a.name!r}, which it never made")
             return _arg_of(lay, device)
-        if isinstance(a, (list, tuple)):
+        if isinstance(a, (list, tuple)) and any(isinstance(b, Ref) for b in a):
             return tuple(self._arg(b, env, device) for b in a)
-        if isinstance(a, torch.dtype):
-            return str(a).replace("torch.", "")
-        if isinstance(a, torch.device):
-            return str(a)
-        return a
+        return _to_arg(a)
 
     def _value(self, o: Any, env: dict) -> Any:
         if not isinstance(o, Ref):
@@ -142,7 +141,4 @@ class PlanRunner:
         t = env[o.name]
         if o.view is None:
             return t
-        v = o.view
-        if tuple(t.shape) == v.size and tuple(t.stride()) == v.stride and t.storage_offset() == v.offset:
-            return t
-        return torch.as_strided(t, v.size, v.stride, v.offset)
+        return _in_layout(t, o.view.size, o.view.stride, o.view.offset)

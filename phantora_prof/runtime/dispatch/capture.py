@@ -370,16 +370,12 @@ class CaptureMode(TorchDispatchMode):
         dispatch = hostcost.tensor_list_ns(name, targs, tkwargs, len(touts))
         if dispatch is None:
             dispatch = hostcost.dispatch_ns(name, bool(kernels), self._autograd_open is not None)
-        launch_total = sum(hostcost.api_ns(k.launch_api) for k in kernels)
-        op.launch_ns = start + dispatch
-        op.end_ns = op.launch_ns + launch_total
-        op.kernels = kernels
         if depth < 0 and not kernels and tls is not None:
             # No dispatcher call of this op is open: the Python interpreter called the mode
             # itself (FakeTensor's shallow_copy_and_detach dispatches aten::detach, where a
             # real tensor detaches without any op). Its host time stays; the trace gets no op.
             op.depth = HIDDEN_DEPTH
-        st.clock.advance_to(op.end_ns)
+        self._issue(op, kernels, dispatch)
         st.ops_captured += 1
         if _DIST_PENDING and kernels:  # reads the output of a collective nobody waited for
             _dist_consume(args, stream, device)
@@ -387,6 +383,14 @@ class CaptureMode(TorchDispatchMode):
         if kind == OpKind.MEMCPY and self._copy_blocks_host(func, args, kwargs, targs, touts):
             host_sync(SyncKind.STREAM, stream, device, ext)
         return out
+
+    def _issue(self, op: OpCall, kernels: tuple, dispatch_ns: int) -> None:
+        """The host side of launching `op`: its dispatch from its start, then one launch API call
+        per kernel; the host clock moves to the end of them."""
+        op.kernels = kernels
+        op.launch_ns = op.start_ns + dispatch_ns
+        op.end_ns = op.launch_ns + sum(hostcost.api_ns(k.launch_api) for k in kernels)
+        self.st.clock.advance_to(op.end_ns)
 
     def _hop(self, func, args: tuple, kwargs: dict):
         """A higher-order operator (runtime/dispatch/hops.py): shapes from its FakeTensorMode rule, one
@@ -413,10 +417,8 @@ class CaptureMode(TorchDispatchMode):
         ext = st.next_external_id()  # HOPs are no dispatcher ops: the recorder has no record of them
         op = OpCall(st.config.rank, ext, name, hops.to_arg_list(args, _to_arg), {}, _outputs(out), tid, start,
                     start, stream, device, OpKind.COMPUTE, seq_nr=_forward_sequence_nr(tid, hops.tensor_args(args)))
-        op.kernels = hops.kernels(name, args, self.gpu, _matmul_tf32())
-        op.launch_ns = start + hostcost.dispatch_ns(name, True, self._autograd_open is not None)
-        op.end_ns = op.launch_ns + sum(hostcost.api_ns(k.launch_api) for k in op.kernels)
-        st.clock.advance_to(op.end_ns)
+        self._issue(op, hops.kernels(name, args, self.gpu, _matmul_tf32()),
+                    hostcost.dispatch_ns(name, True, self._autograd_open is not None))
         st.ops_captured += 1
         if _DIST_PENDING:
             _dist_consume(hops.tensor_args(args), stream, device)
@@ -457,10 +459,7 @@ class CaptureMode(TorchDispatchMode):
             kernels = self.costs.estimate(op, allow_tf32=_matmul_tf32())
         if dispatch_ns is None:
             dispatch_ns = hostcost.dispatch_ns(name, bool(kernels), self._autograd_open is not None)
-        op.kernels = kernels
-        op.launch_ns = start + dispatch_ns
-        op.end_ns = op.launch_ns + sum(hostcost.api_ns(k.launch_api) for k in kernels)
-        st.clock.advance_to(op.end_ns)
+        self._issue(op, kernels, dispatch_ns)
         st.ops_captured += 1
         st.channel.send(op)
 
@@ -635,11 +634,7 @@ class CaptureMode(TorchDispatchMode):
         dst = TensorArg(tuple(t.shape), tuple(t.stride()), src.dtype, CPU_DEVICE, True)
         op = OpCall(st.config.rank, ext, "aten::_local_scalar_dense", (src,), {}, (dst,), st.tid(), start,
                     start, stream, device, OpKind.MEMCPY, depth=depth)
-        kernels = self.costs.estimate(op)
-        op.kernels = kernels
-        op.launch_ns = start + hostcost.DISPATCH_NS_VIEW
-        op.end_ns = op.launch_ns + sum(hostcost.api_ns(k.launch_api) for k in kernels)
-        st.clock.advance_to(op.end_ns)
+        self._issue(op, self.costs.estimate(op), hostcost.DISPATCH_NS_VIEW)
         if _DIST_PENDING:
             _dist_consume((t,), stream, device)
         st.channel.send(op)

@@ -15,6 +15,7 @@ library). Without a compiler, Python work is not charged and a warning says so.
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import importlib.machinery
@@ -28,7 +29,7 @@ import sysconfig
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +159,20 @@ class PythonHostTime:
         self._tls = threading.local()
         self.timeline = {threading.get_ident()}
         self.attach()
+
+
+@contextlib.contextmanager
+def simulator_work(host: PythonHostTime | None) -> Iterator[None]:
+    """The Python run inside is the simulator's, not the program's: not counted (no-op
+    without the host model). Pauses nest; the outermost resume restores counting."""
+    if host is None:
+        yield
+        return
+    host.native.pause()
+    try:
+        yield
+    finally:
+        host.native.resume()
 
 
 def install(py_call_ns: float, opcode_ns: float, subclass_opcode_ns: float | None = None) -> PythonHostTime | None:
