@@ -123,6 +123,8 @@ def _apply(table: dict, prof: dict) -> dict:
     t["cpu_ops"]["per_listed_tensor_ns"] = t["cpu_ops"].get("per_listed_tensor_ns", 0) * cpu
     # measured against a plain op of the reference host (measure/host_lists.py): the host's speed applies
     t["tensor_lists"] = {k: float(v) * speed for k, v in t["tensor_lists"].items() if k != "comment"}
+    # measured as whole compiled-graph calls, scaled to the reference host (compiled_host.py): the speed applies
+    t["compiled_calls"] = {k: int(v * speed) for k, v in t["compiled_calls"].items() if k != "comment"}
     return t
 
 
@@ -157,6 +159,26 @@ def optimizer_step_ns(implementation: str, class_names: list[str]) -> int:
         if name in per:
             return per[name]
     return per.get("default", 0)
+
+# Host time of torch.compile'd graphs at run time (host_model.json "compiled_calls",
+# tools/holdout/compiled_host.py): per call, per saved tensor, per Triton launch.
+COMPILED_CALLS: dict[str, int] = TABLE["compiled_calls"]
+TRITON_LAUNCH_NS: int = COMPILED_CALLS["triton_launch_ns"]
+COMPILED_EXTERN_ADJUST_NS: int = COMPILED_CALLS["extern_adjust_ns"]
+
+
+def compiled_call_ns(is_backward: bool, is_inference: bool, n_inputs: int, n_outputs: int) -> int:
+    """Host time of one compiled graph call besides its launches: guards and AOTAutograd's
+    wrappers for every call; the autograd Function and its saved tensors (a training forward's
+    outputs, a backward's inputs) for training graphs."""
+    c = COMPILED_CALLS
+    ns = c["call_ns"]
+    if is_backward:
+        ns += c["backward_ns"] + c["per_backward_input_ns"] * n_inputs
+    elif not is_inference:
+        ns += c["training_forward_ns"] + c["per_forward_output_ns"] * n_outputs
+    return ns
+
 
 # Python interpreter work between ops (runtime/host/pyhost.py): per Python-level function call and
 # per bytecode instruction executed.

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 import sys
 
+import pytest
+
 from conftest import SCRIPTS
 from tracing.kineto import load_trace
 
@@ -94,3 +96,23 @@ def test_what_real_scripts_do_with_compile(cli):
     kernels = {e["name"] for e in _events(doc, "kernel")}
     assert not {k for k in kernels if k.startswith("triton_")}
     assert any("layer_norm" in k for k in kernels)  # aten's own kernels, as real torch runs them
+
+
+def test_compiled_calls_cost_host_time_as_measured(cli):
+    """A compiled call's host time (host_model.json "compiled_calls", measured unprofiled on the
+    H200 host with tools/holdout/compiled_host.py): each Triton launch costs the launcher's time
+    plus cuLaunchKernel; a training forward pays the autograd Function and each tensor it returns
+    (saved for backward); a backward its call and each saved tensor it unpacks."""
+    from phantora_prof import hostcost
+
+    r = cli("--no-trace", PY, SCRIPT, "call_cost")
+    assert r.returncode == 0, r.stderr[-3000:]
+    t = {int(k): (float(a), float(b), float(c)) for k, a, b, c in
+         re.findall(r"^call k=(\d+) nograd_us ([\d.]+) fwd_us ([\d.]+) bwd_us ([\d.]+)$", r.stdout, re.M)}
+    c = hostcost.COMPILED_CALLS
+    launch_us = (hostcost.TRITON_LAUNCH_NS + hostcost.api_ns("cuLaunchKernel")) / 1e3
+    assert t[4][0] - t[1][0] == pytest.approx(3 * launch_us, rel=0.01)  # three more softmax kernels
+    assert t[1][0] >= (c["call_ns"] + hostcost.TRITON_LAUNCH_NS) / 1e3
+    assert t[1][1] - t[1][0] >= (c["training_forward_ns"] + c["per_forward_output_ns"]) / 1e3
+    assert t[1][2] >= (c["call_ns"] + c["backward_ns"] + c["per_backward_input_ns"]) / 1e3
+    assert t[4][1] > t[1][1] and t[4][2] > t[1][2]  # more saved tensors, more kernels

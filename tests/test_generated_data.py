@@ -35,7 +35,7 @@ CHECKED = {
     "aten_arg_positions.json": "tests/test_architecture.py::test_schema_argument_table_is_fresh",
     "h200_families.json.gz": "test_family_points_are_the_generators_output",
     "h200_measured.json": "test_measured_sweep_records_its_runs",
-    "host_model.json": "test_host_model_and_profiles_say_where_they_come_from",
+    "host_model.json": "test_host_model_and_profiles_say_where_they_come_from",  # + test_compiled_call_host_costs_are_the_fit
     "hosts/h200.json": "test_host_model_and_profiles_say_where_they_come_from",
     "hosts/h200-2026-12-01.json": "test_host_model_and_profiles_say_where_they_come_from",
     "triton_h200.json": "test_triton_curve_is_the_fit_of_its_sweep",
@@ -193,6 +193,23 @@ def test_host_model_and_profiles_say_where_they_come_from():
     fit_cases = {c: host.measured(c, session) for c in host.FIT}
     assert all(v is not None and v > 0 for v in fit_cases.values()), fit_cases
     assert (session / "host_probe.json").exists()
+
+
+def test_compiled_call_host_costs_are_the_fit():
+    """host_model.json "compiled_calls" is what `phantora-prof calibrate compiled-host` fits to
+    the committed runs of tools/holdout/compiled_host.py (two on the H200 host, one simulated)."""
+    from phantora_prof import hostcost
+    from phantora_prof.calibrate import compiled_host as ch
+
+    d = HOLDOUT / "session13"
+    sim, plans = ch.read_log(d / "compiled_host_sim.log")
+    reals = [ch.read_log(d / f"compiled_host_run{i}.log")[0] for i in (1, 2)]
+    shipped = json.loads((DATA / "host_model.json").read_text())["compiled_calls"]
+    assert d.name in shipped["comment"]
+    consts, rows = ch.fit(reals, sim, ch.cases(sim, plans), shipped, float(hostcost.PROFILE["scale"].get("all", 1.0)))
+    for k, v in consts.items():
+        assert v == pytest.approx(shipped[k], rel=0.01, abs=50), k
+    assert sum(abs(f - r) / r for _, r, f in rows) / len(rows) < 0.12
 
 
 def test_nccl_ramp_constants_are_the_fit():

@@ -8,6 +8,7 @@ Shipped model data (phantora_prof/cost/data), each with `--check` where its inpu
     phantora-prof calibrate families SWEEP.pt.trace.json.gz ... [--out FILE]   # h200_families.json.gz
     phantora-prof calibrate errors TRACE ... [--out FILE]                      # source_errors.json
     phantora-prof calibrate triton REAL.jsonl SIM.jsonl [--out FILE]           # triton_h200.json
+    phantora-prof calibrate compiled-host SIM.log REAL.log ... [--write]       # host_model.json compiled_calls
     phantora-prof calibrate schema-args [--check]                              # aten_arg_positions.json
     phantora-prof calibrate host --measured DIR [--out FILE]                   # a host profile (hosts/*.json)
 
@@ -103,6 +104,34 @@ def triton_cmd(real: Path, sim: Path, out: Path, gpu: str) -> None:
         click.echo(f"{cat}: {r['n']} kernels, |error| median {100 * r['median_abs']:.1f}%, "
                    f"max {100 * r['max_abs']:.1f}%")
     click.echo(f"{len(pairs)} kernels paired -> {out}")
+
+
+@calibrate.command("compiled-host")
+@click.argument("sim", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("real", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--write", is_flag=True, help="store the fit in host_model.json (default: print it)")
+def compiled_host_cmd(sim: Path, real: tuple[Path, ...], write: bool) -> None:
+    """Host time of compiled graph calls from tools/holdout/compiled_host.py: SIM run under
+    phantora-prof (with PLAN lines), REAL runs on the GPU host (host_model.json "compiled_calls")."""
+    from phantora_prof import hostcost
+    from phantora_prof.calibrate import compiled_host as ch
+
+    sim_result, plans = ch.read_log(sim)
+    reals = [ch.read_log(p)[0] for p in real]
+    path = DATA / "host_model.json"
+    model = json.loads(path.read_text())
+    current = model["compiled_calls"]
+    speed = float(hostcost.PROFILE["scale"].get("all", 1.0))
+    consts, rows = ch.fit(reals, sim_result, ch.cases(sim_result, plans), current, speed)
+    errs = [abs(f - r) / r for _, r, f in rows]
+    for name, r, f in rows:
+        click.echo(f"{name:10s} real {r:8.1f} us  fitted {f:8.1f} us  {100 * (f - r) / r:+6.1f}%")
+    click.echo(f"mean |error| {100 * sum(errs) / len(errs):.1f}% over {len(rows)} cases")
+    click.echo(json.dumps(consts))
+    if write:
+        model["compiled_calls"] = {"comment": current["comment"], **consts}
+        path.write_text(json.dumps(model, indent=1, ensure_ascii=False) + "\n")
+        click.echo(f"-> {path}")
 
 
 @calibrate.command("errors")

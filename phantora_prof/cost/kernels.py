@@ -389,9 +389,15 @@ def generic_reduce_functor(base: str, dtype: str) -> str:
 
 # ------------------------------------------------------------------ GEMM
 
+# nvjet's letters for FP8 operands (in cuBLAS's (B, A) order): "qqtst" for e4m3 x e4m3,
+# "qrtst" for an e5m2 A (gradients) times an e4m3 B (measured: sweep scaled_mm, 2026-12-02)
+_FP8_LETTER = {"float8_e4m3fn": "q", "float8_e5m2": "r"}
+
+
 def gemm_specs(gpu, m: int, n: int, k: int, batch: int, dtype: str, a_t: bool, b_t: bool,
-               bias: bool, allow_tf32: bool, split: int = 1) -> list[KernelSpec]:
-    """cuBLAS kernels for C[m,n] = A[m,k] @ B[k,n] (row-major view of torch's call)."""
+               bias: bool, allow_tf32: bool, split: int = 1, b_dtype: str | None = None) -> list[KernelSpec]:
+    """cuBLAS kernels for C[m,n] = A[m,k] @ B[k,n] (row-major view of torch's call); `dtype` is
+    A's, `b_dtype` B's where it differs (FP8 GEMMs mix e5m2 and e4m3)."""
     la = "T" if b_t else "N"  # cuBLAS sees (B, A) column-major
     lb = "T" if a_t else "N"
     sms = gpu.num_sms
@@ -404,7 +410,11 @@ def gemm_specs(gpu, m: int, n: int, k: int, batch: int, dtype: str, a_t: bool, b
             tm, tn, st, cl, hv, coop = 128, 128, 6, "2x4", "h", ""
         tiles = -(-m // tm) * -(-n // tn) * batch
         split_k = split > 1
-        name = (f"nvjet_sm90_tst_{tm}x{tn}_64x{st}_{cl}_{hv}_bz{coop}{'_splitK' if split_k else ''}"
+        kind, ktile = "tst", 64
+        if dtype in _FP8_LETTER:  # FP8: a 128-deep K tile, the operand types in the name
+            kind = _FP8_LETTER.get(b_dtype or dtype, "q") + _FP8_LETTER[dtype] + "tst"
+            ktile = 128
+        name = (f"nvjet_sm90_{kind}_{tm}x{tn}_{ktile}x{st}_{cl}_{hv}_bz{coop}{'_splitK' if split_k else ''}"
                 f"{'_bias' if bias else ''}_{la}{lb}N")
         ctas = min(tiles * split, sms)
         grid = (2, max(1, -(-ctas // 2)), 1) if ctas >= 2 else (1, 1, 1)

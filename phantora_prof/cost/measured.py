@@ -53,7 +53,7 @@ from phantora_prof.protocol import DTYPE_ITEMSIZE, TensorArg
 
 SCHEMA = "phantora-measured/1"
 GPU_KEY = "h200"
-_DT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+_DT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float8_e4m3fn": "fp8e4m3", "float8_e5m2": "fp8e5m2"}
 
 # Norms run one block per row: rows far shorter than the measured ones (768 and up) are
 # slower per byte by up to 4x (a 96-wide layer norm), which no measured curve shows; such
@@ -107,10 +107,17 @@ def gemm_key(dtype: str, tf32: bool) -> str:
 
 
 def gemm_family(key: str) -> str:
-    return "bf16" if key in ("bf16", "fp16") else key
+    """The measured points a GEMM interpolates among: bf16 and fp16 share theirs, FP8's e4m3
+    and e5m2 operands (torch._scaled_mm) share theirs."""
+    if key in ("bf16", "fp16"):
+        return "bf16"
+    return "fp8" if key.startswith("fp8") else key
 
 
-_TORCH_DT = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+_TORCH_DT = {v: k for k, v in _DT.items()}
+# torch._scaled_mm as Float8 training calls it: one fp32 scale per operand ("scaled_mm") or one
+# per row of A and column of B ("scaled_mm_rowwise", a different CUTLASS/nvjet path)
+SCALED_MM_OPS = ("scaled_mm", "scaled_mm_rowwise")
 
 
 def _itemsize(dt: str) -> int:
@@ -164,8 +171,17 @@ def gemm_opcall(p: dict, op: str):
             st[-2], st[-1] = 1, shape[-2]
         return TensorArg(tuple(shape), tuple(st), dt, 0)
     x, w, out = t(m, k, lay == "TN"), t(k, n, lay == "NT"), t(m, n, False)
-    args = (TensorArg((n,), (1,), dt, 0), x, w) if op == "addmm" else (x, w)
-    return OpCall(rank=0, external_id=0, name="aten::" + op, args=args, kwargs={}, outputs=(out,), tid=0,
+    name = "aten::" + op
+    if op in SCALED_MM_OPS:  # FP8 A (e4m3 or e5m2) times an e4m3 B, bf16 out (measure_kernels.setup_scaled_mm)
+        w = TensorArg(w.shape, w.stride, "float8_e4m3fn", 0)
+        out = TensorArg(out.shape, out.stride, "bfloat16", 0)
+        rows = op == "scaled_mm_rowwise"
+        sa = TensorArg((m, 1), (1, 1), "float32", 0) if rows else TensorArg((), (), "float32", 0)
+        sb = TensorArg((1, n), (n, 1), "float32", 0) if rows else TensorArg((), (), "float32", 0)
+        args, name = (x, w, sa, sb), "aten::_scaled_mm"
+    else:
+        args = (TensorArg((n,), (1,), dt, 0), x, w) if op == "addmm" else (x, w)
+    return OpCall(rank=0, external_id=0, name=name, args=args, kwargs={}, outputs=(out,), tid=0,
                   start_ns=0, end_ns=0, stream=7, device=0, kind=OpKind.COMPUTE)
 
 
@@ -175,7 +191,8 @@ def gemm_roofline_ns(p: dict, op: str) -> float:
     from phantora_prof.cost.gpus import get_gpu
 
     g = get_gpu(GPU_KEY)
-    cost, _ = _ops.gemm(gemm_opcall(p, op), op, g, bool(p["tf32"]))
+    base = "_scaled_mm" if op in SCALED_MM_OPS else op
+    cost, _ = _ops.gemm(gemm_opcall(p, op), base, g, bool(p["tf32"]))
     return _R.op_time_ns(cost, g)
 
 
@@ -485,6 +502,8 @@ def _query_for(op, base, allow_tf32):
         b = x.shape[0] if len(x.shape) == 3 else 1
         lay = "TN" if _ops._is_t(x) else ("NT" if _ops._is_t(w) else "NN")
         return ("gemm", gemm_key(dt, allow_tf32), opk, lay, m * b, n, k, alignment(lay, m, n, k, _itemsize(dt)))
+    if base == "_scaled_mm":
+        return _scaled_mm_query(op)
     if base in _ops.ATTN_OPS:
         return _attn_query(op, base)
     if base in _ROW:
@@ -607,6 +626,22 @@ def _query_for(op, base, allow_tf32):
             return None
         return ("mem", label, dt, ref.numel, 0)
     return None
+
+
+def _scaled_mm_query(op):
+    """torch._scaled_mm(A, B, scale_a, scale_b, ...): an FP8 GEMM, tensorwise or rowwise by its
+    scales' shape; only the layout cuBLASLt takes (A row-major, B column-major) was measured."""
+    a = op.args
+    x, w = a[0], a[1]
+    scale_a = a[2] if len(a) > 2 else (op.kwargs or {}).get("scale_a")
+    if not (isinstance(x, TensorArg) and isinstance(w, TensorArg)) or len(x.shape) != 2 or len(w.shape) != 2:
+        return None
+    dt = _DT.get(x.dtype)
+    if dt is None or not dt.startswith("fp8"):
+        return None
+    opk = "scaled_mm_rowwise" if isinstance(scale_a, TensorArg) and scale_a.numel > 1 else "scaled_mm"
+    m, k, n = x.shape[0], x.shape[1], w.shape[1]
+    return ("gemm", dt, opk, "NT", m, n, k, alignment("NT", m, n, k, 1))
 
 
 def _attn_variant(op, base) -> bool:

@@ -156,7 +156,8 @@ def gemm(op, base, gpu, allow_tf32):
     cost = Cost(GEMM, eff, flops, ab_bytes, peak, extra_ns=epi_ns, compute_mult=mult)
     if m * n * k == 0:
         return cost, []
-    specs = K.gemm_specs(gpu, m, n, k, batch, dtype, _is_t(x), _is_t(w), bias, allow_tf32, split)
+    specs = K.gemm_specs(gpu, m, n, k, batch, dtype, _is_t(x), _is_t(w), bias, allow_tf32, split,
+                         b_dtype=getattr(w, "dtype", None))
     return cost, specs
 
 

@@ -341,6 +341,57 @@ def gemm_wide_cases(quick: bool):
     return cases
 
 
+def scaled_mm_cases(quick: bool, seed: int = 17, count: int = 160):
+    """FP8 GEMMs as Float8 training runs them: `torch._scaled_mm` with bf16 output, A row-major
+    and B column-major (the only layout cuBLASLt takes for FP8: "NT"), tensorwise scales (one
+    fp32 scalar each) or rowwise ones ((M,1) and (1,N)); e4m3 x e4m3 (forward) and e5m2 x e4m3
+    (gradients). Shapes: random log-uniform dimensions (multiples of 16, which FP8 needs) and the
+    transformer shapes of tokens x hidden."""
+    rnd = random.Random(seed)
+    cases = []
+
+    def add(dt, scaling, m, n, k):
+        cases.append(("gemm", "scaled_mm" if scaling == "tensor" else "scaled_mm_rowwise",
+                      dict(dtype=dt, tf32=False, layout="NT", m=m, n=n, k=k, b=1), 2.0 * m * n * k))
+
+    def r() -> int:
+        return max(16, int(2 ** rnd.uniform(8, 14.5)) // 16 * 16)
+
+    n_rand = 8 if quick else count
+    made = 0
+    while made < n_rand:
+        m, n, k = r(), r(), r()
+        if m * n * k > 2 ** 41 or m * n * k < 2 ** 24:
+            continue
+        dt = "fp8e4m3" if rnd.random() < 0.7 else "fp8e5m2"
+        add(dt, "tensor" if rnd.random() < 0.6 else "row", m, n, k)
+        made += 1
+    for tok in ((8192, 16384) if not quick else (8192,)):
+        for d in ((2048, 4096, 8192) if not quick else (4096,)):
+            for n in (d, 3 * d, int(3.5 * d)):
+                add("fp8e4m3", "tensor", tok, n, d)   # linear forward
+                add("fp8e5m2", "tensor", tok, d, n)   # grad input
+                add("fp8e5m2", "tensor", n, d, tok)   # grad weight
+                add("fp8e4m3", "row", tok, n, d)
+    return cases
+
+
+def setup_scaled_mm(p, op):
+    """`torch._scaled_mm` of an (m, k) row-major A and a (k, n) column-major B, bf16 out."""
+    m, n, k = p["m"], p["n"], p["k"]
+    a_dt = torch.float8_e5m2 if p["dtype"] == "fp8e5m2" else torch.float8_e4m3fn
+    a = torch.randn(m, k, device=DEV).to(a_dt)
+    b = torch.randn(n, k, device=DEV).to(torch.float8_e4m3fn).t()
+    if op == "scaled_mm":
+        sa = torch.tensor(1.0, device=DEV)
+        sb = torch.tensor(1.0, device=DEV)
+    else:
+        sa = torch.ones(m, 1, device=DEV)
+        sb = torch.ones(1, n, device=DEV)
+    io = nbytes(a, b) + m * n * 2
+    return (lambda: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)), io
+
+
 def setup_attn(p):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     be = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
@@ -566,6 +617,8 @@ def setup_memcpy(op, p):
 
 def setup(case):
     cls, op, p = case[0], case[1], case[2]
+    if cls == "gemm" and op.startswith("scaled_mm"):
+        return setup_scaled_mm(p, op)
     if cls == "gemm":
         return setup_gemm(dict(p, _op=op))
     if cls == "attention":
@@ -735,12 +788,13 @@ def main(argv=None) -> int:
               ("attention_wide", attn_wide_cases(a.quick)), ("gemm_wide", gemm_wide_cases(a.quick)),
               ("gemm_align", gemm_align_cases(a.quick)),
               ("gemm_align2", gemm_align_cases(a.quick, seed=11, scale=3)),
-              ("gemm_small", gemm_small_cases(a.quick))]
+              ("gemm_small", gemm_small_cases(a.quick)),
+              ("scaled_mm", scaled_mm_cases(a.quick))]
     if a.only:
         keep = set(a.only.split(","))
         groups = [g for g in groups if g[0] in keep]
     else:  # the wide and alignment groups extend a base sweep: ask for them with --only
-        groups = [g for g in groups if not g[0].endswith(("_wide", "_align", "_align2", "_small"))]
+        groups = [g for g in groups if not g[0].endswith(("_wide", "_align", "_align2", "_small", "scaled_mm"))]
     # interleave so a budget stop loses a little of every class, not a whole class
     for _, cs in groups:
         random.Random(3).shuffle(cs)

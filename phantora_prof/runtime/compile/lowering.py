@@ -96,7 +96,9 @@ def lower(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: Any) -> Comp
                 with _triton_present():
                     sched = Scheduler(graph.operations)
                 props = torch.cuda.get_device_properties(torch.cuda.current_device())
-                return _read_schedule(graph, sched, graph_id, is_backward, props.multi_processor_count)
+                plan = _read_schedule(graph, sched, graph_id, is_backward, props.multi_processor_count)
+                plan.is_inference = is_inference
+                return plan
 
 
 def _layout(node: Any) -> BufferLayout:

@@ -79,6 +79,7 @@ class CompiledGraphPlan:
     outputs: tuple = ()  # Ref | int | None per graph output
     input_frees: tuple[str, ...] = ()  # inputs no step reads (dropped at once)
     aliases: dict[str, Ref] = field(default_factory=dict)  # buffer name -> the view of another it is
+    is_inference: bool = False  # a forward with no backward (no grad): no autograd Function around it
 
     @property
     def triton_kernels(self) -> int:

@@ -10,8 +10,11 @@ simulated tensors: allocations go to the simulated caching allocator (no op: Ind
 each extern call is recorded and costed as the aten op it is.
 
 Host time: the simulator's own Python here is not the program's (the interpreter's hook is
-paused); each launch costs the measured host time of a compiled graph's launches instead
-(`TRITON_LAUNCH_NS`, `hostcost` for extern ops).
+paused). What a real call costs on the host instead is charged from measurements
+(`hostcost.compiled_call_ns`, host_model.json "compiled_calls"): per call (guards, AOTAutograd's
+wrappers, the autograd Function of a training graph and each tensor it saves or unpacks), per
+Triton launch (`hostcost.TRITON_LAUNCH_NS`), and per extern op its eager cost less the
+allocation the wrapper's out= call skips (`hostcost.COMPILED_EXTERN_ADJUST_NS`).
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from typing import Any
 
 import torch
 
+from phantora_prof import hostcost
 from phantora_prof.cost.triton import triton_kernel
 from phantora_prof.protocol import TensorArg
 from phantora_prof.runtime.compile.plan import AllocStep, BufferLayout, CompiledGraphPlan, ExternStep, Ref, TritonStep
@@ -29,11 +33,6 @@ from phantora_prof.runtime.dispatch.capture import _to_arg
 from phantora_prof.runtime.host import pyhost
 
 log = logging.getLogger(__name__)
-
-# Host time of one Triton kernel launch from Inductor's wrapper (CachingAutotuner.run, the
-# launcher's argument packing and cuLaunchKernel), on the reference host.
-TRITON_LAUNCH_NS = 10_000
-
 
 def _torch_dtype(name: str) -> torch.dtype:
     return getattr(torch, name)
@@ -68,9 +67,12 @@ class PlanRunner:
         # of the plan's kernels stands for it (deterministic, 52 base-32 characters like a key)
         digest = hashlib.sha256("\n".join(_step_name(s) for s in plan.steps).encode()).digest()
         self.range_name = f"## Call CompiledFxGraph f{base64.b32encode(digest).decode().lower()[:51]} ##"
+        self.call_ns = hostcost.compiled_call_ns(plan.is_backward, plan.is_inference, len(plan.inputs),
+                                                 len(plan.outputs))
 
     def __call__(self, args: list) -> list:
         with pyhost.simulator_work(self.mode.st.pyhost):
+            self.mode.st.clock.advance(self.call_ns)
             return self._run(args)
 
     def _device(self, env: dict) -> int:
@@ -106,12 +108,13 @@ class PlanRunner:
                 env[name] = self.mode.allocate_buffer(lay.size, lay.stride, _torch_dtype(lay.dtype), device)
             if isinstance(step, TritonStep):
                 k = triton_kernel(step.kernel, step.shape, self.mode.gpu)
-                self.mode.record_compiled_call(step.kernel, (), {}, (), (k,), TRITON_LAUNCH_NS, device)
+                self.mode.record_compiled_call(step.kernel, (), {}, (), (k,), hostcost.TRITON_LAUNCH_NS, device)
             elif isinstance(step, ExternStep):
                 targs = tuple(self._arg(a, env, device) for a in step.args)
                 tkwargs = {k: self._arg(v, env, device) for k, v in step.kwargs.items()}
                 touts = tuple(self._arg(Ref(n), env, device) for n in step.outputs if n in env)
-                self.mode.record_compiled_call(step.op, targs, tkwargs, touts, None, None, device)
+                self.mode.record_compiled_call(step.op, targs, tkwargs, touts, None, None, device,
+                                               dispatch_adjust_ns=hostcost.COMPILED_EXTERN_ADJUST_NS)
             elif not isinstance(step, AllocStep):  # pragma: no cover - plans hold only these
                 raise TypeError(f"unknown plan step {step!r}")
             for name in step.frees:

@@ -443,11 +443,13 @@ class CaptureMode(TorchDispatchMode):
         return t
 
     def record_compiled_call(self, name: str, targs: tuple, tkwargs: dict, touts: tuple,
-                             kernels: tuple | None, dispatch_ns: int | None, device: int) -> None:
+                             kernels: tuple | None, dispatch_ns: int | None, device: int,
+                             dispatch_adjust_ns: int = 0) -> None:
         """One launch of a compiled graph (runtime/compile/runner.py): a Triton kernel (its
         kernel given, no dispatcher op stands for it: a `triton_*` range like the one
         Inductor's launcher records) or an aten op the generated code calls, described by
-        its arguments' metadata (kernels None: costed here as the op)."""
+        its arguments' metadata (kernels None: costed here as the op, its per-op host cost
+        moved by `dispatch_adjust_ns`, never below a view's)."""
         st = self.st
         tid = st.tid()
         self._track_autograd(tid)
@@ -459,6 +461,7 @@ class CaptureMode(TorchDispatchMode):
             kernels = self.costs.estimate(op, allow_tf32=_matmul_tf32())
         if dispatch_ns is None:
             dispatch_ns = hostcost.dispatch_ns(name, bool(kernels), self._autograd_open is not None)
+            dispatch_ns = max(hostcost.DISPATCH_NS_VIEW, dispatch_ns + dispatch_adjust_ns)
         self._issue(op, kernels, dispatch_ns)
         st.ops_captured += 1
         st.channel.send(op)

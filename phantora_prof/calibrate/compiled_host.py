@@ -1,0 +1,90 @@
+"""Host time of compiled graph calls (host_model.json "compiled_calls"), fitted from
+tools/holdout/compiled_host.py run on a GPU host and under the simulator.
+
+Each run prints `RESULT {case: median us per call}`; the simulated run also prints one
+`PLAN {inputs, outputs, triton, extern}` per compiled graph, in compile order (for each chain
+length: the no-grad graph, the training forward, its backward; then the mm chains). Each real
+run is scaled to the reference host by its eager softmax chain (`eager_pw32`) against the
+simulated one. What the simulation charged through the current constants is taken out of its
+times, and the constants are fitted again by least squares on
+
+    real - simulated without them = call + fwd [training forward] + bwd [backward]
+        + per_forward_output * outputs [training forward] + per_backward_input * inputs [backward]
+        + triton_launch * Triton kernels + extern_adjust * extern calls
+
+so running it on the logs the shipped constants came from gives them back (to rounding).
+The fitted values are at the simulated host's speed; they are stored at the reference host's
+(divided by the profile's `all` speed).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+FEATURES = ("call_ns", "training_forward_ns", "backward_ns", "per_forward_output_ns", "per_backward_input_ns",
+            "triton_launch_ns", "extern_adjust_ns")
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    kind: str  # "inference" | "forward" | "backward"
+    inputs: int
+    outputs: int
+    triton: int
+    extern: int
+
+    def features(self) -> list[float]:
+        fwd, bwd = self.kind == "forward", self.kind == "backward"
+        return [1.0, float(fwd), float(bwd), self.outputs if fwd else 0.0, self.inputs if bwd else 0.0,
+                float(self.triton), float(self.extern)]
+
+
+def read_log(path: Path) -> tuple[dict[str, float], list[dict]]:
+    """(RESULT, [PLAN ...]) of one run's log."""
+    result: dict[str, float] = {}
+    plans: list[dict] = []
+    for line in path.read_text().splitlines():
+        if line.startswith("RESULT "):
+            result = json.loads(line[7:])
+        elif line.startswith("PLAN "):
+            plans.append(json.loads(line[5:]))
+    if not result:
+        raise ValueError(f"{path}: no RESULT line (is it compiled_host.py's output?)")
+    return result, plans
+
+
+def cases(result: dict[str, float], plans: list[dict]) -> list[Case]:
+    """The cases of a simulated run with the plan of the graph each one calls."""
+    ks = sorted(int(k[2:]) for k in result if k.startswith("pw") and k[2:].isdigit())
+    ms = sorted(int(k[2:]) for k in result if k.startswith("mm") and k[2:].isdigit())
+    names: list[tuple[str, str]] = []
+    for k in ks:
+        names += [(f"pw{k}", "inference"), (f"pw{k}_fwd", "forward"), (f"pw{k}_bwd", "backward")]
+    names += [(f"mm{k}", "inference") for k in ms]
+    if len(plans) != len(names):
+        raise ValueError(f"{len(plans)} PLAN lines for {len(names)} compiled graphs: the simulated log must be a run "
+                         "of compiled_host.py that prints each plan")
+    return [Case(n, kind, p["inputs"], p["outputs"], p["triton"], p["extern"]) for (n, kind), p in zip(names, plans)]
+
+
+def fit(reals: list[dict[str, float]], sim: dict[str, float], sim_cases: list[Case],
+        current: dict[str, float], speed: float) -> tuple[dict[str, int], list[tuple[str, float, float]]]:
+    """Constants at the reference host's speed, and (case, real scaled, fitted simulation) rows."""
+    cur = np.array([current[f] * speed for f in FEATURES])
+    X, y, rows = [], [], []
+    for real in reals:
+        scale = sim["eager_pw32"] / real["eager_pw32"]
+        for c in sim_cases:
+            f = np.array(c.features())
+            base = sim[c.name] - f @ cur / 1e3  # us, without the current constants
+            X.append(f)
+            y.append(real[c.name] * scale - base)
+            rows.append((c.name, real[c.name] * scale, base))
+    coef = np.linalg.lstsq(np.array(X), np.array(y), rcond=None)[0]
+    consts = {f: int(round(v * 1e3 / speed)) for f, v in zip(FEATURES, coef)}
+    fitted = [(n, r, b + float(np.array(x) @ coef)) for (n, r, b), x in zip(rows, X)]
+    return consts, fitted
