@@ -33,6 +33,11 @@ model fits the geometric mean of the cold- and warm-L2 times, see cost/measured.
 (--only gemm,attention,mem,memcpy limits the sweep, --quick shrinks it, --budget-s stops
 early; an output path ending in .gz is written gzipped.)
 
+FP8 GEMMs (`--only scaled_mm`: torch._scaled_mm, e4m3 / e5m2 A, e4m3 B, tensorwise or rowwise
+scales, bf16 out; about 2 x 10 s) were measured on 2026-12-02
+(tools/holdout/real_h200/session13/) and appended to the shipped file with --merge and --append
+(below).
+
 Wider shapes (batch*heads 384-3072, GEMM dimensions past 16384: vocabularies, 70B MLPs;
 about 2 x 60 s). Measured on 2026-11-29 (tools/holdout/real_h200/h200_wide_sweep.json) and NOT in the
 shipped file: timed in isolation these shapes ran above what the same shapes take inside
