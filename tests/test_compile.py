@@ -116,3 +116,21 @@ def test_compiled_calls_cost_host_time_as_measured(cli):
     assert t[1][1] - t[1][0] >= (c["training_forward_ns"] + c["per_forward_output_ns"]) / 1e3
     assert t[1][2] >= (c["call_ns"] + c["backward_ns"] + c["per_backward_input_ns"]) / 1e3
     assert t[4][1] > t[1][1] and t[4][2] > t[1][2]  # more saved tensors, more kernels
+
+
+def test_flex_attention_compiles_to_its_template_kernels(cli):
+    """flex_attention inside a compiled graph: Inductor lowers it to a Triton template, which
+    needs Triton and the driver to generate; here the HOP becomes one planned call that launches
+    the template's kernel (runtime/compile/hop_calls.py). No eager fallback; a compiled call's
+    tensors die with it (a reference cycle once kept them to the next garbage collection)."""
+    r = cli("--out", "flex", PY, SCRIPT, "flex")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "runs eagerly under simulation" not in r.stderr
+    allocated = [int(m) for m in re.findall(r"^flex step \d+ allocated (\d+)$", r.stdout, re.M)]
+    assert len(allocated) == 4 and len(set(allocated)) == 1, allocated
+    doc = load_trace(cli.cwd / "flex" / "rank0.pt.trace.json.gz")
+    kernels = [e["name"] for e in _events(doc, "kernel")]
+    assert kernels.count("triton_tem_fused_flex_attention_0") == 4
+    assert kernels.count("triton_tem_fused_flex_attention_backward_0") == 4
+    launches = {e["name"] for e in _events(doc, "cuda_driver")}
+    assert "cuLaunchKernel" in launches

@@ -86,10 +86,9 @@ def test_torchtitan_one_rank_cuda_graphs(tmp_path):
 
 @pytest.mark.slow
 def test_torchtitan_one_rank_compiled(tmp_path):
-    """`--compile.enable` (each TransformerBlock and the loss compiled): runs to the end. The loss
-    graph is planned (Triton kernels); the blocks, which hold flex_attention, run eagerly with a
-    warning: Inductor lowers flex_attention to a Triton template, which the plan reader does not
-    handle (the template's choice needs the CUDA driver here)."""
+    """`--compile.enable` (each TransformerBlock and the loss compiled): runs to the end with every
+    graph planned, flex_attention as its Triton template kernels (runtime/compile/hop_calls.py),
+    no eager fallback, and the same memory every step."""
     r = _run(tmp_path, 1, "--training.steps", "3", "--compile.enable", "--training.disable_cuda_graphs",
              timeout=900)
     text = r.stdout + r.stderr
@@ -99,6 +98,9 @@ def test_torchtitan_one_rank_compiled(tmp_path):
     doc = load_trace(tmp_path / "traces" / "rank0.pt.trace.json.gz")
     names = {e["name"] for e in doc["traceEvents"] if e.get("cat") == "kernel"}
     assert any(n.startswith(("triton_poi_", "triton_red_", "triton_per_")) for n in names)
+    assert "triton_tem_fused_flex_attention_0" in names and "triton_tem_fused_flex_attention_backward_0" in names
+    assert "runs eagerly under simulation" not in text
+    assert steps[2][2] == steps[3][2]  # memory (GiB) steady: nothing a compiled call made outlives it
 
 
 @pytest.mark.slow  # ~100 s on 2 cores: the default run keeps the 1-rank case under its time budget

@@ -88,3 +88,18 @@ elif mode == "call_cost":
         fwd = timed(lambda: holder.append(f(xg)))
         bwd = timed(lambda: holder[0].backward(g))
         print(f"call k={k} nograd_us {nograd:.3f} fwd_us {fwd:.3f} bwd_us {bwd:.3f}")
+elif mode == "flex":
+    # flex_attention inside a compiled function: Inductor's Triton template, forward and backward
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    B, H, S, D = 2, 4, 512, 64
+    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    mask = create_block_mask(lambda b, h, qi, ki: qi >= ki, B=None, H=None, Q_LEN=S, KV_LEN=S, device="cuda")
+
+    @torch.compile
+    def attend(q, k, v):
+        return (flex_attention(q, k, v, block_mask=mask) * 2).sum()
+
+    for i in range(4):
+        attend(q, k, v).backward()
+        print(f"flex step {i} allocated {torch.cuda.memory_allocated()}")

@@ -27,6 +27,7 @@ import torch
 
 from phantora_prof.cost.triton import TritonKernelShape, compute_class, kernel_name
 from phantora_prof.errors import PhantoraError
+from phantora_prof.runtime.compile import hop_calls
 from phantora_prof.runtime.dispatch.capture import _dtype_name
 from phantora_prof.runtime.compile.plan import (
     AllocStep,
@@ -78,6 +79,8 @@ def lower(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: Any) -> Comp
     is_backward = bool(kwargs.get("is_backward", False))
     is_inference = bool(kwargs.get("is_inference", False))
     graph_id = kwargs.get("graph_id")
+    if hop_calls.has_hops(gm):  # flex attention: its Triton template stands in as one opaque call
+        gm = hop_calls.replace_hops(gm, Unplannable)
     with DebugContext():
         # the steps of Inductor's codegen_and_compile before lowering
         cfx.view_to_reshape(gm)

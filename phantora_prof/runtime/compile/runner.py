@@ -28,8 +28,9 @@ import torch
 from phantora_prof import hostcost
 from phantora_prof.cost.triton import triton_kernel
 from phantora_prof.protocol import TensorArg
+from phantora_prof.runtime.compile import hop_calls
 from phantora_prof.runtime.compile.plan import AllocStep, BufferLayout, CompiledGraphPlan, ExternStep, Ref, TritonStep
-from phantora_prof.runtime.dispatch.capture import _to_arg
+from phantora_prof.runtime.dispatch.capture import _matmul_tf32, _to_arg
 from phantora_prof.runtime.host import pyhost
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,11 @@ class PlanRunner:
             if isinstance(step, TritonStep):
                 k = triton_kernel(step.kernel, step.shape, self.mode.gpu)
                 self.mode.record_compiled_call(step.kernel, (), {}, (), (k,), hostcost.TRITON_LAUNCH_NS, device)
+            elif isinstance(step, ExternStep) and step.op == hop_calls.HOP_CALL:
+                # a flex attention Triton template: one launch, timed as the HOP (hop_calls.py)
+                tensors = [self._value(r, env) for r in step.args[1]]
+                name, ks = hop_calls.launch(step.args[0], tensors, self.mode.gpu, _matmul_tf32())
+                self.mode.record_compiled_call(name, (), {}, (), ks, hostcost.TRITON_LAUNCH_NS, device)
             elif isinstance(step, ExternStep):
                 targs = tuple(self._arg(a, env, device) for a in step.args)
                 tkwargs = {k: self._arg(v, env, device) for k, v in step.kwargs.items()}
