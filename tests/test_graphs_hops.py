@@ -32,3 +32,51 @@ def test_cuda_graph_replays_captured_work_and_flex_attention_is_one_kernel(cli):
     assert kernels.count("triton_tem_fused_flex_attention_backward_0") == 1
     gemms = [k for k in kernels if "gemm" in k.lower() or "sm90" in k or "cutlass" in k]
     assert len(gemms) == 4  # warm-up + 3 replays (the capture itself runs nothing on the GPU)
+
+
+def _flex_args(b, h, hkv, s, d, mask_mod, backward=False):
+    """flex_attention's HOP arguments with meta tensors and a BlockMask tuple of 128-blocks."""
+    import torch
+
+    q = torch.empty(b, h, s, d, device="meta", dtype=torch.bfloat16)
+    k = torch.empty(b, hkv, s, d, device="meta", dtype=torch.bfloat16)
+    block_mask = (s, s, None, None, None, None, None, None, None, None, None, None, None, None, 128, 128, mask_mod)
+    if backward:
+        return (q, k, k, q, None, q, None, None, None, block_mask, d ** -0.5, {}, (), ())
+    return (q, k, k, None, block_mask, d ** -0.5, {}, (), ())
+
+
+def test_flex_attention_cost_follows_its_mask_and_the_measured_templates():
+    """A full mask costs ~2x a causal one (the mask function is evaluated over its blocks), and
+    the templates' fitted efficiency reproduces the H200 measurements (tools/holdout/real_h200/
+    session13/flex_real.jsonl) within the fit's own residuals."""
+    import json
+    from pathlib import Path
+
+    from phantora_prof.cost import get_gpu
+    from phantora_prof.runtime.dispatch import hops
+
+    def causal(b, h, q, k):
+        return q >= k
+
+    def full(b, h, q, k):
+        return q >= 0
+
+    assert hops._mask_density(causal, 1024, 1024, 128, 128) == pytest.approx(36 / 64)
+    assert hops._mask_density(full, 1024, 1024, 128, 128) == 1.0
+    assert hops._causal_block_fraction(1024, 1024, 128, 128) == pytest.approx(36 / 64)
+    gpu = get_gpu("h200")
+    data = Path(__file__).resolve().parent.parent / "tools" / "holdout" / "real_h200" / "session13" / "flex_real.jsonl"
+    errors = []
+    for line in data.read_text().splitlines():
+        r = json.loads(line)
+        c = r["case"]
+        mask = causal if c["mask"] == "causal" else full
+        for name, real_us in r["kernels"].items():
+            backward = "backward" in name
+            args = _flex_args(c["b"], c["h"], c["hkv"], c["s"], c["d"], mask, backward)
+            ks = hops.kernels("flex_attention_backward" if backward else "flex_attention", args, gpu, False)
+            errors.append(sum(k.duration_ns for k in ks) / 1e3 / real_us - 1)
+    assert len(errors) == 24
+    assert sum(abs(e) for e in errors) / len(errors) < 0.09
+    assert max(abs(e) for e in errors) < 0.30

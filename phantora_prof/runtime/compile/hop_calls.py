@@ -91,7 +91,9 @@ def replace_hops(gm: torch.fx.GraphModule, unplannable: type[Exception]) -> torc
                 if isinstance(a.meta.get("val"), torch.Tensor):
                     tensors.append(a)
                     return _Slot(len(tensors) - 1)
-                return None  # a score / mask graph: part of the template's kernel
+                if a.op == "get_attr":  # a score / mask graph: the kernel's cost evaluates the mask
+                    return getattr(gm, str(a.target), None)
+                return None
             if isinstance(a, (list, tuple)):
                 return type(a)(skeleton(b) for b in a)
             return a

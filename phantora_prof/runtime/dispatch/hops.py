@@ -7,15 +7,19 @@ kernel each. Under the capture mode they reach `__torch_dispatch__` as the HOP i
 which HOP dispatch looks up by the *exact* mode type, so it runs under a plain
 FakeTensorMode (not a subclass), and the op is recorded as one kernel.
 
-Cost of flex attention (approximate): the FLOPs of dense attention on the same q/k/v shapes
+Cost of flex attention: the FLOPs of dense attention on the same q/k/v shapes
 (torch.utils.flop_counter's formulas), times the fraction of (q block, kv block) pairs the
-block mask computes. That fraction comes from the mask's block counts when they hold real
-values (small tensors do, see runtime/dispatch/values.py); otherwise a causal mask is assumed
-(the common case: torchtitan's llama models). Tile efficiency is that of the attention
-roofline (cost/roofline.py); the Triton template's own tuning is not modelled.
+block mask computes, at the flex templates' own efficiency (GPU profile `flex_attention_fwd` /
+`_bwd`: a fixed cost plus FLOPs at a fraction of the peak, fitted on compiled flex_attention
+forward and backward kernels measured on the H200, tools/holdout/flex_sweep.py; leave-one-out
+error 6% forward, 13% backward). The fraction comes from the mask's block counts when they
+hold real values (small tensors do, see runtime/dispatch/values.py), else from evaluating the
+mask function on the CPU over every (q, kv) position (b = h = 0; masks that read other
+tensors cannot be evaluated), else a causal mask is assumed (torchtitan's llama models).
 """
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -85,19 +89,72 @@ def _block_density(block_mask: tuple) -> float | None:
     return min(1.0, used / total) if total else None
 
 
+# the mask function is evaluated over at most this many (q, kv) positions (a bool each)
+_MASK_EVAL_LIMIT = 1 << 28
+
+
+def _block_sizes(block_mask: tuple) -> tuple[int, int]:
+    """(q block, kv block) of a BlockMask tuple: the last two integers before its mask_mod."""
+    ints = [x for x in block_mask if isinstance(x, int) and not isinstance(x, bool)]
+    return (ints[-2], ints[-1]) if len(ints) >= 4 else (128, 128)
+
+
+@functools.lru_cache(maxsize=64)
+def _mask_density(mask_mod: Any, s_q: int, s_k: int, q_block: int, kv_block: int) -> float | None:
+    """Fraction of (q block, kv block) pairs in which `mask_mod` keeps any position, evaluated on
+    the CPU for b = h = 0; None when it cannot be evaluated (it reads other tensors, or the
+    sequences are too long to evaluate every position)."""
+    if not callable(mask_mod) or s_q * s_k > _MASK_EVAL_LIMIT or min(s_q, s_k, q_block, kv_block) <= 0:
+        return None
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    from phantora_prof.runtime.host import pyhost
+    from phantora_prof.runtime.process import state
+
+    host = state.get().pyhost if state.installed() else None
+    try:
+        with pyhost.simulator_work(host), _disable_current_modes(), \
+                torch.no_grad():
+            zero = torch.zeros((), dtype=torch.int64)
+            keep = mask_mod(zero, zero, torch.arange(s_q)[:, None], torch.arange(s_k)[None, :])
+            keep = torch.broadcast_to(torch.as_tensor(keep, dtype=torch.bool), (s_q, s_k))
+            nq, nk = -(-s_q // q_block), -(-s_k // kv_block)
+            padded = torch.zeros(nq * q_block, nk * kv_block, dtype=torch.bool)
+            padded[:s_q, :s_k] = keep
+            blocks = padded.view(nq, q_block, nk, kv_block).any(dim=3).any(dim=1)
+            return float(blocks.float().mean())
+    except Exception:  # noqa: BLE001 - a mask over other tensors, vmap-only code: not evaluable here
+        log.debug("flex_attention mask not evaluated", exc_info=True)
+        return None
+
+
+def _causal_block_fraction(s_q: int, s_k: int, q_block: int, kv_block: int) -> float:
+    """Fraction of blocks a causal (q >= kv) mask computes, diagonal blocks included."""
+    nq, nk = -(-s_q // q_block), -(-s_k // kv_block)
+    kept = sum(min(nk, ((i + 1) * q_block - 1) // kv_block + 1) for i in range(nq))
+    return kept / (nq * nk)
+
+
 def kernels(name: str, args: tuple, gpu: Any, allow_tf32: bool) -> tuple:
     """The kernel(s) one call launches, with their modelled durations."""
     q, k, v = args[0], args[1], args[2]
     backward = name.endswith("_backward")
     block_mask = args[9] if backward else args[4]
-    density = _block_density(block_mask) if isinstance(block_mask, tuple) else None
     s_q, s_k = q.shape[-2], k.shape[-2]
+    density = None
+    if isinstance(block_mask, tuple):
+        density = _block_density(block_mask)
+        q_block, kv_block = _block_sizes(block_mask)
+        if density is None:
+            density = _mask_density(block_mask[-1], s_q, s_k, q_block, kv_block)
+        if density is None:
+            density = _causal_block_fraction(s_q, s_k, q_block, kv_block)
     if density is None:
-        density = _R.causal_fraction(s_q, s_k) if hasattr(_R, "causal_fraction") else 0.5
+        density = _R.causal_fraction(s_q, s_k)
     flops = _R.sdpa_flops(tuple(q.shape), tuple(k.shape), tuple(v.shape), False, backward) * density
     nbytes = sum(t.numel() * t.element_size() for t in tensor_args(args) if t.device.type == "cuda")
     dtype = str(q.dtype).replace("torch.", "")
-    c = _R.Cost(_R.ATTENTION, "attention_bwd" if backward else "attention_fwd", flops, nbytes,
+    c = _R.Cost(_R.ATTENTION, "flex_attention_bwd" if backward else "flex_attention_fwd", flops, nbytes,
                 gpu.peak_flops(dtype, allow_tf32))
     b = q.shape[0] if q.dim() == 4 else 1
     h = q.shape[1] if q.dim() == 4 else 1
