@@ -116,6 +116,16 @@ def main() -> None:
     s, S = pair(64, 64, placement=Shard(0))
     params = [pair(64, 64) for _ in range(8)]
     plist, Plist = [q for q, _ in params], [q for _, q in params]
+    scalars = (1.0 + i * 1e-7 for i in range(10 ** 9))
+    # for-loop AdamW over 8 parameters with gradients (torchtitan-style TP keeps foreach off
+    # when DTensor and plain parameters mix; examples/tp/train.py does too)
+    opt_params = [torch.nn.Parameter(q.clone()) for q in plist]
+    opt_dparams = [torch.nn.Parameter(distribute_tensor(q.clone(), mesh, [Replicate()])) for q in plist]
+    for p_, d_ in zip(opt_params, opt_dparams):
+        p_.grad = torch.randn_like(p_)
+        d_.grad = distribute_tensor(torch.randn_like(p_), mesh, [Replicate()])
+    opt_plain = torch.optim.AdamW(opt_params, lr=1e-4, foreach=False)
+    opt_dt = torch.optim.AdamW(opt_dparams, lr=1e-4, foreach=False)
 
     cases = {
         "add_inplace": (lambda: x.add_(1.0), lambda: X.add_(1.0)),
@@ -129,6 +139,12 @@ def main() -> None:
         "gelu": (lambda: F.gelu(x), lambda: F.gelu(X)),
         "add_sharded": (lambda: s + s, lambda: S + S),
         "foreach_add_8": (lambda: torch._foreach_add_(plist, 1.0), lambda: torch._foreach_add_(Plist, 1.0)),
+        # a Python scalar that is the same every call, and one that changes every call (as
+        # AdamW's bias-corrected step size does): DTensor's sharding cache keys on the scalar
+        "addcdiv_const": (lambda: x.addcdiv_(y, w, value=-1e-3), lambda: X.addcdiv_(Y, W, value=-1e-3)),
+        "addcdiv_vary": (lambda: x.addcdiv_(y, w, value=-next(scalars)), lambda: X.addcdiv_(Y, W, value=-next(scalars))),
+        "mul_vary": (lambda: x.mul_(next(scalars)), lambda: X.mul_(next(scalars))),
+        "adamw_forloop_8": (opt_plain.step, opt_dt.step),
     }
     out = {"torch": torch.__version__, "device": dev, "cases": {}}
     for name, (plain, dtens) in cases.items():
