@@ -79,6 +79,10 @@ CASES: dict[str, tuple[str, list[str]]] = {
     "gpt_b32c": ("gpt.py", ["--compile", "--batch", "32"]),
     **{f"{m}_c": ("zoo.py", ["--model", m, "--compile"]) for m in (
         "hf_llama", "timm_vit", "tv_resnet50", "hf_bert", "hf_gpt2", "timm_convnext", "tv_mobilenet", "tv_swin")},
+    # session 13: HF LLaMA with transformers' flex_attention, compiled and eager (simulated first,
+    # then measured once on the H200; flex templates fitted on isolated calls only)
+    "hf_llama_fx_c": ("zoo.py", ["--model", "hf_llama", "--attn", "flex_attention", "--compile"]),
+    "hf_llama_fx": ("zoo.py", ["--model", "hf_llama", "--attn", "flex_attention"]),
 }
 ZOO_DEV = ("hf_llama", "hf_gpt2", "timm_vit", "tv_resnet50",
            "timm_convnext", "lstm")  # the last two were blind until session 6 looked at their traces
@@ -97,7 +101,7 @@ ZOO_BLIND4 = ("hf_starcoder2", "hf_olmo", "timm_resnext", "tv_regnet_x")
 # measured once on the H200 at the end of that session's changes, compared once
 ZOO_BLIND5 = ("hf_falcon", "timm_poolformer", "tv_vgg", "tv_mnasnet")
 COMPILED_FIT = ("gpt_b8c", "gpt_b32c")
-COMPILED_HELD = ("hf_llama_c", "timm_vit_c", "tv_resnet50_c", "hf_bert_c")
+COMPILED_HELD = ("hf_llama_c", "timm_vit_c", "tv_resnet50_c", "hf_bert_c", "hf_llama_fx_c", "hf_llama_fx")
 COMPILED_BLIND = ("hf_gpt2_c", "timm_convnext_c", "tv_mobilenet_c", "tv_swin_c")
 ZOO = REAL / "zoo"
 

@@ -106,7 +106,7 @@ def _hf_causal_lm(name: str, a):
         model = tf.FalconForCausalLM(cfg)
     else:
         raise SystemExit(f"unknown model {name}")
-    model.config._attn_implementation = "sdpa"
+    model.config._attn_implementation = a.attn
     return model
 
 
@@ -253,6 +253,8 @@ def main() -> None:
     p.add_argument("--layers", type=int, default=None, help="layers (language models; default per model)")
     p.add_argument("--nchw", action="store_true", help="vision models: keep NCHW (default: channels-last)")
     p.add_argument("--compile", action="store_true", help="wrap the model in torch.compile (default mode)")
+    p.add_argument("--attn", default="sdpa", choices=("sdpa", "flex_attention", "eager"),
+                   help="HF causal language models: the attention implementation")
     a = p.parse_args()
     batch, size = MODELS[a.model]
     a.batch = a.batch or batch
