@@ -256,7 +256,9 @@ def test_subclass_dispatch_is_a_python_subclass_range(cli):
         assert op["args"]["Input Dims"] == s["args"]["Input Dims"]
         assert op["ts"] <= s["ts"] and abs(s["ts"] + s["dur"] - op["ts"] - op["dur"]) < 0.005  # ends with it
         children = [e for e in ops if inside(e, s)]
-        assert any(c["name"] == op["name"] for c in children), op["name"]
+        # (a view op's own autograd record has the bare name: aten::detach > detach > PythonSubclass
+        # > aten::detach, as on a GPU)
+        assert any(c["name"].removeprefix("aten::") == op["name"].removeprefix("aten::") for c in children), op["name"]
     # plain-tensor ops have none
     plain_mm = [e for e in ops if e["name"] == "aten::mm" and not any(inside(s, e) for s in subs)
                 and not any(inside(e, s) for s in subs)]
