@@ -134,3 +134,9 @@ def test_flex_attention_compiles_to_its_template_kernels(cli):
     assert kernels.count("triton_tem_fused_flex_attention_backward_0") == 4
     launches = {e["name"] for e in _events(doc, "cuda_driver")}
     assert "cuLaunchKernel" in launches
+    # the cost model's evaluation of the mask (CPU ops) leaves no records: inside the compiled
+    # calls (no extern ops in these graphs) there are only the Triton launches
+    calls = [e for e in _events(doc, "user_annotation") if e["name"].startswith("## Call CompiledFxGraph")]
+    inside = {e["name"] for c in calls for e in _events(doc, "cpu_op")
+              if e["tid"] == c["tid"] and c["ts"] <= e["ts"] <= c["ts"] + c["dur"]}
+    assert calls and inside and all(n.startswith("triton_") for n in inside), inside

@@ -108,10 +108,13 @@ def _mask_density(mask_mod: Any, s_q: int, s_k: int, q_block: int, kv_block: int
         return None
     from torch.utils._python_dispatch import _disable_current_modes
 
+    from phantora_prof.runtime.dispatch import op_recorder
     from phantora_prof.runtime.host import pyhost
     from phantora_prof.runtime.process import state
 
     host = state.get().pyhost if state.installed() else None
+    rec = op_recorder.get()
+    prev = rec.quiet(1) if rec is not None else None  # the simulator's CPU ops: not the program's records
     try:
         with pyhost.simulator_work(host), _disable_current_modes(), \
                 torch.no_grad():
@@ -126,6 +129,9 @@ def _mask_density(mask_mod: Any, s_q: int, s_k: int, q_block: int, kv_block: int
     except Exception:  # noqa: BLE001 - a mask over other tensors, vmap-only code: not evaluable here
         log.debug("flex_attention mask not evaluated", exc_info=True)
         return None
+    finally:
+        if rec is not None:
+            rec.quiet(prev)
 
 
 def _causal_block_fraction(s_q: int, s_k: int, q_block: int, kv_block: int) -> float:
