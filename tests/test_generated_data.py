@@ -198,15 +198,12 @@ def test_host_model_and_profiles_say_where_they_come_from():
 def test_compiled_call_host_costs_are_the_fit():
     """host_model.json "compiled_calls" is what `phantora-prof calibrate compiled-host` fits to
     the committed runs of tools/holdout/compiled_host.py (two on the H200 host, one simulated)."""
-    from phantora_prof import hostcost
     from phantora_prof.calibrate import compiled_host as ch
 
     d = HOLDOUT / "session13"
-    sim, plans = ch.read_log(d / "compiled_host_sim.log")
-    reals = [ch.read_log(d / f"compiled_host_run{i}.log")[0] for i in (1, 2)]
     shipped = json.loads((DATA / "host_model.json").read_text())["compiled_calls"]
     assert d.name in shipped["comment"]
-    consts, rows = ch.fit(reals, sim, ch.cases(sim, plans), shipped, float(hostcost.PROFILE["scale"].get("all", 1.0)))
+    consts, rows = ch.refit(d / "compiled_host_sim.log", [d / f"compiled_host_run{i}.log" for i in (1, 2)], shipped)
     for k, v in consts.items():
         assert v == pytest.approx(shipped[k], rel=0.01, abs=50), k
     assert sum(abs(f - r) / r for _, r, f in rows) / len(rows) < 0.12

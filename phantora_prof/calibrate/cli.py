@@ -113,16 +113,12 @@ def triton_cmd(real: Path, sim: Path, out: Path, gpu: str) -> None:
 def compiled_host_cmd(sim: Path, real: tuple[Path, ...], write: bool) -> None:
     """Host time of compiled graph calls from tools/holdout/compiled_host.py: SIM run under
     phantora-prof (with PLAN lines), REAL runs on the GPU host (host_model.json "compiled_calls")."""
-    from phantora_prof import hostcost
     from phantora_prof.calibrate import compiled_host as ch
 
-    sim_result, plans = ch.read_log(sim)
-    reals = [ch.read_log(p)[0] for p in real]
     path = DATA / "host_model.json"
     model = json.loads(path.read_text())
     current = model["compiled_calls"]
-    speed = float(hostcost.PROFILE["scale"].get("all", 1.0))
-    consts, rows = ch.fit(reals, sim_result, ch.cases(sim_result, plans), current, speed)
+    consts, rows = ch.refit(sim, list(real), current)
     errs = [abs(f - r) / r for _, r, f in rows]
     for name, r, f in rows:
         click.echo(f"{name:10s} real {r:8.1f} us  fitted {f:8.1f} us  {100 * (f - r) / r:+6.1f}%")

@@ -88,3 +88,13 @@ def fit(reals: list[dict[str, float]], sim: dict[str, float], sim_cases: list[Ca
     consts = {f: int(round(v * 1e3 / speed)) for f, v in zip(FEATURES, coef)}
     fitted = [(n, r, b + float(np.array(x) @ coef)) for (n, r, b), x in zip(rows, X)]
     return consts, fitted
+
+
+def refit(sim: Path, reals: list[Path], current: dict[str, float]) -> tuple[dict[str, int], list]:
+    """`fit` of compiled_host.py's logs (SIM under the simulator with its PLAN lines, REALS on the
+    GPU host) against the `current` constants, at the speed of the host profile in use."""
+    from phantora_prof import hostcost
+
+    sim_result, plans = read_log(sim)
+    speed = float(hostcost.PROFILE["scale"].get("all", 1.0))
+    return fit([read_log(p)[0] for p in reals], sim_result, cases(sim_result, plans), current, speed)

@@ -60,34 +60,6 @@ elif mode == "constant":
     y = scale(torch.randn(1024, device="cuda"))
     torch.cuda.synchronize()
     print("shape", tuple(y.shape))
-elif mode == "call_cost":
-    # host time per compiled call: chains of k softmaxes over alternate dims (one Triton kernel
-    # each), no grad, and a training forward and backward (tools/holdout/compiled_host.py's cases)
-    def chain(k):
-        def f(x):
-            for i in range(k):
-                x = torch.softmax(x, i % 2)
-            return x
-        return f
-
-    def timed(fn):
-        t0 = time.perf_counter()
-        fn()
-        return (time.perf_counter() - t0) * 1e6
-
-    x = torch.randn(64, 64, device="cuda")
-    xg = torch.randn(64, 64, device="cuda", requires_grad=True)
-    g = torch.ones(64, 64, device="cuda")
-    for k in (1, 4):
-        f = torch.compile(chain(k))
-        with torch.no_grad():
-            f(x)
-            nograd = timed(lambda: f(x))
-        f(xg).backward(g)
-        holder = []
-        fwd = timed(lambda: holder.append(f(xg)))
-        bwd = timed(lambda: holder[0].backward(g))
-        print(f"call k={k} nograd_us {nograd:.3f} fwd_us {fwd:.3f} bwd_us {bwd:.3f}")
 elif mode == "flex":
     # flex_attention inside a compiled function: Inductor's Triton template, forward and backward
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention

@@ -67,6 +67,18 @@ def kernels_per_call(fn) -> int:
                if e.device_type == torch.autograd.DeviceType.CUDA and not e.name.startswith("## "))
 
 
+def no_grad_case(fn, calls: int) -> tuple[float, int]:
+    """Median host time of `fn` under no_grad after three warm-up calls, and its kernels."""
+    with torch.no_grad():
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        us = timed(fn, calls)
+        n = kernels_per_call(fn)
+    torch.cuda.synchronize()
+    return us, n
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=200)
@@ -79,13 +91,7 @@ def main() -> None:
     x = torch.randn(64, 64, device=dev)
     for k in ks:
         f = torch.compile(chain(k))
-        with torch.no_grad():
-            for _ in range(3):
-                f(x)
-            torch.cuda.synchronize()
-            out[f"pw{k}"] = timed(lambda: f(x), a.calls)
-            kernels[f"pw{k}"] = kernels_per_call(lambda: f(x))
-        torch.cuda.synchronize()
+        out[f"pw{k}"], kernels[f"pw{k}"] = no_grad_case(lambda: f(x), a.calls)
         xg = torch.randn(64, 64, device=dev, requires_grad=True)
         g = torch.ones(64, 64, device=dev)
         for _ in range(3):
@@ -110,13 +116,7 @@ def main() -> None:
         ws = [torch.randn(64, 64, device=dev) / 8 for _ in range(k)]
         f = torch.compile(mm_chain(ws))
         xm = torch.randn(64, 64, device=dev)
-        with torch.no_grad():
-            for _ in range(3):
-                f(xm)
-            torch.cuda.synchronize()
-            out[f"mm{k}"] = timed(lambda: f(xm), a.calls)
-            kernels[f"mm{k}"] = kernels_per_call(lambda: f(xm))
-        torch.cuda.synchronize()
+        out[f"mm{k}"], kernels[f"mm{k}"] = no_grad_case(lambda: f(xm), a.calls)
         print(f"mm{k}: {out[f'mm{k}']:.1f} us", flush=True)
     with torch.no_grad():
         out["eager_add"] = timed(lambda: x.add_(1.0), a.calls)

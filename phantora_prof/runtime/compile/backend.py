@@ -25,7 +25,8 @@ from typing import Any, Callable
 
 import torch
 
-from phantora_prof.runtime.compile.lowering import Unplannable, lower
+from phantora_prof.runtime.compile.lowering import lower
+from phantora_prof.runtime.compile.plan import Unplannable
 from phantora_prof.runtime.host import pyhost
 from phantora_prof.runtime.compile.runner import PlanRunner
 

@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from phantora_prof.runtime.compile.plan import Unplannable
+
 log = logging.getLogger(__name__)
 
 HOP_CALL = "phantora::hop_call"
@@ -75,7 +77,7 @@ def has_hops(gm: torch.fx.GraphModule) -> bool:
     return any(_hop_name(n) for n in gm.graph.nodes)
 
 
-def replace_hops(gm: torch.fx.GraphModule, unplannable: type[Exception]) -> torch.fx.GraphModule:
+def replace_hops(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """A copy of `gm` with each flex_attention (backward) node replaced by a `hop_call`."""
     _define()
     gm = copy.deepcopy(gm)
@@ -101,12 +103,12 @@ def replace_hops(gm: torch.fx.GraphModule, unplannable: type[Exception]) -> torc
         skel = skeleton(tuple(node.args))
         vals = node.meta.get("val")
         if not isinstance(vals, (list, tuple)) or not tensors:
-            raise unplannable(f"{name} without example outputs")
+            raise Unplannable(f"{name} without example outputs")
         index, sizes, strides, ranks, dtypes = {}, [], [], [], []
         for i, v in enumerate(vals):
             if isinstance(v, torch.Tensor):
                 if v.dtype not in _DTYPES:
-                    raise unplannable(f"{name} output of dtype {v.dtype}")
+                    raise Unplannable(f"{name} output of dtype {v.dtype}")
                 index[i] = len(ranks)
                 sizes += [int(s) for s in v.shape]
                 strides += [int(s) for s in v.stride()]
@@ -128,42 +130,35 @@ def replace_hops(gm: torch.fx.GraphModule, unplannable: type[Exception]) -> torc
             elif i is not None and not user.users:
                 graph.erase_node(user)
             else:
-                raise unplannable(f"{name}: an output used as something other than a tensor")
+                raise Unplannable(f"{name}: an output used as something other than a tensor")
         graph.erase_node(node)
     graph.eliminate_dead_code()
     gm.recompile()
     return gm
 
 
-def launch(key: int, tensors: list[torch.Tensor], gpu: Any, allow_tf32: bool) -> tuple[str, tuple]:
-    """(kernel name, kernels) of the HOP call `key` with these tensors, as hops.py times it."""
+def launches(key: int, tensors: list[torch.Tensor], gpu: Any, allow_tf32: bool) -> list[tuple]:
+    """The launches of the HOP call `key` with these tensors, each a tuple of kernels: for a
+    backward, first the reduction Inductor runs before the template (delta = the row sums of
+    out * grad_out, a persistent reduction over the head dim with fp32 out, seen as
+    `triton_per_fused_flex_attention_backward_*`, ~8.5 us per call in HF LLaMA's real profile);
+    then the template's kernel, timed as hops.py times the eager HOP."""
+    from phantora_prof.cost.triton import TritonKernelShape, triton_kernel
     from phantora_prof.runtime.dispatch import hops
 
     name, skel = _registry[key]
     args = _fill(skel, tensors)
-    kernels = hops.kernels(name, args, gpu, allow_tf32)
-    return kernels[0].name, kernels
-
-
-def delta_kernel(key: int, tensors: list[torch.Tensor], gpu: Any) -> Any | None:
-    """The reduction Inductor runs before a flex_attention backward template: delta = the
-    row sums of out * grad_out (a persistent reduction over the head dim, fp32 out), seen as
-    `triton_per_fused_flex_attention_backward_*` (~8.5 us per call in HF LLaMA's real profile).
-    None for a forward call."""
-    from phantora_prof.cost.triton import TritonKernelShape, triton_kernel
-
-    name, skel = _registry[key]
-    if name != "flex_attention_backward":
-        return None
-    args = _fill(skel, tensors)
-    out, grad_out = args[3], args[5]
-    if not (isinstance(out, torch.Tensor) and isinstance(grad_out, torch.Tensor)) or out.dim() < 1:
-        return None
-    rows = out.numel() // max(1, out.shape[-1])
-    shape = TritonKernelShape("persistent_reduction", rows, max(1, out.shape[-1]),
-                              out.numel() * out.element_size() + grad_out.numel() * grad_out.element_size(),
-                              rows * 4)
-    return triton_kernel("triton_per_fused_flex_attention_backward_0", shape, gpu)
+    out: list[tuple] = []
+    if name == "flex_attention_backward":
+        o, grad_o = args[3], args[5]
+        if isinstance(o, torch.Tensor) and isinstance(grad_o, torch.Tensor) and o.dim() >= 1:
+            rows = o.numel() // max(1, o.shape[-1])
+            shape = TritonKernelShape("persistent_reduction", rows, max(1, o.shape[-1]),
+                                      o.numel() * o.element_size() + grad_o.numel() * grad_o.element_size(),
+                                      rows * 4)
+            out.append((triton_kernel("triton_per_fused_flex_attention_backward_0", shape, gpu),))
+    out.append(tuple(hops.kernels(name, args, gpu, allow_tf32)))
+    return out
 
 
 def _fill(a: Any, tensors: list[torch.Tensor]) -> Any:

@@ -26,7 +26,6 @@ from typing import Any, Iterator
 import torch
 
 from phantora_prof.cost.triton import TritonKernelShape, compute_class, kernel_name
-from phantora_prof.errors import PhantoraError
 from phantora_prof.runtime.compile import hop_calls
 from phantora_prof.runtime.dispatch.capture import _dtype_name
 from phantora_prof.runtime.compile.plan import (
@@ -36,13 +35,10 @@ from phantora_prof.runtime.compile.plan import (
     ExternStep,
     Ref,
     TritonStep,
+    Unplannable,
 )
 
 log = logging.getLogger(__name__)
-
-
-class Unplannable(PhantoraError):
-    """A graph whose Inductor schedule this module cannot read (the graph then runs eagerly)."""
 
 
 def _int(x: Any) -> int:
@@ -80,7 +76,7 @@ def lower(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: Any) -> Comp
     is_inference = bool(kwargs.get("is_inference", False))
     graph_id = kwargs.get("graph_id")
     if hop_calls.has_hops(gm):  # flex attention: its Triton template stands in as one opaque call
-        gm = hop_calls.replace_hops(gm, Unplannable)
+        gm = hop_calls.replace_hops(gm)
     with DebugContext():
         # the steps of Inductor's codegen_and_compile before lowering
         cfx.view_to_reshape(gm)

@@ -13,6 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from phantora_prof.cost.triton import TritonKernelShape
+from phantora_prof.errors import PhantoraError
+
+
+class Unplannable(PhantoraError):
+    """A graph whose Inductor schedule cannot be read into a plan (the graph then runs eagerly)."""
 
 
 @dataclass(frozen=True, slots=True)

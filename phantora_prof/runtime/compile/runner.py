@@ -111,13 +111,11 @@ class PlanRunner:
                 k = triton_kernel(step.kernel, step.shape, self.mode.gpu)
                 self.mode.record_compiled_call(step.kernel, (), {}, (), (k,), hostcost.TRITON_LAUNCH_NS, device)
             elif isinstance(step, ExternStep) and step.op == hop_calls.HOP_CALL:
-                # a flex attention Triton template: one launch, timed as the HOP (hop_calls.py)
+                # a flex attention Triton template (and its backward's reduction before it), timed
+                # as the HOP (hop_calls.py)
                 tensors = [self._value(r, env) for r in step.args[1]]
-                delta = hop_calls.delta_kernel(step.args[0], tensors, self.mode.gpu)
-                if delta is not None:  # Inductor's reduction before the backward template
-                    self.mode.record_compiled_call(delta.name, (), {}, (), (delta,), hostcost.TRITON_LAUNCH_NS, device)
-                name, ks = hop_calls.launch(step.args[0], tensors, self.mode.gpu, _matmul_tf32())
-                self.mode.record_compiled_call(name, (), {}, (), ks, hostcost.TRITON_LAUNCH_NS, device)
+                for ks in hop_calls.launches(step.args[0], tensors, self.mode.gpu, _matmul_tf32()):
+                    self.mode.record_compiled_call(ks[0].name, (), {}, (), ks, hostcost.TRITON_LAUNCH_NS, device)
             elif isinstance(step, ExternStep):
                 targs = tuple(self._arg(a, env, device) for a in step.args)
                 tkwargs = {k: self._arg(v, env, device) for k, v in step.kwargs.items()}

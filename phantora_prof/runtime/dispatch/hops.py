@@ -64,13 +64,18 @@ def tensor_args(args: tuple) -> tuple:
     return tuple(out)
 
 
+def _mask_ints(block_mask: tuple) -> list[int]:
+    """The integers of a BlockMask tuple, in order: its sequence lengths, then its block sizes."""
+    return [x for x in block_mask if isinstance(x, int) and not isinstance(x, bool)]
+
+
 def _block_density(block_mask: tuple) -> float | None:
     """Fraction of (q block, kv block) pairs a BlockMask computes, from its block counts when
     they hold real values; None when unknown."""
     from phantora_prof.runtime.dispatch import values
 
     tensors = [t for t in block_mask if isinstance(t, torch.Tensor)]
-    ints = [x for x in block_mask if isinstance(x, int) and not isinstance(x, bool)]
+    ints = _mask_ints(block_mask)
     if len(tensors) < 2 or len(ints) < 4:
         return None
     kv_len, kv_block = ints[1], ints[-1]
@@ -95,7 +100,7 @@ _MASK_EVAL_LIMIT = 1 << 28
 
 def _block_sizes(block_mask: tuple) -> tuple[int, int]:
     """(q block, kv block) of a BlockMask tuple: the last two integers before its mask_mod."""
-    ints = [x for x in block_mask if isinstance(x, int) and not isinstance(x, bool)]
+    ints = _mask_ints(block_mask)
     return (ints[-2], ints[-1]) if len(ints) >= 4 else (128, 128)
 
 
