@@ -156,6 +156,29 @@ def python_argv(command: list[str]) -> list[str]:
     return rest
 
 
+# sun_path holds 108 bytes on Linux (104 on macOS), its terminating NUL included
+_SOCKET_PATH_MAX = 103
+_SOCKET_NAME = "coordinator.sock"
+
+
+def _socket_dir() -> str:
+    """A new private directory for the coordinator's Unix socket.
+
+    In the temporary directory ($TMPDIR) as usual; but a socket's path must fit `sun_path`,
+    and a deep $TMPDIR (a batch scheduler's job directory, pytest-xdist's worker directories)
+    does not: then in /tmp, the usual short one. The directory is removed when the run ends."""
+    for base in (None, "/tmp"):
+        if base is not None and not os.access(base, os.W_OK):
+            continue
+        d = tempfile.mkdtemp(prefix="phantora-", dir=base)
+        if len(os.path.join(d, _SOCKET_NAME).encode()) <= _SOCKET_PATH_MAX:
+            return d
+        os.rmdir(d)
+    raise ConfigError(f"the temporary directory {tempfile.gettempdir()!r} is too deep for a Unix socket's path "
+                      f"(at most {_SOCKET_PATH_MAX} bytes) and /tmp is not writable: set TMPDIR to a shorter "
+                      "directory")
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sk:
         sk.bind(("127.0.0.1", 0))
@@ -285,7 +308,7 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop) -> RunResult:
         clear_previous_outputs(Path(outputs.out_dir))  # the directory holds this run's traces only
     epoch_ns = time.time_ns()
     t0 = time.monotonic()
-    sock_dir = tempfile.mkdtemp(prefix="phantora-")
+    sock_dir = _socket_dir()
     base_env = dict(os.environ)
     base_env.pop("PHANTORA_RANK_CONFIG", None)
     # Hash-randomized iteration order (sets, dicts of str keys) changes how much Python a rank

@@ -1,5 +1,5 @@
 """Benchmarks of many-rank simulation (not in the default run):
-`python -m pytest -m benchmark tests/bench_distributed.py -s`.
+`python -m pytest -m benchmark -n 0 tests/bench_distributed.py -s`.
 
 Wall time per simulated step and resident memory per rank process for the DDP and FSDP2
 examples at 8, 16 and 32 ranks (a small GPT so that 32 rank processes fit in 24 GB).

@@ -1,6 +1,6 @@
 """netsim benchmarks (pytest-benchmark). Not collected by default; run with
 
-    python -m pytest tests/bench_netsim.py -m benchmark -p no:cacheprovider --benchmark-columns=min,median,max
+    python -m pytest tests/bench_netsim.py -m benchmark -n 0 --benchmark-columns=min,median,max
 
 Targets (issue 5): one max-min recomputation for 10,000 flows over 1,000 links <= 2 ms;
 a ring all-reduce of 1 GiB simulated on 1,024 GPUs <= 1 s and on 16,384 GPUs <= 30 s

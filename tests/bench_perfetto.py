@@ -1,6 +1,6 @@
 """Perfetto writer benchmarks (pytest-benchmark). Not collected by default; run with
 
-    python -m pytest tests/bench_perfetto.py -m benchmark -p no:cacheprovider -s
+    python -m pytest tests/bench_perfetto.py -m benchmark -n 0 -s
 
 Issue 8: a 64-rank run (synthetic RankTraces shaped like a DDP run, ~20k events per rank:
 host ops, launches, kernels, NCCL kernels, [memory] instants, ac2g flows) is written to one

@@ -1,4 +1,4 @@
-"""Benchmarks of the simulation itself (not in the default run: `pytest -m benchmark tests/bench_runtime.py`).
+"""Benchmarks of the simulation itself (not in the default run: `pytest -m benchmark -n 0 tests/bench_runtime.py`).
 
 Figures for the GPT example (GPT-2 124M by default): wall and CPU seconds per simulated step,
 captured ops per second, start-up. Start-up (imports, building the model on the CPU) is taken

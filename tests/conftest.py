@@ -55,3 +55,13 @@ def big_run_lock():
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def pytest_configure(config) -> None:
+    """Benchmarks measure one process at a time: pytest-benchmark switches itself off under
+    pytest-xdist's workers (on by default, pyproject.toml), so a benchmark run must say -n 0."""
+    marks = config.getoption("markexpr", "") or ""
+    workers = config.getoption("numprocesses", None)
+    if "benchmark" in marks.replace("not benchmark", "") and workers not in (None, 0):
+        raise pytest.UsageError("benchmarks run without pytest-xdist's workers: add -n 0 "
+                                "(python -m pytest -m benchmark -n 0 tests/bench_runtime.py ...)")

@@ -77,7 +77,10 @@ def test_two_runs_give_identical_traces(cli):
 @pytest.mark.parametrize("mode,code", [("argv", 0), ("exit", 3), ("raise", 1)])
 def test_script_behaviour_passes_through(cli, mode, code):
     extra = ["3"] if mode == "exit" else []
-    r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), mode, *extra)
+    # a $TMPDIR too deep for a Unix socket's path (a scheduler's job directory) works too
+    deep = cli.cwd / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), mode, *extra, env={"TMPDIR": str(deep)})
     assert r.returncode == code, r.stderr[-2000:]
     if mode == "argv":
         assert f"argv ['{SCRIPTS / 'behaviours.py'}', 'argv']" in r.stdout
@@ -412,3 +415,29 @@ def test_traces_of_an_earlier_run_are_removed_from_out(cli):
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "rank0.pt.trace.json", "rank0.pt.trace.json.gz",
                                                      "run.pftrace"]
     assert (out / "run.pftrace").read_bytes() != b"old"
+
+
+def test_socket_directory_fits_a_unix_socket_path(tmp_path, monkeypatch):
+    """The coordinator's socket directory: in $TMPDIR, or in /tmp when $TMPDIR is too deep."""
+    import os
+    import tempfile
+
+    from phantora_prof import launcher
+
+    short = tempfile.mkdtemp(dir="/tmp")
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", short)
+        d = launcher._socket_dir()
+        assert os.path.dirname(d) == short
+        os.rmdir(d)
+    finally:
+        os.rmdir(short)
+    deep = tmp_path / ("d" * 120)
+    deep.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    d = launcher._socket_dir()
+    try:
+        assert os.path.dirname(d) == "/tmp" and list(deep.iterdir()) == []
+        assert len(os.path.join(d, "coordinator.sock")) <= 103
+    finally:
+        os.rmdir(d)

@@ -64,6 +64,7 @@ def _check(r, cwd, stage: int, ranks: int, steps: int) -> None:
 
 
 @pytest.mark.frameworks
+@pytest.mark.slow  # stages 1 and 3 stay in the default run (keeps it within ~10 minutes)
 def test_zero2_two_ranks(cli):
     r = cli("--nproc-per-node", "2", "--out", "t", PY, str(SCRIPT), "--zero-stage", "2", *SMALL, "--steps", "3",
             "--comms-logger", timeout=600)

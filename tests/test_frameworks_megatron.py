@@ -51,7 +51,7 @@ def _check_run(r, steps: int, reporting_rank: int) -> list[tuple[int, int, float
 
 
 @pytest.mark.frameworks
-@pytest.mark.parametrize("tp,pp", [(2, 1), (1, 2)], ids=["tp2", "pp2"])
+@pytest.mark.parametrize("tp,pp", [(2, 1), pytest.param(1, 2, marks=pytest.mark.slow)], ids=["tp2", "pp2"])
 def test_megatron_two_ranks(cli, tp, pp):
     r = cli("--nproc-per-node", "2", "--out", "tr", PY, str(SCRIPT), "--tp", str(tp), "--pp", str(pp),
             "--steps", "2", *SMALL, timeout=600)

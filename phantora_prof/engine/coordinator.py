@@ -61,7 +61,7 @@ class Coordinator:
     model_factory: Callable[[], Any] | None = None
 
     def __post_init__(self) -> None:
-        self.address = os.path.join(self.socket_dir, "coordinator.sock")
+        self.address = os.path.join(self.socket_dir, "coordinator.sock")  # launcher._socket_dir keeps it short
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._server.bind(self.address)
         self._server.listen(max(16, self.world_size))
