@@ -327,13 +327,19 @@ class CaptureMode(TorchDispatchMode):
             return None
         if func is aten.is_pinned.default:
             return False
-        out = self._fast_fake(func, args, kwargs) if func in _FAST_OPS else None
-        if out is not None:
+        done = False  # outputs made without FakeTensorMode's general dispatch
+        if func in _FAST_OPS:
+            out = self._fast_fake(func, args, kwargs)
+            done = out is not None
+        else:
+            out = None
+            done = _returns_nothing(func) and self._all_fake_on_one_gpu(args, kwargs)
+        if done:
             fargs, fkwargs, real_self = args, kwargs, None
         else:
             fargs, fkwargs, real_self = self._fakeify(func, args, kwargs)
         try:
-            if out is None:
+            if not done:
                 with self.fake_mode:
                     out = func(*fargs, **fkwargs)
                     if func in conv_layout.CONV_OPS:
@@ -466,13 +472,32 @@ class CaptureMode(TorchDispatchMode):
         st.ops_captured += 1
         st.channel.send(op)
 
+    def _all_fake_on_one_gpu(self, args: tuple, kwargs: dict) -> bool:
+        """Whether every tensor argument, in tensor lists too, is one of this mode's fake tensors
+        and all are on one simulated GPU (no real CPU tensor, no device move)."""
+        device = None
+        for a in (*args, *kwargs.values()):
+            items = a if isinstance(a, (list, tuple)) else (a,)
+            for t in items:
+                if not isinstance(t, torch.Tensor):
+                    continue
+                if not isinstance(t, FakeTensor) or t.fake_mode is not self.fake_mode:
+                    return False
+                if device is None:
+                    device = t.fake_device
+                elif t.fake_device != device:
+                    return False
+        return device is not None and device.type == "cuda"
+
     def _fast_fake(self, func, args: tuple, kwargs: dict):
         """The hot path: a common op whose tensor inputs are all fake tensors on one CUDA device.
 
         FakeTensorMode's general dispatch (~120 us here) mostly checks for cases these ops
         never hit (real tensors, constants, device moves, dynamic shapes); running the meta
         kernel directly and wrapping its outputs as FakeTensorMode would (~25 us) gives the same
-        tensors. Returns None when the op does not qualify, and the general path runs."""
+        tensors. Returns None when the op does not qualify, and the general path runs. A
+        `device=` naming the inputs' own device (autocast's casts: `_to_copy(t, dtype=...,
+        device=t.device)`) moves nothing: it is left out of the meta kernel's call."""
         device = None
         for a in args:
             if isinstance(a, torch.Tensor):
@@ -484,8 +509,13 @@ class CaptureMode(TorchDispatchMode):
                     return None
             elif isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor):
                 return None
-        if device is None or device.type != "cuda" or "device" in kwargs:
+        if device is None or device.type != "cuda":
             return None
+        if "device" in kwargs:
+            target = kwargs["device"]
+            if target is None or torch.device(target) != device:
+                return None
+            kwargs = {k: v for k, v in kwargs.items() if k != "device"}
         for v in kwargs.values():
             if isinstance(v, torch.Tensor):
                 return None
@@ -743,6 +773,18 @@ def _to_arg(a: Any):
 
 
 _CIA: dict = {}
+_NO_RETURNS: dict = {}
+
+
+def _returns_nothing(func) -> bool:
+    """Whether `func`'s schema returns nothing (`-> ()`: the in-place foreach ops, the fused
+    optimizers). Such an op on fake tensors has no output to make: FakeTensorMode's dispatch
+    (which hashes every tensor of its lists for its cache: ~1 ms for a 148-parameter
+    `_fused_adamw_` here) is skipped."""
+    r = _NO_RETURNS.get(func)
+    if r is None:
+        r = _NO_RETURNS[func] = not func._schema.returns
+    return r
 
 
 def _composite_implicit(func) -> bool:
