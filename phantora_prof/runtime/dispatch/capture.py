@@ -508,7 +508,14 @@ class CaptureMode(TorchDispatchMode):
                 elif a.fake_device != device:
                     return None
             elif isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor):
-                return None
+                # a tensor list (cat): every item one of this mode's fake tensors on one device
+                for t in a:
+                    if not isinstance(t, FakeTensor) or t.fake_mode is not self.fake_mode:
+                        return None
+                    if device is None:
+                        device = t.fake_device
+                    elif t.fake_device != device:
+                        return None
         if device is None or device.type != "cuda":
             return None
         if "device" in kwargs:
