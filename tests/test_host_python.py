@@ -104,6 +104,33 @@ def test_hash_table_equality_is_not_counted(native):
     assert (py2 - py1, op2 - op1) == (py1 - py0, op1 - op0)
 
 
+class _Value:
+    pass
+
+
+def test_weak_dictionary_removals_are_not_counted(native):
+    """A WeakValueDictionary's removal callback runs wherever the program is when a value
+    dies; the ones that fill during a simulated step are FakeTensorMode's memos, which a CUDA
+    run does not have: not counted."""
+    import weakref
+
+    native.configure(str(pyhost.PACKAGE_DIR) + os.sep, [])
+    memo = weakref.WeakValueDictionary()
+    values = [_Value() for _ in range(10)]
+    for i, v in enumerate(values):
+        memo[i] = v
+    del v
+    native.attach()
+    try:
+        py0, op0, _ = native.counts()
+        values.clear()  # ten removal callbacks run here
+        py1, op1, _ = native.counts()
+    finally:
+        native.detach()
+    assert len(memo) == 0
+    assert py1 - py0 == 0 and op1 - op0 < 20  # before: 10 calls, ~210 instructions
+
+
 def test_pause_resume_skips_a_region_and_counts_stay_balanced(native):
     native.configure("/nonexistent/", [])
     native.attach()
