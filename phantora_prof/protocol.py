@@ -15,6 +15,7 @@ import pickle
 import socket
 import struct
 import dataclasses
+import operator
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Union
@@ -28,9 +29,10 @@ def pickled_by_fields(cls):
     `slots=True` (`__getstate__` calling `dataclasses.fields()` on every object) was ~10% of a
     rank's time, since every captured op crosses to the coordinator pickled (issue #18)."""
     names = tuple(f.name for f in dataclasses.fields(cls))
+    values = operator.attrgetter(*names) if len(names) > 1 else (lambda o: (getattr(o, names[0]),))
 
     def __reduce__(self):
-        return (cls, tuple([getattr(self, n) for n in names]))
+        return (cls, values(self))  # attrgetter of several names: the tuple, built in C
 
     cls.__reduce__ = __reduce__
     return cls
