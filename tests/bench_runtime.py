@@ -76,6 +76,35 @@ def test_bench_gpt_steps_per_second(benchmark, tmp_path, layers):
     print(benchmark.extra_info)
 
 
+def test_bench_rank_cpu_per_step(benchmark, tmp_path):
+    """The rank's own CPU time per step, sampled at every optimizer step of one long run
+    (tests/scripts/step_cpu.py): per-step samples within a run, so neither start-up nor the
+    machine's drift between runs (+-20% on these 2-core machines) enters a figure. Median and
+    quartiles of steps 3..N, per round."""
+    import re
+
+    from conftest import SCRIPTS
+
+    rounds: list[dict] = []
+
+    def one_round() -> None:
+        r = run_cli(["--no-trace", sys.executable, str(SCRIPTS / "step_cpu.py"), GPT, "--steps", "24"], tmp_path,
+                    timeout=900)
+        assert r.returncode == 0, r.stderr[-2000:]
+        steps = json.loads(re.search(r"^STEP_CPU_S (.*)$", r.stdout, re.M).group(1))[2:]
+        assert len(steps) >= 20 and min(steps) > 0, steps
+        q = statistics.quantiles(steps, n=4)
+        rounds.append({"median": statistics.median(steps), "q1": q[0], "q3": q[2]})
+
+    benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
+    benchmark.extra_info.update({
+        "rank_cpu_s_per_step_median": _summary(rounds, "median"),
+        "rank_cpu_s_per_step_q1": _summary(rounds, "q1"),
+        "rank_cpu_s_per_step_q3": _summary(rounds, "q3"),
+    })
+    print(benchmark.extra_info)
+
+
 def test_bench_meta_cache_ab(benchmark, tmp_path):
     """The output-metadata cache on and off, alternating round by round (A/B in one run)."""
     on: list[dict] = []

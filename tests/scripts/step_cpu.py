@@ -1,0 +1,30 @@
+"""Run a training script (argv[1:]) and print the rank process's CPU seconds per optimizer step.
+
+For tests/bench_runtime.py: one run gives a sample per step (an optimizer step post-hook reads
+getrusage, the process's own user + system time, autograd's thread included), so start-up and
+the machine's drift between runs stay out of a per-step figure. Prints
+`STEP_CPU_S [..]` at exit: the differences between consecutive steps."""
+import atexit
+import json
+import resource
+import runpy
+import sys
+
+from torch.optim.optimizer import register_optimizer_step_post_hook
+
+marks: list[float] = []
+
+
+def _mark(optimizer, args, kwargs) -> None:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    marks.append(r.ru_utime + r.ru_stime)
+
+
+def _report() -> None:
+    print("STEP_CPU_S " + json.dumps([round(b - a, 4) for a, b in zip(marks, marks[1:])]), flush=True)
+
+
+register_optimizer_step_post_hook(_mark)
+atexit.register(_report)
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
