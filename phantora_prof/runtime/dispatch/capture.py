@@ -333,7 +333,7 @@ class CaptureMode(TorchDispatchMode):
             done = out is not None
         else:
             out = None
-            done = _returns_nothing(func) and self._all_fake_on_one_gpu(args, kwargs)
+            done = _returns_nothing(func) and self._fake_gpu((*args, *kwargs.values())) is not None
         if done:
             fargs, fkwargs, real_self = args, kwargs, None
         else:
@@ -472,22 +472,22 @@ class CaptureMode(TorchDispatchMode):
         st.ops_captured += 1
         st.channel.send(op)
 
-    def _all_fake_on_one_gpu(self, args: tuple, kwargs: dict) -> bool:
-        """Whether every tensor argument, in tensor lists too, is one of this mode's fake tensors
-        and all are on one simulated GPU (no real CPU tensor, no device move)."""
+    def _fake_gpu(self, values) -> torch.device | None:
+        """The simulated GPU of the tensors in `values` (in tensor lists too) when every one is
+        this mode's fake tensor and all are on that one GPU; None otherwise (a real CPU tensor,
+        a device move, no tensor at all)."""
         device = None
-        for a in (*args, *kwargs.values()):
-            items = a if isinstance(a, (list, tuple)) else (a,)
-            for t in items:
+        for a in values:
+            for t in (a if isinstance(a, (list, tuple)) else (a,)):
                 if not isinstance(t, torch.Tensor):
                     continue
                 if not isinstance(t, FakeTensor) or t.fake_mode is not self.fake_mode:
-                    return False
+                    return None
                 if device is None:
                     device = t.fake_device
                 elif t.fake_device != device:
-                    return False
-        return device is not None and device.type == "cuda"
+                    return None
+        return device if device is not None and device.type == "cuda" else None
 
     def _fast_fake(self, func, args: tuple, kwargs: dict):
         """The hot path: a common op whose tensor inputs are all fake tensors on one CUDA device.
@@ -498,25 +498,8 @@ class CaptureMode(TorchDispatchMode):
         tensors. Returns None when the op does not qualify, and the general path runs. A
         `device=` naming the inputs' own device (autocast's casts: `_to_copy(t, dtype=...,
         device=t.device)`) moves nothing: it is left out of the meta kernel's call."""
-        device = None
-        for a in args:
-            if isinstance(a, torch.Tensor):
-                if not isinstance(a, FakeTensor) or a.fake_mode is not self.fake_mode:
-                    return None
-                if device is None:
-                    device = a.fake_device
-                elif a.fake_device != device:
-                    return None
-            elif isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor):
-                # a tensor list (cat): every item one of this mode's fake tensors on one device
-                for t in a:
-                    if not isinstance(t, FakeTensor) or t.fake_mode is not self.fake_mode:
-                        return None
-                    if device is None:
-                        device = t.fake_device
-                    elif t.fake_device != device:
-                        return None
-        if device is None or device.type != "cuda":
+        device = self._fake_gpu(args)  # tensor lists too (cat)
+        if device is None:
             return None
         if "device" in kwargs:
             target = kwargs["device"]
