@@ -56,6 +56,11 @@ def _setup_logging(level: str) -> None:
 @click.option("--cluster", default=None, metavar="PRESET|FILE",
               help="The network between the GPUs: a preset (dgx-h200, dgx-h100, dgx-a100) or a TOML cluster "
                    "file (see `phantora-prof collective --help`). Default: the DGX of --gpu.")
+@click.option("--live-ranks", type=click.Choice(["auto", "all", "representative"], case_sensitive=False),
+              default="auto", show_default=True,
+              help="Which ranks run a live process. representative: one per class of ranks that run the same "
+                   "program (one per pipeline stage), plus one class checker; the others mirror their class. "
+                   "all: every rank. auto: all up to 8 ranks, representative above.")
 @click.option("--collective-timeout", default=300.0, show_default=True, type=float, metavar="SECONDS",
               help="Report a collective that some ranks never launch after this many (real) seconds.")
 @click.option("--no-trace", is_flag=True, help="Do not write trace files (faster).")
@@ -87,7 +92,7 @@ def _setup_logging(level: str) -> None:
 def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, nnodes: int, collective_timeout: float,
         no_trace: bool, trace_format: str, report_dir: Path | None, summary_json: Path | None,
         op_costs: tuple[str, ...], kernel_times: str, kernel_db: Path | None, host_profile: str,
-        host_python: bool, log_level: str, cluster: str | None) -> None:
+        host_python: bool, log_level: str, cluster: str | None, live_ranks: str) -> None:
     """Run an unmodified PyTorch training script on a simulated GPU and write
     torch.profiler-format traces of the simulated run.
 
@@ -101,7 +106,7 @@ def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, nnodes
                "log_level": log_level, "op_costs": op_costs,
                "summary_json": summary_json, "trace_format": trace_format.lower(), "report_dir": report_dir,
                "kernel_times": kernel_times.lower(), "kernel_db": kernel_db, "host_python": host_python,
-               "host_profile": host_profile, "cluster": cluster}
+               "host_profile": host_profile, "cluster": cluster, "live_ranks": live_ranks.lower()}
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
         ctx.exit(2)

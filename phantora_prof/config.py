@@ -28,6 +28,8 @@ class ClusterConfig:
     nproc_per_node: int = 1
     # a netsim preset or a TOML cluster file; None: the GPU's own DGX (an error for a GPU without one)
     network: str | None = None
+    # which ranks run a live process (engine/representatives.py): auto, all, representative
+    live_ranks: str = "auto"
 
     def __post_init__(self) -> None:
         from phantora_prof.cost import get_gpu
@@ -37,6 +39,9 @@ class ClusterConfig:
             raise ConfigError("--nproc-per-node must be at least 1")
         if self.nnodes < 1:
             raise ConfigError("--nnodes must be at least 1")
+        from phantora_prof.engine.representatives import representative_mode
+
+        representative_mode(self.live_ranks, self.world_size)  # validates the choice
         spec = get_gpu(self.gpu)  # validates the name
         network = check_cluster(self.network, spec) if self.network else default_cluster(spec.key)
         object.__setattr__(self, "network", network)
@@ -44,6 +49,13 @@ class ClusterConfig:
     @property
     def world_size(self) -> int:
         return self.nnodes * self.nproc_per_node
+
+    @property
+    def representative(self) -> bool:
+        """Whether some ranks are mirrored rather than simulated (`--live-ranks`)."""
+        from phantora_prof.engine.representatives import representative_mode
+
+        return representative_mode(self.live_ranks, self.world_size)
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,8 @@ def run_config(options: dict, command: tuple[str, ...]):
             raise click.exceptions.Exit(0) from None
     return RunConfig(
         command=tuple(command),
-        cluster=ClusterConfig(gpu=options["gpu"], nnodes=nnodes, nproc_per_node=nproc, network=options.get("cluster")),
+        cluster=ClusterConfig(gpu=options["gpu"], nnodes=nnodes, nproc_per_node=nproc, network=options.get("cluster"),
+                              live_ranks=options.get("live_ranks", "auto")),
         kernel_times=KernelTimesConfig(mode=options["kernel_times"], db=options["kernel_db"],
                                        op_costs=dict(parse_op_cost(spec) for spec in options["op_costs"])),
         host=HostConfig(profile=options.get("host_profile", "h200"), count_python=options.get("host_python", True)),

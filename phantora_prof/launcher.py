@@ -7,6 +7,7 @@ user's stdout/stderr are inherited untouched; the CLI exits with the script's ex
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import shutil
@@ -53,6 +54,7 @@ class RankSummary:
     peak_reserved: int = 0
     max_rss_bytes: int = 0  # resident memory of the rank process (the simulation's own cost)
     compile_ns: int = 0  # simulated host time spent compiling (torch.compile), inside sim_time_ns
+    mirror_of: int | None = None  # a mirrored rank: the live rank whose simulation stands for it
 
 
 @dataclass
@@ -66,6 +68,8 @@ class RunResult:
     report_error: str | None = None
     interrupted: int | None = None  # the signal (SIGTERM, SIGINT, ...) that stopped the run
     output_errors: list[str] = field(default_factory=list)  # outputs that could not be written
+    layout: Any = None  # engine.representatives.Layout when ranks were mirrored
+    class_checks: list[str] = field(default_factory=list)  # checker ranks whose programs differ from their class
 
 
 _UNITS_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -334,44 +338,57 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop) -> RunResult:
     master_port = master_port or str(_free_port())
     run_id = uuid.uuid4().hex[:8]
     error: str | None = None
+    representative = cluster.representative
+    coord.representative = representative
+    rank_of_proc: list[int] = []
+
+    def start_rank(rank: int) -> None:
+        local = rank % per_node
+        cfg = RankConfig(rank=rank, world_size=world, local_rank=local, device_count=per_node,
+                         gpu=gpu.key, op_costs=dict(kernel_times.op_costs), kernel_times=kernel_times.mode,
+                         kernel_db=str(kernel_times.db) if kernel_times.db else None,
+                         host_python=config.host.count_python, representative=representative)
+        env = dict(base_env)
+        env.update({
+            "PHANTORA_COORDINATOR": coord.address,
+            "PHANTORA_RANK_CONFIG": cfg.to_env(),
+            "PHANTORA_EPOCH_NS": str(epoch_ns),
+            "PHANTORA_HOST_PROFILE": config.host.profile,
+            "PHANTORA_LOG_LEVEL": config.log_level,
+            "PHANTORA_CLI_PID": str(os.getpid()),
+            "RANK": str(rank), "LOCAL_RANK": str(local), "WORLD_SIZE": str(world),
+            "LOCAL_WORLD_SIZE": str(per_node), "GROUP_RANK": str(rank // per_node), "ROLE_RANK": str(rank),
+            "ROLE_WORLD_SIZE": str(world), "ROLE_NAME": "default", "NODE_RANK": str(rank // per_node),
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": master_port,
+            "TORCHELASTIC_RUN_ID": run_id, "TORCHELASTIC_RESTART_COUNT": "0",
+            "TORCHELASTIC_MAX_RESTARTS": "0", "GLOO_SOCKET_IFNAME": base_env.get("GLOO_SOCKET_IFNAME", "lo"),
+        })
+        cmd = [sys.executable, "-m", "phantora_prof.runtime.process.bootstrap", *argv]
+        if world == 1:
+            procs.append(subprocess.Popen(cmd, env=env))
+        else:
+            env["PYTHONUNBUFFERED"] = "1"
+            p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            procs.append(p)
+            for stream, sink in ((p.stdout, sys.stdout), (p.stderr, sys.stderr)):
+                t = threading.Thread(target=_pump_output, args=(stream, sink, f"[rank{rank}]: "), daemon=True)
+                t.start()
+                pumps.append(t)
+        rank_of_proc.append(rank)
+
+    def spawn(ranks: list[int]) -> None:
+        for rank in ranks:
+            if stopper.signum is None:  # interrupted: start no more ranks
+                start_rank(rank)
+
+    coord.spawn = spawn
     try:
-        for rank in range(world):
-            local = rank % per_node
-            cfg = RankConfig(rank=rank, world_size=world, local_rank=local, device_count=per_node,
-                             gpu=gpu.key, op_costs=dict(kernel_times.op_costs), kernel_times=kernel_times.mode,
-                             kernel_db=str(kernel_times.db) if kernel_times.db else None,
-                             host_python=config.host.count_python)
-            env = dict(base_env)
-            env.update({
-                "PHANTORA_COORDINATOR": coord.address,
-                "PHANTORA_RANK_CONFIG": cfg.to_env(),
-                "PHANTORA_EPOCH_NS": str(epoch_ns),
-                "PHANTORA_HOST_PROFILE": config.host.profile,
-                "PHANTORA_LOG_LEVEL": config.log_level,
-                "PHANTORA_CLI_PID": str(os.getpid()),
-                "RANK": str(rank), "LOCAL_RANK": str(local), "WORLD_SIZE": str(world),
-                "LOCAL_WORLD_SIZE": str(per_node), "GROUP_RANK": str(rank // per_node), "ROLE_RANK": str(rank),
-                "ROLE_WORLD_SIZE": str(world), "ROLE_NAME": "default", "NODE_RANK": str(rank // per_node),
-                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": master_port,
-                "TORCHELASTIC_RUN_ID": run_id, "TORCHELASTIC_RESTART_COUNT": "0",
-                "TORCHELASTIC_MAX_RESTARTS": "0", "GLOO_SOCKET_IFNAME": base_env.get("GLOO_SOCKET_IFNAME", "lo"),
-            })
-            cmd = [sys.executable, "-m", "phantora_prof.runtime.process.bootstrap", *argv]
-            if stopper.signum is not None:  # interrupted while starting: start no more ranks
-                break
-            if world == 1:
-                procs.append(subprocess.Popen(cmd, env=env))
-            else:
-                env["PYTHONUNBUFFERED"] = "1"
-                p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                procs.append(p)
-                for stream, sink in ((p.stdout, sys.stdout), (p.stderr, sys.stderr)):
-                    t = threading.Thread(target=_pump_output, args=(stream, sink, f"[rank{rank}]: "), daemon=True)
-                    t.start()
-                    pumps.append(t)
+        # representative ranks: rank 0 alone probes the layout; the coordinator starts the other
+        # live ranks when it knows them (engine/representatives.py)
+        spawn([0] if representative else list(range(world)))
         if stopper.signum is not None:
             coord.request_stop(stopper.signum)
-        coord.serve(procs, on_progress=on_progress)
+        coord.serve(procs, on_progress=on_progress, rank_of_proc=rank_of_proc)
         stopper.serving = False
         if coord.stop_signal is not None:
             _stop(procs, grace_s=0.0)
@@ -380,10 +397,11 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop) -> RunResult:
             _stop(procs)
         elif coord.failed_rank is not None:
             _stop(procs)
-            error = (f"rank {coord.failed_rank} exited with code {procs[coord.failed_rank].returncode}; "
+            error = (f"rank {coord.failed_rank} exited with code "
+                     f"{procs[rank_of_proc.index(coord.failed_rank)].returncode}; "
                      "the other ranks were stopped")
-        codes = [p.wait() for p in procs]
-        codes += [None] * (world - len(codes))  # ranks never started (interrupted while starting)
+        codes_of = {rank_of_proc[i]: p.wait() for i, p in enumerate(procs)}
+        codes = [codes_of.get(r) for r in range(world)]  # None: never started (mirrored, or interrupted)
     finally:
         stopper.serving = False
         for p in procs:
@@ -414,6 +432,7 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop) -> RunResult:
     elif outputs.report_dir is not None:
         kept = kept_traces(coord, world, epoch_ns)
     summaries = []
+    layout = coord.layout
     for rank in range(world):
         res = coord.ranks.get(rank)
         if res is None:
@@ -429,6 +448,11 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop) -> RunResult:
             placeholders=int(goodbye.get("placeholders", 0)), peak_allocated=int(goodbye.get("peak_allocated", 0)),
             peak_reserved=int(goodbye.get("peak_reserved", 0)), max_rss_bytes=int(goodbye.get("max_rss_bytes", 0)),
             compile_ns=int(goodbye.get("compile_ns", 0))))
+    if layout is not None:  # mirrored ranks: their representative's figures
+        for i, summ in enumerate(summaries):
+            rep = layout.rep_of(summ.rank)
+            if rep != summ.rank and rep in coord.ranks:
+                summaries[i] = dataclasses.replace(summaries[rep], rank=summ.rank, trace_path=None, mirror_of=rep)
     # the signal may have reached the ranks first (a scheduler signals the whole job): they
     # ended, the coordinator reported a failed rank, and our handler ran just after
     interrupted = coord.stop_signal if coord.stop_signal is not None else stopper.signum
@@ -443,9 +467,14 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop) -> RunResult:
         if exit_code < 0:
             exit_code = 1
     else:
-        exit_code = next((c for c in codes if c != 0), 0)
+        exit_code = next((c for c in codes if c not in (0, None)), 0)
     result = RunResult(exit_code, summaries, time.monotonic() - t0, error, perfetto_path=perfetto_path,
-                       interrupted=interrupted, output_errors=output_errors)
+                       interrupted=interrupted, output_errors=output_errors, layout=layout)
+    if layout is not None:
+        from phantora_prof.engine.representatives import check
+
+        result.class_checks = check(layout, {r: (res.timeline.stats.ops, res.timeline.stats.kernels)
+                                             for r, res in coord.ranks.items()})
     if outputs.report_dir is not None:
         from phantora_prof.report import ReportError, write_report
 

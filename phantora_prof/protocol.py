@@ -251,6 +251,31 @@ class GroupCreated:
     backend_config: str = "cuda:nccl"
 
 
+@dataclass(slots=True)
+class GroupDeclared:
+    """A `new_group` call seen on the layout probe (rank 0 of a representative-rank run):
+    every group the script creates, member or not, so the coordinator learns the parallel
+    layout (engine/representatives.py) before it starts the other ranks."""
+
+    rank: int
+    ranks: tuple
+    group_desc: str
+
+
+@dataclass(slots=True)
+class HostSend:
+    """Bytes sent from rank to rank on the host (a CPU `send`, a small device message's real
+    values): posted at once, received by the matching `HostRecv` (same group, pair, tag, seq)."""
+
+    rank: int
+    group: str
+    dst: int  # global rank
+    tag: int
+    seq: int
+    host_ns: int
+    payload: bytes
+
+
 # ---- requests that need an answer (the rank blocks until the coordinator replies) ----
 
 
@@ -335,6 +360,45 @@ class ProfileStatsRequest:
 
 
 @dataclass(slots=True)
+class HostExchange:
+    """One member's part of a collective on the host (CPU tensors, Python objects, the real
+    values of a small device collective). The coordinator answers every live member when all
+    of them have sent theirs (`HostExchangeReply`); the rank combines the parts itself."""
+
+    rank: int
+    group: str
+    seq: int  # this rank's host exchanges in the group, counted from 0
+    what: str  # the c10d call, for mismatch reports: "allreduce", "allgather", ...
+    host_ns: int
+    payload: bytes
+
+
+@dataclass(slots=True)
+class HostExchangeReply:
+    host_ns: int  # the latest member's host time at the exchange
+    payloads: tuple  # the distinct parts: one per live member, in group order
+    index: tuple | None = None  # for each member (group order), its part in `payloads`; None: one each
+
+
+@dataclass(slots=True)
+class HostRecv:
+    """Receive the `HostSend` with the same group, pair, tag and seq; reply: `HostRecvReply`."""
+
+    rank: int
+    group: str
+    src: int  # global rank
+    tag: int
+    seq: int
+    host_ns: int
+
+
+@dataclass(slots=True)
+class HostRecvReply:
+    host_ns: int  # the sender's host time when it sent
+    payload: bytes
+
+
+@dataclass(slots=True)
 class Hello:
     rank: int
     world_size: int
@@ -352,7 +416,10 @@ class Goodbye:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-REQUESTS = (SyncRequest, EventQueryRequest, EventElapsedRequest, ProfileExportRequest, ProfileStatsRequest)
+REQUESTS = (SyncRequest, EventQueryRequest, EventElapsedRequest, ProfileExportRequest, ProfileStatsRequest,
+            HostExchange, HostRecv)
+# answered when other ranks have sent their parts, not in the rank's queue order (engine/host_exchange.py)
+DEFERRED_REQUESTS = (HostExchange, HostRecv)
 
 
 # ---- framing: length-prefixed pickled lists of messages over a stream socket ----
@@ -408,6 +475,7 @@ class RankConfig:
     placeholder_bool: bool = True
     op_costs: dict = field(default_factory=dict)  # op name -> GPU time in ns (--op-cost)
     host_python: bool = True  # charge the interpreter's work between ops (runtime/host/pyhost.py)
+    representative: bool = False  # some ranks are mirrored (engine/representatives.py): rank 0 probes the layout
 
     def __post_init__(self) -> None:
         if not 0 <= self.rank < self.world_size:

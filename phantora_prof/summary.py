@@ -29,10 +29,23 @@ def print_summary(result: Any, config: Any, console: Any) -> None:
     for col in ("rank", "exit", "sim. time", "GPU busy", "ops", "kernels", "peak mem", "reserved"):
         table.add_column(col, justify="right", no_wrap=True)
     for r in result.ranks:
+        if r.mirror_of is not None:
+            continue  # mirrored: the representative's row stands for it (the line below the table)
         busy = f"{100.0 * r.gpu_busy_ns / r.sim_time_ns:.1f}%" if r.sim_time_ns else "-"
         table.add_row(str(r.rank), str(r.exit_code), f"{r.sim_time_ns / 1e6:,.2f} ms", busy, f"{r.ops:,}",
                       f"{r.kernels:,}", f"{r.peak_allocated / 2**30:.2f} GiB", f"{r.peak_reserved / 2**30:.2f} GiB")
     console.print(table)
+    layout = getattr(result, "layout", None)
+    if layout is not None:
+        sizes = layout.class_sizes()
+        classes = ", ".join(f"rank {rep}: {n:,} ranks" for rep, n in list(sizes.items())[:6])
+        more = f", ... ({len(sizes) - 6} more classes)" if len(sizes) > 6 else ""
+        checked = f"; rank(s) {', '.join(map(str, layout.checkers[:4]))} check their classes" if layout.checkers else ""
+        console.print(f"representative ranks ({layout.reason}): {len(layout.live)} live ranks simulate "
+                      f"{layout.world_size:,}; classes: {classes}{more}{checked}. Mirrored ranks report their "
+                      "representative's figures (--live-ranks all simulates every rank)")
+        for line in getattr(result, "class_checks", []):
+            console.print(f"[yellow]warning:[/] {line}")
     sources: dict[str, int] = {}
     for r in result.ranks:
         for k, v in r.kernel_sources.items():
@@ -80,4 +93,10 @@ def write_summary_json(result: Any, config: Any, path: Path) -> None:
     for d, r in zip(ranks, result.ranks):
         d["error_band_90"] = errorband.band(r.sim_time_ns, r.gpu_busy_ns, r.kernel_sources, r.compile_ns)
     doc = {"gpu": config.cluster.gpu, "exit_code": result.exit_code, "wall_s": result.wall_s, "ranks": ranks}
+    layout = getattr(result, "layout", None)
+    if layout is not None:
+        doc["representative_ranks"] = {
+            "reason": layout.reason, "live": list(layout.live), "checkers": list(layout.checkers),
+            "class_sizes": {str(k): v for k, v in layout.class_sizes().items()},
+            "class_checks": list(getattr(result, "class_checks", []))}
     Path(path).write_text(json.dumps(doc, indent=2, sort_keys=True))

@@ -1,6 +1,8 @@
 """GPT (GPT-2 small by default) with pipeline parallelism (`torch.distributed.pipelining`):
 the blocks are split evenly over the ranks (stage 0 also holds the embeddings, the last stage
 the head and the loss) and run with a GPipe or 1F1B schedule over micro-batches.
+With `--dp N`, the ranks form a (pipeline x data-parallel) device mesh: WORLD/N stages, each
+replicated N times, the replicas' gradients averaged with one all-reduce per parameter.
 
 Nothing here knows about phantora-prof: run it with
 `torchrun --nproc-per-node 4 examples/pp/train.py` on a machine with GPUs, or with
@@ -46,21 +48,31 @@ def main() -> None:
     p = common.gpt_parser(__doc__)
     p.add_argument("--microbatches", type=int, default=4)
     p.add_argument("--schedule", choices=["gpipe", "1f1b"], default="1f1b")
+    p.add_argument("--dp", type=int, default=1, help="data-parallel replicas of the pipeline")
     args = p.parse_args()
 
     dist.init_process_group("nccl")
     rank, world = dist.get_rank(), dist.get_world_size()
     device = common.local_device()
     torch.manual_seed(0)
-    per_stage = args.layers // world
-    model = Stage(args, rank == 0, rank == world - 1, per_stage).to(device)
+    dp_group = pp_group = None
+    stages, stage_idx = world, rank
+    if args.dp > 1:
+        from torch.distributed.device_mesh import init_device_mesh
+
+        stages = world // args.dp
+        mesh = init_device_mesh("cuda", (stages, args.dp), mesh_dim_names=("pp", "dp"))
+        stage_idx = mesh["pp"].get_local_rank()
+        pp_group, dp_group = mesh["pp"].get_group(), mesh["dp"].get_group()
+    first, last = stage_idx == 0, stage_idx == stages - 1
+    per_stage = args.layers // stages
+    model = Stage(args, first, last, per_stage).to(device)
     # Static shapes of one micro-batch at this stage's boundaries (no shape-inference round).
     mb = args.batch // args.microbatches
-    first, last = rank == 0, rank == world - 1
     inp = (torch.empty(mb, args.seq, dtype=torch.long, device=device) if first
            else torch.empty(mb, args.seq, args.dim, device=device, requires_grad=True))
     out = torch.empty(mb, args.seq, args.vocab if last else args.dim, device=device, requires_grad=True)
-    stage = PipelineStage(model, rank, world, device, input_args=(inp,), output_args=(out,))
+    stage = PipelineStage(model, stage_idx, stages, device, input_args=(inp,), output_args=(out,), group=pp_group)
 
     def loss_fn(logits, targets):
         return F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.view(-1))
@@ -71,12 +83,15 @@ def main() -> None:
     x = torch.randint(0, args.vocab, (args.batch, args.seq), device=device)
 
     def step():
-        if rank == 0:
+        if first:
             schedule.step(x)
-        elif rank == world - 1:
+        elif last:
             schedule.step(target=x)
         else:
             schedule.step()
+        if dp_group is not None:
+            for prm in model.parameters():
+                dist.all_reduce(prm.grad, op=dist.ReduceOp.AVG, group=dp_group)
         opt.step()
         opt.zero_grad(set_to_none=True)
 

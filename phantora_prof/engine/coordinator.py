@@ -34,9 +34,12 @@ from typing import Any, Callable
 from phantora_prof import protocol
 from phantora_prof.engine import collectives as _coll
 from phantora_prof.engine import contention as _contention
+from phantora_prof.engine import representatives as _reps
+from phantora_prof.engine.host_exchange import HostExchanges
 from phantora_prof.engine.rank_timeline import RankTimeline
 from phantora_prof.errors import ProtocolError
-from phantora_prof.protocol import CollectiveCall, CollectiveWait, Goodbye, GroupCreated, Hello
+from phantora_prof.protocol import (CollectiveCall, CollectiveWait, Goodbye, GroupCreated, GroupDeclared, Hello,
+                                    HostExchange, HostRecv, HostSend)
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,9 @@ class RankResult:
     connected: bool = False
 
 
+_NEEDS_OTHERS = (CollectiveCall, HostExchange, HostRecv, HostSend, Goodbye)
+
+
 @dataclass
 class Coordinator:
     world_size: int
@@ -59,6 +65,10 @@ class Coordinator:
     collective_model: Any = None  # engine.collectives.CollectiveModel; built lazily when None
     collective_timeout_s: float = 300.0
     model_factory: Callable[[], Any] | None = None
+    # representative ranks (engine/representatives.py): rank 0 runs alone until it needs another
+    # rank; then the layout is planned and `spawn` starts the other live ranks
+    representative: bool = False
+    spawn: Callable[[list[int]], None] | None = None
 
     def __post_init__(self) -> None:
         self.address = os.path.join(self.socket_dir, "coordinator.sock")  # launcher._socket_dir keeps it short
@@ -80,6 +90,11 @@ class Coordinator:
         self.stop_signal: int | None = None  # set by request_stop: the run is being interrupted
         self._stop_deadline: float | None = None
         self._stop_now = False
+        self._members: dict[str, tuple] = {}  # process group -> (its global ranks, description), from GroupCreated
+        self.layout = None  # engine.representatives.Layout when some ranks are mirrored; None: all live
+        self._declared: list[tuple[tuple[int, ...], str]] = []  # the probe's new_group calls
+        self._live_members: dict[str, tuple[int, ...]] = {}
+        self._host = HostExchanges(self._members.get, lambda: self.layout)
 
     def request_stop(self, signum: int) -> None:
         """Interrupt the run (called from a signal handler, so it only sets flags): `serve` sends
@@ -146,6 +161,7 @@ class Coordinator:
             try:
                 if self.stop_signal is None:
                     self._check_stuck()
+                    self._host.check(self._gone, self.collective_timeout_s)
             except _coll.CollectiveError as exc:
                 self.error = exc
                 break
@@ -160,9 +176,11 @@ class Coordinator:
             if on_progress is not None and time.monotonic() - last_progress > 1.0:
                 last_progress = time.monotonic()
                 on_progress({r.rank: r.timeline.stats.host_end_ns for r in self.ranks.values()})
-        if self.error is None and self.failed_rank is None and self._pending and self.stop_signal is None:
+        if self.error is None and self.failed_rank is None and self.stop_signal is None:
             try:
-                self._check_stuck(final=True)
+                if self._pending:
+                    self._check_stuck(final=True)
+                self._host.check(self._gone, self.collective_timeout_s, final=True)
             except _coll.CollectiveError as exc:
                 self.error = exc
         self._sel.close()
@@ -184,19 +202,62 @@ class Coordinator:
         needs_reply = isinstance(batch[-1], protocol.REQUESTS)
         last = len(batch) - 1
         touched = set()
-        for i, msg in enumerate(batch):
-            if isinstance(msg, Hello):
-                self._hello(conn, msg)
-                continue
-            rank = msg.rank
-            if rank not in self.ranks:
-                raise ProtocolError(f"message from rank {rank} before its Hello")
-            self._queues.setdefault(rank, deque()).append((msg, conn if needs_reply and i == last else None))
-            touched.add(rank)
+        replies = []
         try:
+            for i, msg in enumerate(batch):
+                if isinstance(msg, Hello):
+                    self._hello(conn, msg)
+                    continue
+                rank = msg.rank
+                if rank not in self.ranks:
+                    raise ProtocolError(f"message from rank {rank} before its Hello")
+                if isinstance(msg, GroupDeclared):
+                    self._declared.append((tuple(msg.ranks), msg.group_desc))
+                    continue
+                if self.representative and self.layout is None and isinstance(msg, _NEEDS_OTHERS):
+                    self._plan_layout()
+                # host exchanges are answered on arrival, not in queue order (engine/host_exchange.py)
+                if isinstance(msg, HostExchange):
+                    replies += self._host.exchange(msg, conn)
+                    continue
+                if isinstance(msg, HostRecv):
+                    replies += self._host.recv(msg, conn)
+                    continue
+                if isinstance(msg, HostSend):
+                    replies += self._host.send(msg)
+                    continue
+                if isinstance(msg, GroupCreated):
+                    known = self._members.get(msg.group)
+                    if known is None or (known[1] in ("", "undefined") and msg.group_desc not in ("", "undefined")):
+                        self._members[msg.group] = (tuple(msg.ranks), msg.group_desc)
+                self._queues.setdefault(rank, deque()).append((msg, conn if needs_reply and i == last else None))
+                touched.add(rank)
             self._pump(sorted(touched))
         except _coll.CollectiveError as exc:
             self.error = exc
+        for reply_conn, reply in replies:
+            try:
+                protocol.send_batch(reply_conn, [reply])
+            except OSError as exc:
+                log.warning("could not answer a host exchange: %s", exc)
+
+    def _plan_layout(self) -> None:
+        """The probe (rank 0) needs another rank for the first time: plan which ranks are live
+        from the groups it declared, and start them."""
+        self.layout = _reps.plan(self.world_size, self._declared)
+        log.info("representative ranks: %s; live ranks %s", self.layout.reason, list(self.layout.live))
+        others = [r for r in self.layout.live if r != 0]
+        if others and self.spawn is not None:
+            self.spawn(others)
+
+    def live_members(self, group: str, ranks: tuple[int, ...]) -> tuple[int, ...]:
+        """The members of a group that run a process (all of them unless ranks are mirrored)."""
+        if self.layout is None:
+            return ranks
+        live = self._live_members.get(group)
+        if live is None:
+            live = self._live_members[group] = tuple(r for r in ranks if self.layout.is_live(r))
+        return live
 
     def _hello(self, conn: socket.socket, msg: Hello) -> None:
         self._conn_rank[conn] = msg.rank
@@ -238,7 +299,15 @@ class Coordinator:
         tl = self.ranks[rank].timeline
         pend = self._pending.get(key)
         if pend is None:
-            pend = _coll.PendingCollective(key, tuple(call.ranks), first_arrival_s=time.monotonic())
+            members = self.live_members(call.group, tuple(call.ranks))
+            if call.peer >= 0 and len(members) < 2:
+                other = call.peer
+                raise _coll.CollectiveError(
+                    f"rank {rank} {call.coll_name}s to/from rank {other}, which is simulated by its representative "
+                    f"(rank {self.layout.rep_of(other)}) and runs no program ({self.layout.reason}): point-to-point "
+                    "transfers need both sides live. Run with --live-ranks all, or build the pipeline stages "
+                    "with a device mesh dimension named 'pp' so that every stage gets a live rank")
+            pend = _coll.PendingCollective(key, members, first_arrival_s=time.monotonic())
             self._pending[key] = pend
         if rank in pend.calls:
             raise _coll.CollectiveError(
@@ -342,6 +411,10 @@ class Coordinator:
             else:
                 self.collective_model = _coll.NetsimModel("h200", 1, max(1, self.world_size))
         return self.collective_model
+
+    def _gone(self, rank: int) -> bool:
+        """The rank's process ended and everything it sent was read."""
+        return rank in self._exited and (rank not in self.ranks or not self.ranks[rank].connected)
 
     def _check_stuck(self, final: bool = False) -> None:
         """Raise for collectives that can never complete (or waited too long)."""

@@ -314,52 +314,43 @@ def _store(out: Any, r: Any) -> None:
 _EXCHANGED = {"allreduce", "broadcast", "_allgather_base", "allgather"}
 
 
-def exchange(gloo: Any, op: str, coll_name: str, reduce_op: str, inputs: list, outputs: list, nbytes: int,
+def exchange(host: Any, op: str, coll_name: str, reduce_op: str, inputs: list, outputs: list, nbytes: int,
              root: int = 0) -> None:
     """Give the outputs of a small simulated collective their real values.
 
-    The values really travel between the ranks, through the group's gloo process group (as
-    CPU collectives do), when the message is small (every member agrees on that: the sizes
-    of a collective match on all ranks). Each rank also says whether it knows its inputs; if
-    any does not, the outputs have no values anywhere. Large messages, point-to-point and
-    other collectives leave their outputs without values."""
-    import torch.distributed as dist
+    The values really travel between the ranks, as CPU collectives do (through the
+    coordinator: runtime/distributed/host_collectives.py; `host` is the group's HostGroup),
+    when the message is small (every member agrees on that: the sizes of a collective match
+    on all ranks). Each rank also says whether it knows its inputs; if any does not, the
+    outputs have no values anywhere. Large messages, point-to-point and other collectives
+    leave their outputs without values. The host clock does not move: the device collective
+    does not block the host."""
+    from phantora_prof.runtime.distributed import host_collectives as hc
 
     outs = [t for t in outputs if isinstance(t, FakeTensor)]
-    if gloo is None or nbytes > MAX_BYTES or coll_name not in _EXCHANGED or not inputs or not outs:
+    if host is None or nbytes > MAX_BYTES or coll_name not in _EXCHANGED or not inputs or not outs:
         forget(outs)
         return
-    with _disable_current_modes():
+    with hc.simulator_work():
         ins = [shadow(t) if isinstance(t, FakeTensor) else None for t in inputs]
         known = all(v is not None for v in ins) and all(_small(t) for t in outs)
         if op == "all_reduce" and reduce_op not in ("sum", "avg", "max", "min", "product"):
             known = False
-        flag = _tensor([1 if known else 0], dtype=torch.int64, device="cpu")
-        o = dist.AllreduceOptions()
-        o.reduceOp = dist.ReduceOp.MIN
-        gloo.allreduce([flag], o).wait()
-        if not flag.item():
+        if op == "broadcast" and host.global_ranks.index(_state_rank()) != root:
+            mine = [_tensor([1 if known else 0], dtype=torch.uint8, device="cpu")]  # the root's values count
+        else:
+            mine = [_tensor([1 if known else 0], dtype=torch.uint8, device="cpu")] + (ins if known else [])
+        parts = host.exchange(f"values:{coll_name}", hc.encode(mine), blocking=False)
+        if not all(int(p[0][0]) for p, _ in parts.distinct()):
             forget(outs)
             return
         if op == "broadcast":
-            buf = torch.cat([v.contiguous().view(-1).view(torch.uint8) for v in ins])
-            bo = dist.BroadcastOptions()
-            bo.rootRank = root
-            gloo.broadcast([buf], bo).wait()
-            _unpack(buf, outs)
+            _unpack(torch.cat([v.contiguous().view(-1).view(torch.uint8) for v in parts.of(root)[1:]]), outs)
         elif op == "all_gather":
-            mine = torch.cat([v.contiguous().view(-1).view(torch.uint8) for v in ins])
-            parts = [_empty_like(mine) for _ in range(gloo.size())]
-            gloo.allgather([parts], [mine]).wait()
-            _unpack(torch.cat(parts), outs)
+            _unpack(torch.cat([v.contiguous().view(-1).view(torch.uint8)
+                               for j in range(len(parts)) for v in parts.of(j)[1:]]), outs)
         else:  # all_reduce in float64 (exact for integers below 2**53)
-            buf = torch.cat([v.reshape(-1).to(torch.float64) for v in ins])
-            o = dist.AllreduceOptions()
-            o.reduceOp = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX,
-                          "min": dist.ReduceOp.MIN, "product": dist.ReduceOp.PRODUCT}[reduce_op]
-            gloo.allreduce([buf], o).wait()
-            if reduce_op == "avg":
-                buf /= gloo.size()
+            buf = hc.reduced(reduce_op, parts, lambda p: torch.cat([v.reshape(-1).to(torch.float64) for v in p[1:]]))
             i = 0
             for t in outs:
                 n = t.numel()
@@ -367,50 +358,50 @@ def exchange(gloo: Any, op: str, coll_name: str, reduce_op: str, inputs: list, o
                 i += n
 
 
-_P2P_TAG = 0x7068  # gloo tag of these messages: apart from the user's own CPU send/recv (tag 0, ...)
-_P2P_INFLIGHT: list = []  # (gloo work, buffer): gloo must not lose a buffer before it is done with it
+def _state_rank() -> int:
+    from phantora_prof.runtime.process import state as _st
+
+    return _st.get().config.rank
 
 
-def p2p(gloo: Any, coll_name: str, peer: int, inputs: list, outputs: list, nbytes: int):
+_P2P_TAG = 0x7068  # tag of these messages: apart from the user's own CPU send/recv (tag 0, ...)
+
+
+def p2p(host: Any, coll_name: str, peer: int, inputs: list, outputs: list, nbytes: int):
     """Give the output of a small simulated point-to-point message its real value.
 
     Programs send small control tensors from rank to rank too: torch.distributed.pipelining's
     stages vote on static/dynamic shape inference with one-element `dist.send`/`dist.recv`
     and exchange their activations' metadata with `send_object_list` (a size tensor, then
     the pickled bytes, both on the device). A message of at most `MAX_BYTES` really travels
-    through the group's gloo process group (`peer`: the peer's rank in it), as one byte
-    saying whether the sender knew its values, then the bytes. A send posts it and returns;
-    a recv posts its gloo receive and returns the function that completes it, which the
-    recv's work runs in `wait()` (NCCL semantics: the data may be read after `wait()`), so
-    the host blocks no earlier than the program asks. Until then, and for large messages,
-    the output has no values. Both sides know `nbytes` (NCCL needs matching sizes), so they
-    agree on whether a message travels. Returns None when there is nothing to complete."""
+    (through the coordinator; `host` is the group's HostGroup, `peer` the other side's global
+    rank), as a flag saying whether the sender knew its values, then the values. A send posts
+    it and returns; a recv returns the function that receives it, which the recv's work runs
+    in `wait()` (NCCL semantics: the data may be read after `wait()`), so the host blocks no
+    earlier than the program asks. Until then, and for large messages, the output has no
+    values. Both sides know `nbytes` (NCCL needs matching sizes), so they agree on whether a
+    message travels. Returns None when there is nothing to complete."""
+    from phantora_prof.runtime.distributed import host_collectives as hc
+
     outs = [t for t in outputs if isinstance(t, FakeTensor)]
     forget(outs)
-    if gloo is None or nbytes > MAX_BYTES or coll_name not in ("send", "recv"):
+    if host is None or nbytes > MAX_BYTES or coll_name not in ("send", "recv"):
         return None
-    _P2P_INFLIGHT[:] = [(w, b) for w, b in _P2P_INFLIGHT if not w.is_completed()]
-    with _disable_current_modes():
+    with hc.simulator_work():
         if coll_name == "send":
             ins = [shadow(t) if isinstance(t, FakeTensor) else None for t in inputs]
             known = bool(ins) and all(v is not None for v in ins)
-            parts = [_tensor([1 if known else 0], dtype=torch.uint8, device="cpu")]
-            if known:
-                parts += [v.contiguous().view(-1).view(torch.uint8) for v in ins]
-            buf = torch.cat(parts)
-            if buf.numel() != nbytes + 1:
-                buf = torch.cat([buf[:1] * 0, _zeros(nbytes, dtype=torch.uint8, device="cpu")])
-            _P2P_INFLIGHT.append((gloo.send([buf], peer, _P2P_TAG), buf))
+            host.send(peer, _P2P_TAG, hc.encode(ins if known else []))
             return None
-        buf = _zeros(nbytes + 1, dtype=torch.uint8, device="cpu")
-        work = gloo.recv([buf], peer, _P2P_TAG)
-        _P2P_INFLIGHT.append((work, buf))
 
     def complete() -> None:
-        with _disable_current_modes():
-            work.wait()
-            if buf[0].item() and all(_small(t) for t in outs):
-                _unpack(buf[1:].clone(), outs)  # aligned copy: the bytes are viewed as the outputs' dtypes
+        with hc.simulator_work():
+            got = hc.decode(host.recv(peer, _P2P_TAG, blocking=False))
+            if not got or not all(_small(t) for t in outs):
+                return
+            buf = torch.cat([v.contiguous().view(-1).view(torch.uint8) for v in got])
+            if buf.numel() == nbytes:
+                _unpack(buf, outs)
 
     return complete
 

@@ -20,13 +20,27 @@ _installed = False
 _NCCL_SPECS = {None, "", "nccl", "cuda:nccl", "cuda:nccl,cpu:gloo", "cpu:gloo,cuda:nccl", "undefined"}
 
 
-def _redirect(backend):
+def _redirect(backend, mirrored: bool = False):
+    """The backend a group really gets. Under representative ranks gloo groups are ours too: a
+    mirrored member has no process to connect to, and our host collectives give it its
+    representative's part (runtime/distributed/host_collectives.py)."""
     if backend is None:
         return BACKEND
     text = str(backend).lower().replace(" ", "")
-    if text in _NCCL_SPECS or "nccl" in text:
+    if text in _NCCL_SPECS or "nccl" in text or (mirrored and "gloo" in text):
         return BACKEND
     return backend
+
+
+def _probe_rank():
+    """The rank's runtime state when ranks are mirrored (representative ranks), else None."""
+    from phantora_prof.runtime.process import state as _state
+
+    try:
+        st = _state.get()
+    except Exception:  # noqa: BLE001 - not inside a simulated rank
+        return None
+    return st if getattr(st.config, "representative", False) else None
 
 
 def install() -> None:
@@ -47,19 +61,24 @@ def install() -> None:
     dist.Backend.register_backend(BACKEND, _backend.create, extended_api=True, devices=["cpu", "cuda"])
 
     orig_init = c10d.init_process_group
+    probe = _probe_rank()
 
     @functools.wraps(orig_init)
     def init_process_group(backend=None, *args, **kwargs):
         kwargs.pop("device_id", None)  # eager NCCL init: nothing to connect here
-        return orig_init(_redirect(backend), *args, **kwargs)
+        return orig_init(_redirect(backend, mirrored=probe is not None), *args, **kwargs)
 
     orig_new_group = c10d.new_group
 
     @functools.wraps(orig_new_group)
     def new_group(ranks=None, timeout=None, backend=None, *args, **kwargs):
         if backend is not None:
-            backend = _redirect(backend)
+            backend = _redirect(backend, mirrored=probe is not None)
         kwargs.pop("device_id", None)
+        if probe is not None and probe.config.rank == 0 and ranks is not None:
+            from phantora_prof.protocol import GroupDeclared
+
+            probe.channel.send(GroupDeclared(0, tuple(sorted(int(r) for r in ranks)), str(kwargs.get("group_desc") or "")))
         return orig_new_group(ranks, timeout, backend, *args, **kwargs)
 
     orig_get_backend = c10d.get_backend
@@ -167,8 +186,11 @@ def _store_on_master_addr() -> None:
             log.debug("could not listen on %s:%s only (%s); the store listens on all interfaces", hostname,
                       port, exc)
             return orig(hostname, port, rank, world_size, timeout, use_libuv)
+        # Representative ranks: rank 0 runs alone first, so it must not wait for the others
+        wait = _probe_rank() is None
         store = TCPStore(host_name=hostname, port=port, world_size=world_size, is_master=True, timeout=timeout,
-                         multi_tenant=True, master_listen_fd=sock.fileno(), use_libuv=use_libuv)
+                         wait_for_workers=wait, multi_tenant=True, master_listen_fd=sock.fileno(),
+                         use_libuv=use_libuv)
         _LISTENERS.append(sock)  # the daemon uses the descriptor: keep the socket open
         return store
 

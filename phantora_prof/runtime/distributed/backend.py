@@ -7,8 +7,9 @@ does: the CPU does not block. Its outputs keep their shapes (fake tensors have n
 output of an un-waited collective (what a DDP reducer's future or a functional collective's
 `wait_tensor` amount to).
 
-CPU collectives go to a real gloo group over the same store, after the members agree on
-the virtual host time (the latest clock wins, as a real blocking collective would make it).
+CPU collectives (CPU tensors, Python objects) really exchange their values, through the
+coordinator (`host_collectives`): the host returns when the last member arrived, as a
+real blocking collective would make it.
 """
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ LAUNCH_AT_NS = 12_000
 
 from phantora_prof.runtime.distributed.pending import PENDING, consume as consume_pending
 from phantora_prof.runtime.distributed import pending as _pending
+from phantora_prof.runtime.distributed import host_collectives as _hc
+from phantora_prof.runtime.distributed.host_collectives import HostGroup
 
 
 def _dtype(t: torch.Tensor) -> str:
@@ -127,7 +130,7 @@ class PhantoraProcessGroup(dist.ProcessGroup):
         self._p2p_seq: dict[tuple[int, int], int] = {}
         self._comm_streams: dict[int, int] = {}
         self._coalescing: list | None = None
-        self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("phantora-gloo/", store), rank, size, timeout)
+        self._host = HostGroup(name, self._global_ranks)
         st = _state.get()
         st.channel.send(GroupCreated(st.config.rank, name, self._desc(), self._global_ranks))
         _GROUPS[name] = self
@@ -222,43 +225,150 @@ class PhantoraProcessGroup(dist.ProcessGroup):
 
         complete_values = None
         if peer >= 0:
-            complete_values = values.p2p(self._gloo, coll_name, self._global_ranks.index(peer), inputs, outputs,
-                                         nbytes)
+            complete_values = values.p2p(self._host, coll_name, peer, inputs, outputs, nbytes)
         else:
-            values.exchange(self._gloo, op, coll_name, call.reduce_op, inputs, outputs, nbytes,
+            values.exchange(self._host, op, coll_name, call.reduce_op, inputs, outputs, nbytes,
                             self._global_ranks.index(root) if root in self._global_ranks else 0)
         work = SimWork(self, key, outputs, device)
         work._complete_values = complete_values
         return work
 
-    def _cpu_sync_clock(self) -> None:
-        """Before a real (gloo) collective: flush our messages and agree on the host time."""
-        st = _state.get()
-        st.channel.flush()
-        t = torch.tensor([st.clock.now_ns], dtype=torch.int64)
-        self._gloo.allreduce([t], _max_opts()).wait()
-        st.clock.advance_to(int(t.item()) + 20_000)
+    # ---- collectives on CPU tensors: real values, exchanged through the coordinator ----
+
+    def _done(self, outputs: list) -> SimWork:
+        return SimWork(None, None, outputs, 0)
+
+    def _cpu_allreduce(self, tensors, opts) -> SimWork:
+        op = _hc.reduce_op_name(opts)
+        with _hc.simulator_work():
+            parts = self._host.exchange("allreduce", _hc.encode(tensors))
+            for i, t in enumerate(tensors):
+                t.copy_(_hc.reduced(op, parts, lambda p, i=i: p[i]))
+        return self._done(list(tensors))
+
+    def _cpu_broadcast(self, tensors, opts) -> SimWork:
+        root = getattr(opts, "rootRank", 0) if opts is not None else 0
+        mine = self.rank() == root
+        with _hc.simulator_work():
+            parts = self._host.exchange("broadcast", _hc.encode(tensors) if mine else _hc.encode([]))
+            if not mine:
+                for t, v in zip(tensors, parts.of(root)):
+                    t.copy_(v)
+        return self._done(list(tensors))
+
+    def _cpu_allgather(self, output_tensors, input_tensors) -> SimWork:
+        with _hc.simulator_work():
+            parts = self._host.exchange("allgather", _hc.encode(input_tensors))
+            for i, outs in enumerate(output_tensors):
+                for j, o in enumerate(outs):
+                    o.copy_(parts.of(j)[i])
+        return self._done(list(output_tensors))
+
+    def _cpu_allgather_into(self, outputs, inputs) -> SimWork:
+        with _hc.simulator_work():
+            parts = self._host.exchange("_allgather_base", _hc.encode(inputs))
+            for i, o in enumerate(outputs):
+                o.copy_(torch.cat([parts.of(j)[i].reshape(-1) for j in range(len(parts))]).reshape(o.shape))
+        return self._done(list(outputs))
+
+    def _cpu_reduce_scatter(self, outputs, inputs: list[list], opts) -> SimWork:
+        """`inputs[i][j]`: this member's contribution to member j's output i."""
+        op = _hc.reduce_op_name(opts)
+        n = self.size()
+        me = self.rank()
+        with _hc.simulator_work():
+            parts = self._host.exchange("reduce_scatter", _hc.encode([t for ins in inputs for t in ins]))
+            for i, o in enumerate(outputs):
+                o.copy_(_hc.reduced(op, parts, lambda p, i=i: p[i * n + me]).reshape(o.shape))
+        return self._done(list(outputs))
+
+    def _cpu_alltoall_base(self, output, input, input_split_sizes) -> SimWork:
+        n = self.size()
+        me = self.rank()
+        splits = torch.tensor(list(input_split_sizes) if input_split_sizes else [input.shape[0] // n] * n)
+        with _hc.simulator_work():
+            parts = self._host.exchange("alltoall_base", _hc.encode([input, splits]))
+            chunks = []
+            for j in range(n):
+                data, sp = parts.of(j)
+                sizes = [int(x) for x in sp]
+                chunks.append(data.split(sizes)[me])
+            output.copy_(torch.cat(chunks).reshape(output.shape))
+        return self._done([output])
+
+    def _cpu_alltoall(self, output_tensors, input_tensors) -> SimWork:
+        me = self.rank()
+        with _hc.simulator_work():
+            parts = self._host.exchange("alltoall", _hc.encode(input_tensors))
+            for j, o in enumerate(output_tensors):
+                o.copy_(parts.of(j)[me])
+        return self._done(list(output_tensors))
+
+    def _cpu_reduce(self, tensors, opts) -> SimWork:
+        op = _hc.reduce_op_name(opts)
+        root = getattr(opts, "rootRank", 0) if opts is not None else 0
+        with _hc.simulator_work():
+            parts = self._host.exchange("reduce", _hc.encode(tensors))
+            if self.rank() == root:
+                for i, t in enumerate(tensors):
+                    t.copy_(_hc.reduced(op, parts, lambda p, i=i: p[i]))
+        return self._done(list(tensors))
+
+    def _cpu_gather(self, output_tensors, input_tensors, opts) -> SimWork:
+        root = getattr(opts, "rootRank", 0) if opts is not None else 0
+        with _hc.simulator_work():
+            parts = self._host.exchange("gather", _hc.encode(input_tensors))
+            if self.rank() == root:
+                for i, outs in enumerate(output_tensors):
+                    for j, o in enumerate(outs):
+                        o.copy_(parts.of(j)[i])
+        return self._done(_flat(output_tensors))
+
+    def _cpu_scatter(self, output_tensors, input_tensors, opts) -> SimWork:
+        root = getattr(opts, "rootRank", 0) if opts is not None else 0
+        me = self.rank()
+        with _hc.simulator_work():
+            mine = [t for ins in input_tensors for t in ins] if me == root else []
+            parts = self._host.exchange("scatter", _hc.encode(mine))
+            sent = parts.of(root)
+            n = self.size()
+            for i, o in enumerate(output_tensors):
+                o.copy_(sent[i * n + me])
+        return self._done(list(output_tensors))
+
+    def _cpu_send(self, tensors, dst_rank: int, tag: int) -> SimWork:
+        with _hc.simulator_work():
+            self._host.send(self._global_ranks[dst_rank], tag, _hc.encode(tensors))
+        return self._done([])
+
+    def _cpu_recv(self, tensors, src_rank: int, tag: int) -> SimWork:
+        with _hc.simulator_work():
+            got = _hc.decode(self._host.recv(self._global_ranks[src_rank], tag))
+            for t, v in zip(tensors, got):
+                t.copy_(v)
+        return self._done(list(tensors))
+
+    def recv_anysource(self, tensors, tag=0):
+        raise RuntimeError("phantora-prof does not simulate dist.recv without a source rank (recv from any "
+                           "source): pass src=")
 
     def allreduce(self, tensors, opts=None):
         if not _on_cuda(tensors):
-            self._cpu_sync_clock()
-            return self._gloo.allreduce(tensors, opts) if opts is not None else self._gloo.allreduce(tensors)
+            return self._cpu_allreduce(tensors, opts)
         n = sum(t.numel() for t in tensors)
         nb = sum(t.numel() * t.element_size() for t in tensors)
         return self._launch("all_reduce", "allreduce", list(tensors), list(tensors), nb, n, n, opts)
 
     def allreduce_coalesced(self, tensors, opts=None):
         if not _on_cuda(tensors):
-            self._cpu_sync_clock()
-            return self._gloo.allreduce_coalesced(tensors, opts)
+            return self._cpu_allreduce(tensors, opts)
         n = sum(t.numel() for t in tensors)
         nb = sum(t.numel() * t.element_size() for t in tensors)
         return self._launch("all_reduce", "allreduce_coalesced", list(tensors), list(tensors), nb, n, n, opts)
 
     def broadcast(self, tensors, opts=None):
         if not _on_cuda(tensors):
-            self._cpu_sync_clock()
-            return self._gloo.broadcast(tensors, opts) if opts is not None else self._gloo.broadcast(tensors)
+            return self._cpu_broadcast(tensors, opts)
         n = sum(t.numel() for t in tensors)
         nb = sum(t.numel() * t.element_size() for t in tensors)
         root = self._global_ranks[getattr(opts, "rootRank", 0)] if opts is not None else self._global_ranks[0]
@@ -266,8 +376,7 @@ class PhantoraProcessGroup(dist.ProcessGroup):
 
     def allgather(self, output_tensors, input_tensors, opts=None):
         if not _on_cuda(input_tensors):
-            self._cpu_sync_clock()
-            return self._gloo.allgather(output_tensors, input_tensors, opts or dist.AllgatherOptions())
+            return self._cpu_allgather(output_tensors, input_tensors)
         outs = _flat(output_tensors)
         n_in = sum(t.numel() for t in input_tensors)
         nb = sum(t.numel() * t.element_size() for t in outs)
@@ -276,8 +385,7 @@ class PhantoraProcessGroup(dist.ProcessGroup):
 
     def _allgather_base(self, output, input, opts=None):
         if not _on_cuda([input]):
-            self._cpu_sync_clock()
-            return self._gloo._allgather_base(output, input, opts or dist.AllgatherOptions())
+            return self._cpu_allgather_into([output], [input])
         return self._launch("all_gather", "_allgather_base", [input], [output], output.numel() * output.element_size(),
                             input.numel(), output.numel(), opts)
 
@@ -285,8 +393,7 @@ class PhantoraProcessGroup(dist.ProcessGroup):
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
         if not _on_cuda(inputs):
-            self._cpu_sync_clock()
-            return self._gloo.allgather_into_tensor_coalesced(outputs, inputs, opts or dist.AllgatherOptions())
+            return self._cpu_allgather_into(outputs, inputs)
         nb = sum(t.numel() * t.element_size() for t in outputs)
         return self._launch("all_gather", "allgather_into_tensor_coalesced", list(inputs), list(outputs), nb,
                             sum(t.numel() for t in inputs), sum(t.numel() for t in outputs), opts)
@@ -295,8 +402,7 @@ class PhantoraProcessGroup(dist.ProcessGroup):
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         if not _on_cuda(output_tensors):
-            self._cpu_sync_clock()
-            return self._gloo.reduce_scatter(output_tensors, input_tensors, opts or dist.ReduceScatterOptions())
+            return self._cpu_reduce_scatter(output_tensors, [list(x) for x in input_tensors], opts)
         ins = _flat(input_tensors)
         nb = sum(t.numel() * t.element_size() for t in ins)
         return self._launch("reduce_scatter", "reduce_scatter", ins, list(output_tensors), nb,
@@ -304,8 +410,7 @@ class PhantoraProcessGroup(dist.ProcessGroup):
 
     def _reduce_scatter_base(self, output, input, opts=None):
         if not _on_cuda([input]):
-            self._cpu_sync_clock()
-            return self._gloo._reduce_scatter_base(output, input, opts or dist.ReduceScatterOptions())
+            return self._cpu_reduce_scatter([output], [list(input.chunk(self.size()))], opts)
         return self._launch("reduce_scatter", "_reduce_scatter_base", [input], [output],
                             input.numel() * input.element_size(), input.numel(), output.numel(), opts)
 
@@ -313,8 +418,7 @@ class PhantoraProcessGroup(dist.ProcessGroup):
 
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
         if not _on_cuda(inputs):
-            self._cpu_sync_clock()
-            return self._gloo.reduce_scatter_tensor_coalesced(outputs, inputs, opts or dist.ReduceScatterOptions())
+            return self._cpu_reduce_scatter(outputs, [list(i.chunk(self.size())) for i in inputs], opts)
         nb = sum(t.numel() * t.element_size() for t in inputs)
         return self._launch("reduce_scatter", "reduce_scatter_tensor_coalesced", list(inputs), list(outputs), nb,
                             sum(t.numel() for t in inputs), sum(t.numel() for t in outputs), opts)
@@ -323,9 +427,7 @@ class PhantoraProcessGroup(dist.ProcessGroup):
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         if not _on_cuda([input]):
-            self._cpu_sync_clock()
-            return self._gloo.alltoall_base(output, input, output_split_sizes, input_split_sizes,
-                                            opts or dist.AllToAllOptions())
+            return self._cpu_alltoall_base(output, input, input_split_sizes)
         return self._launch("all_to_all", "all_to_all", [input], [output], input.numel() * input.element_size(),
                             input.numel(), output.numel(), opts)
 
@@ -333,16 +435,14 @@ class PhantoraProcessGroup(dist.ProcessGroup):
 
     def alltoall(self, output_tensors, input_tensors, opts=None):
         if not _on_cuda(input_tensors):
-            self._cpu_sync_clock()
-            return self._gloo.alltoall(output_tensors, input_tensors, opts or dist.AllToAllOptions())
+            return self._cpu_alltoall(output_tensors, input_tensors)
         nb = sum(t.numel() * t.element_size() for t in input_tensors)
         return self._launch("all_to_all", "all_to_all", list(input_tensors), list(output_tensors), nb,
                             sum(t.numel() for t in input_tensors), sum(t.numel() for t in output_tensors), opts)
 
     def reduce(self, tensors, opts=None):
         if not _on_cuda(tensors):
-            self._cpu_sync_clock()
-            return self._gloo.reduce(tensors, opts or dist.ReduceOptions())
+            return self._cpu_reduce(tensors, opts)
         n = sum(t.numel() for t in tensors)
         nb = sum(t.numel() * t.element_size() for t in tensors)
         root = self._global_ranks[getattr(opts, "rootRank", 0)] if opts is not None else self._global_ranks[0]
@@ -351,8 +451,7 @@ class PhantoraProcessGroup(dist.ProcessGroup):
     def gather(self, output_tensors, input_tensors, opts=None):
         """NCCL gathers with grouped send/recv; timed as an all-gather of the same total size."""
         if not _on_cuda(input_tensors):
-            self._cpu_sync_clock()
-            return self._gloo.gather(output_tensors, input_tensors, opts or dist.GatherOptions())
+            return self._cpu_gather(output_tensors, input_tensors, opts)
         n = sum(t.numel() for t in input_tensors)
         nb = sum(t.numel() * t.element_size() for t in input_tensors) * self.size()
         return self._launch("all_gather", "gather", list(input_tensors), _flat(output_tensors), nb, n,
@@ -361,8 +460,7 @@ class PhantoraProcessGroup(dist.ProcessGroup):
     def scatter(self, output_tensors, input_tensors, opts=None):
         """NCCL scatters with grouped send/recv; timed as an all-gather of the same total size."""
         if not _on_cuda(output_tensors):
-            self._cpu_sync_clock()
-            return self._gloo.scatter(output_tensors, input_tensors, opts or dist.ScatterOptions())
+            return self._cpu_scatter(output_tensors, input_tensors, opts)
         n = sum(t.numel() for t in output_tensors)
         nb = sum(t.numel() * t.element_size() for t in output_tensors) * self.size()
         return self._launch("all_gather", "scatter", _flat(input_tensors), list(output_tensors), nb,
@@ -370,16 +468,14 @@ class PhantoraProcessGroup(dist.ProcessGroup):
 
     def send(self, tensors, dst_rank, tag=0):
         if not _on_cuda(tensors):
-            _state.get().channel.flush()
-            return self._gloo.send(tensors, dst_rank, tag)
+            return self._cpu_send(tensors, dst_rank, tag)
         n = sum(t.numel() for t in tensors)
         nb = sum(t.numel() * t.element_size() for t in tensors)
         return self._launch("send_recv", "send", list(tensors), [], nb, n, n, None, peer=self._global_ranks[dst_rank])
 
     def recv(self, tensors, src_rank, tag=0):
         if not _on_cuda(tensors):
-            _state.get().channel.flush()
-            return self._gloo.recv(tensors, src_rank, tag)
+            return self._cpu_recv(tensors, src_rank, tag)
         n = sum(t.numel() for t in tensors)
         nb = sum(t.numel() * t.element_size() for t in tensors)
         return self._launch("send_recv", "recv", [], list(tensors), nb, n, n, None, peer=self._global_ranks[src_rank])

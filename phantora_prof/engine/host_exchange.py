@@ -1,0 +1,206 @@
+"""Host collectives and host messages between ranks, served by the coordinator.
+
+A rank's CPU collectives (and the real values of small device collectives) are exchanges:
+every live member sends its part (`protocol.HostExchange`), and when all have, each gets all
+the parts back (`HostExchangeReply`); the rank combines them (runtime/distributed/
+host_collectives.py). Point-to-point messages wait in a mailbox until their receiver asks.
+
+These are answered when they arrive, not in the ranks' queue order: a rank blocked in a
+CPU collective may have device collectives still parked in its queue, which wait for ranks
+that are themselves about to join this exchange. The answers depend only on what the
+members sent (the latest host time, their parts), so the result is the same whatever the
+order of arrival.
+
+Mirrored ranks (engine/representatives.py) send nothing: their part is their
+representative's, which the reply's `index` says. When the representative is not in the
+group (a checker rank's tensor-parallel group holds mirrors of rank 0's peers), the part is
+the one the representative sent in the same exchange of its own counterpart group
+(`Layout.counterpart`): the mirror plays the representative's role there. Completed
+exchanges are kept, by member ranks and sequence number, for that purpose.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from phantora_prof.engine.collectives import CollectiveError
+from phantora_prof.protocol import HostExchange, HostExchangeReply, HostRecv, HostRecvReply, HostSend
+
+
+@dataclass
+class _Pending:
+    group: str
+    seq: int
+    members: tuple[int, ...]  # the live members, group order
+    parts: dict[int, HostExchange] = field(default_factory=dict)
+    conns: dict[int, Any] = field(default_factory=dict)
+    first_arrival_s: float = 0.0
+
+    def missing(self) -> list[int]:
+        return [r for r in self.members if r not in self.parts]
+
+
+Reply = tuple[Any, Any]  # (connection, reply message)
+
+
+class HostExchanges:
+    """The pending exchanges and undelivered messages of a run.
+
+    `members_of(group)`: the group's global ranks in group order and its description (from
+    its GroupCreated); `layout()`: the live ranks and each rank's representative (None:
+    every rank live)."""
+
+    def __init__(self, members_of: Callable[[str], tuple | None], layout: Callable[[], Any]):
+        self._members_of = members_of
+        self._layout = layout
+        self._pending: dict[tuple[str, int], _Pending] = {}
+        self._mail: dict[tuple, HostSend] = {}
+        self._waiting: dict[tuple, tuple[HostRecv, Any]] = {}
+        self._plan: dict[str, tuple] = {}
+        self._done: dict[tuple[tuple[int, ...], int], dict[int, bytes]] = {}  # (members, seq) -> parts
+        self.served = 0
+
+    def _group_plan(self, group: str) -> tuple:
+        """(members, live members, each member's source): ("own", rank) for a live member or a
+        mirror whose representative is in the group, ("counterpart", group ranks, rank) for a
+        mirror whose representative is elsewhere."""
+        plan = self._plan.get(group)
+        if plan is None:
+            found = self._members_of(group)
+            if found is None:
+                raise CollectiveError(f"a host collective on process group {group!r}, which no rank announced")
+            members, desc = tuple(found[0]), found[1]
+            layout = self._layout()
+            if layout is None:
+                plan = (members, members, None)
+            else:
+                live = tuple(r for r in members if layout.is_live(r))
+                sources = []
+                for r in members:
+                    rep = layout.rep_of(r)
+                    if rep in members and layout.is_live(rep):
+                        sources.append(("own", rep))
+                        continue
+                    other = layout.counterpart(members, desc, rep)
+                    # no counterpart (a group the probe did not declare): the first live member's part
+                    sources.append(("counterpart", other, rep) if other is not None else ("own", live[0]))
+                plan = (members, live, None if live == members else tuple(sources))
+            self._plan[group] = plan
+        return plan
+
+    def exchange(self, msg: HostExchange, conn: Any) -> list[Reply]:
+        key = (msg.group, msg.seq)
+        pend = self._pending.get(key)
+        if pend is None:
+            _, live, _ = self._group_plan(msg.group)
+            pend = self._pending[key] = _Pending(msg.group, msg.seq, live, first_arrival_s=time.monotonic())
+        if msg.rank in pend.parts:
+            raise CollectiveError(f"rank {msg.rank} joined host collective #{msg.seq} of process group "
+                                  f"{msg.group!r} twice")
+        if msg.rank not in pend.members:
+            raise CollectiveError(f"rank {msg.rank} joined host collective #{msg.seq} of process group "
+                                  f"{msg.group!r}, which it is not a live member of")
+        other = next(iter(pend.parts.values()), None)
+        if other is not None and other.what != msg.what:
+            raise CollectiveError(
+                f"mismatched host collectives in process group {msg.group!r}: collective #{msg.seq} of the group is "
+                f"{other.what} on rank {other.rank} but {msg.what} on rank {msg.rank}. Every member must issue the "
+                "same collectives, in the same order")
+        pend.parts[msg.rank] = msg
+        pend.conns[msg.rank] = conn
+        return self._complete_ready()
+
+    def _complete_ready(self) -> list[Reply]:
+        """Answer every pending exchange that has all it needs (a completed one may be the
+        counterpart another waits for: repeat until none completes)."""
+        out: list[Reply] = []
+        progress = True
+        while progress:
+            progress = False
+            for key in sorted(self._pending):
+                replies = self._try_complete(self._pending[key])
+                if replies is not None:
+                    del self._pending[key]
+                    out += replies
+                    progress = True
+        return out
+
+    def _try_complete(self, pend: _Pending) -> list[Reply] | None:
+        if pend.missing():
+            return None
+        members, live, sources = self._group_plan(pend.group)
+        own = {r: pend.parts[r].payload for r in live}
+        if sources is None:
+            payloads, index = tuple(own[r] for r in live), None
+        else:
+            distinct: dict[tuple, int] = {}
+            payload_list: list[bytes] = []
+            index_list = []
+            for src in sources:
+                if src[0] == "own":
+                    k = ("own", src[1])
+                    if k not in distinct:
+                        distinct[k] = len(payload_list)
+                        payload_list.append(own[src[1]])
+                else:
+                    k = (src[1], src[2])
+                    if k not in distinct:
+                        theirs = self._done.get((src[1], pend.seq), {}).get(src[2])
+                        if theirs is None:
+                            return None  # the representative has not reached this exchange yet
+                        distinct[k] = len(payload_list)
+                        payload_list.append(theirs)
+                index_list.append(distinct[k])
+            payloads, index = tuple(payload_list), tuple(index_list)
+        if self._layout() is not None:
+            self._done[(members, pend.seq)] = own
+        reply = HostExchangeReply(max(p.host_ns for p in pend.parts.values()), payloads, index)
+        self.served += 1
+        return [(pend.conns[r], reply) for r in pend.members]
+
+    def send(self, msg: HostSend) -> list[Reply]:
+        layout = self._layout()
+        if layout is not None and not layout.is_live(msg.dst):
+            return []  # to a mirrored rank: its representative received its own copy
+        key = (msg.group, msg.rank, msg.dst, msg.tag, msg.seq)
+        waiting = self._waiting.pop(key, None)
+        if waiting is not None:
+            return [(waiting[1], HostRecvReply(msg.host_ns, msg.payload))]
+        self._mail[key] = msg
+        return []
+
+    def recv(self, msg: HostRecv, conn: Any) -> list[Reply]:
+        layout = self._layout()
+        if layout is not None and not layout.is_live(msg.src):
+            raise CollectiveError(
+                f"rank {msg.rank} receives a message from rank {msg.src}, which is simulated by its representative "
+                f"(rank {layout.rep_of(msg.src)}) and runs no program: messages between two ranks need both live "
+                "(--live-ranks all)")
+        key = (msg.group, msg.src, msg.rank, msg.tag, msg.seq)
+        sent = self._mail.pop(key, None)
+        if sent is not None:
+            return [(conn, HostRecvReply(sent.host_ns, sent.payload))]
+        self._waiting[key] = (msg, conn)
+        return []
+
+    def check(self, gone: Callable[[int], bool], timeout_s: float, final: bool = False) -> None:
+        """Raise for exchanges or receives that can never complete (a member ended without
+        joining), or that waited longer than `timeout_s`."""
+        now = time.monotonic()
+        for key, pend in sorted(self._pending.items()):
+            missing = pend.missing()
+            what = (f"host collective #{key[1]} of process group {key[0]!r} "
+                    f"({next(iter(pend.parts.values())).what}, joined by rank(s) {sorted(pend.parts)})")
+            ended = [r for r in missing if gone(r)]
+            if ended or final:
+                raise CollectiveError(f"{what}: rank(s) {ended or missing} finished without joining it: the ranks "
+                                      "issue different collectives")
+            if now - pend.first_arrival_s > timeout_s:
+                raise CollectiveError(f"{what}: rank(s) {missing} did not join it within {timeout_s:g} s "
+                                      "(--collective-timeout)")
+        for key, (msg, _) in sorted(self._waiting.items(), key=lambda kv: kv[0]):
+            if gone(msg.src) or final:
+                raise CollectiveError(f"rank {msg.rank} waits for message #{msg.seq} (tag {msg.tag}) from rank "
+                                      f"{msg.src} in process group {msg.group!r}, but rank {msg.src} finished "
+                                      "without sending it")

@@ -1,0 +1,144 @@
+"""Representative ranks: which ranks run a live process, and whom each other rank mirrors.
+
+Most ranks of a data-, fully-sharded-, tensor-, context- or expert-parallel job run the same
+program up to their coordinates: the same ops on the same shapes, the same collectives on
+groups of the same size. Simulating one of them stands for all of them. Pipeline stages
+differ (their layers, their sends and receives), so each stage needs its own.
+
+The layout comes from the script itself: the first rank runs alone (the *probe*) until it
+first needs another rank (a collective, a message, its end); by then it has created its
+process groups, and a `new_group` call is made on every rank for every group, member or
+not, so rank 0 alone reveals the whole layout (`GroupDeclared`). Groups whose description
+marks pipeline stages (DeviceMesh's `mesh_pp`, Megatron's `PIPELINE_MODEL_PARALLEL_GROUP`)
+make rank 0's pipeline group live, one rank per stage; every other rank mirrors the live
+rank of its own stage. Without pipeline groups, rank 0 stands for every rank.
+
+A second set of live ranks checks the first: the pipeline group of the world's last rank
+(or the last rank alone). Its ranks run as themselves and belong to the classes of the
+first set's ranks; at the end their op and kernel counts are compared with their
+representatives' (`check`), so a program that is not the same on every rank (a rank-0-only
+evaluation, uneven shards) is reported rather than silently mirrored.
+
+Mirrored ranks send nothing: a collective starts when its live members are ready (a mirrored
+member is assumed ready when its representative is), and is timed by netsim over the whole
+group and topology. A host collective gives a mirrored member its representative's part.
+Approximation: ranks of one class are assumed to reach each collective at the same time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from phantora_prof.errors import ConfigError
+
+# group descriptions that mark pipeline-parallel groups (members are different stages)
+PIPELINE_DESCS = ("mesh_pp", "mesh_pipeline", "mesh_pipeline_parallel", "pipeline_model_parallel_group",
+                  "pipe_parallel_group")
+
+# `--live-ranks auto` keeps every rank live up to this many ranks (small jobs: full fidelity is cheap)
+AUTO_ALL_LIVE_UP_TO = 8
+
+LIVE_RANKS_CHOICES = ("auto", "all", "representative")
+
+
+def is_pipeline(desc: str) -> bool:
+    d = (desc or "").lower()
+    return d in PIPELINE_DESCS or d.startswith("mesh_pp") or ("pipeline" in d and "expert" not in d)
+
+
+def representative_mode(choice: str, world_size: int) -> bool:
+    """Whether a run uses representative ranks (`--live-ranks`)."""
+    if choice not in LIVE_RANKS_CHOICES:
+        raise ConfigError(f"--live-ranks {choice!r}: choose one of {', '.join(LIVE_RANKS_CHOICES)}")
+    if world_size < 2 or choice == "all":
+        return False
+    return choice == "representative" or world_size > AUTO_ALL_LIVE_UP_TO
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The live ranks of a run and the representative of every rank."""
+
+    world_size: int
+    primary: tuple[int, ...]  # the representatives, one per class (stage order)
+    checkers: tuple[int, ...]  # live ranks that check their class (same stage order), may be empty
+    stage_of: tuple[int, ...] | None  # each rank's stage (index into `primary`); None: one class
+    reason: str
+    declared: tuple = ()  # the probe's groups: (global ranks, description) each, in creation order
+    _live: frozenset = field(default=frozenset(), compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_live", frozenset(self.primary) | frozenset(self.checkers))
+
+    @property
+    def live(self) -> tuple[int, ...]:
+        return tuple(sorted(self._live))
+
+    def is_live(self, rank: int) -> bool:
+        return rank in self._live
+
+    def rep_of(self, rank: int) -> int:
+        """The live rank whose simulation stands for `rank` (itself when live)."""
+        if rank in self._live:
+            return rank
+        if self.stage_of is None:
+            return self.primary[0]
+        return self.primary[self.stage_of[rank]]
+
+    def class_sizes(self) -> dict[int, int]:
+        """Representative -> how many ranks its class has (itself, its checker, its mirrors)."""
+        sizes = {r: 0 for r in self.primary}
+        for rank in range(self.world_size):
+            rep = self.rep_of(rank)
+            if rank in self.checkers:
+                rep = self.primary[self.checkers.index(rank)] if len(self.checkers) == len(self.primary) else rep
+            sizes[rep] = sizes.get(rep, 0) + 1
+        return sizes
+
+    def counterpart(self, ranks: tuple[int, ...], desc: str, rep: int) -> tuple[int, ...] | None:
+        """The group that plays, for `rep`, the role a group (`ranks`, `desc`) plays for a rank
+        that `rep` stands for: the declared group of the same description and size that holds
+        `rep` (a checker's tensor-parallel group -> rank 0's). None when there is not exactly one."""
+        found = [g for g, d in self.declared if d == desc and len(g) == len(ranks) and rep in g and g != ranks]
+        return found[0] if len(found) == 1 else None
+
+    def class_of_checker(self, rank: int) -> int | None:
+        if rank not in self.checkers or len(self.checkers) != len(self.primary):
+            return None
+        return self.primary[self.checkers.index(rank)]
+
+
+def plan(world_size: int, declared: list[tuple[tuple[int, ...], str]]) -> Layout:
+    """The layout from the groups the probe declared: (global ranks, description) per group."""
+    pipelines = [tuple(r) for r, desc in declared if is_pipeline(desc) and len(r) > 1]
+    if pipelines:
+        stage_of = [-1] * world_size
+        for group in pipelines:
+            for i, r in enumerate(group):
+                if 0 <= r < world_size and stage_of[r] < 0:
+                    stage_of[r] = i
+        first = next((g for g in pipelines if 0 in g), None)
+        if first is not None and all(s >= 0 for s in stage_of):
+            last = next((g for g in pipelines if world_size - 1 in g), first)
+            checkers = () if set(last) & set(first) else last
+            return Layout(world_size, first, checkers, tuple(stage_of),
+                          f"{len(first)} pipeline stages ({len(pipelines)} pipeline groups): one live rank per stage",
+                          tuple(declared))
+    checkers = (world_size - 1,) if world_size > 1 else ()
+    return Layout(world_size, (0,), checkers, None, "no pipeline stages: rank 0 stands for every rank",
+                  tuple(declared))
+
+
+def check(layout: Layout, counts: dict[int, tuple[int, int]]) -> list[str]:
+    """Compare each checker's (ops, kernels) with its representative's; the differences, as
+    sentences for the summary."""
+    out = []
+    for rank in layout.checkers:
+        rep = layout.class_of_checker(rank)
+        if rep is None or rank not in counts or rep not in counts:
+            continue
+        if counts[rank] != counts[rep]:
+            (o1, k1), (o2, k2) = counts[rep], counts[rank]
+            out.append(f"rank {rank} ran {o2:,} ops / {k2:,} kernels, but rank {rep}, whose simulation stands for "
+                       f"its class, ran {o1:,} / {k1:,}: the ranks' programs differ, so the mirrored ranks of this "
+                       "class may be off (--live-ranks all simulates every rank)")
+    return out
