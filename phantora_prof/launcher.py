@@ -69,6 +69,7 @@ class RunResult:
     interrupted: int | None = None  # the signal (SIGTERM, SIGINT, ...) that stopped the run
     output_errors: list[str] = field(default_factory=list)  # outputs that could not be written
     layout: Any = None  # engine.representatives.Layout when ranks were mirrored
+    coordinator_max_rss_bytes: int = 0  # peak resident memory of this process (the coordinator)
     class_checks: list[str] = field(default_factory=list)  # checker ranks whose programs differ from their class
 
 
@@ -181,6 +182,16 @@ def _socket_dir() -> str:
     raise ConfigError(f"the temporary directory {tempfile.gettempdir()!r} is too deep for a Unix socket's path "
                       f"(at most {_SOCKET_PATH_MAX} bytes) and /tmp is not writable: set TMPDIR to a shorter "
                       "directory")
+
+
+def _max_rss_bytes() -> int:
+    try:
+        import resource
+
+        kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    except (ImportError, OSError):
+        return 0
+    return int(kib) * (1 if sys.platform == "darwin" else 1024)
 
 
 def _free_port() -> int:
@@ -321,8 +332,10 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop) -> RunResult:
 
     def timeline(rank: int) -> RankTimeline:
         props = [gpu.device_properties(i) for i in range(per_node)]
-        return RankTimeline(rank, host_pid=100 + rank, device_properties=props, num_sms=gpu.num_sms,
-                            base_time_ns=epoch_ns - ORIGIN_NS, profile=profile_for(gpu))
+        tl = RankTimeline(rank, host_pid=100 + rank, device_properties=props, num_sms=gpu.num_sms,
+                          base_time_ns=epoch_ns - ORIGIN_NS, profile=profile_for(gpu))
+        tl.keep_host_spans = outputs.trace or outputs.report_dir is not None
+        return tl
 
     def model():
         from phantora_prof.engine.collectives import NetsimModel
@@ -470,6 +483,7 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop) -> RunResult:
         exit_code = next((c for c in codes if c not in (0, None)), 0)
     result = RunResult(exit_code, summaries, time.monotonic() - t0, error, perfetto_path=perfetto_path,
                        interrupted=interrupted, output_errors=output_errors, layout=layout)
+    result.coordinator_max_rss_bytes = _max_rss_bytes()
     if layout is not None:
         from phantora_prof.engine.representatives import check
 

@@ -263,6 +263,15 @@ class GroupDeclared:
 
 
 @dataclass(slots=True)
+class ProfilerStarted:
+    """The script started a torch.profiler session: from here on the coordinator keeps the
+    host op tree even when the run writes no trace (the session may export one)."""
+
+    rank: int
+    host_ns: int
+
+
+@dataclass(slots=True)
 class HostSend:
     """Bytes sent from rank to rank on the host (a CPU `send`, a small device message's real
     values): posted at once, received by the matching `HostRecv` (same group, pair, tag, seq)."""

@@ -92,7 +92,8 @@ def write_summary_json(result: Any, config: Any, path: Path) -> None:
 
     for d, r in zip(ranks, result.ranks):
         d["error_band_90"] = errorband.band(r.sim_time_ns, r.gpu_busy_ns, r.kernel_sources, r.compile_ns)
-    doc = {"gpu": config.cluster.gpu, "exit_code": result.exit_code, "wall_s": result.wall_s, "ranks": ranks}
+    doc = {"gpu": config.cluster.gpu, "exit_code": result.exit_code, "wall_s": result.wall_s, "ranks": ranks,
+           "coordinator_max_rss_bytes": getattr(result, "coordinator_max_rss_bytes", 0)}
     layout = getattr(result, "layout", None)
     if layout is not None:
         doc["representative_ranks"] = {

@@ -2,7 +2,8 @@
 `python -m pytest -m benchmark -n 0 tests/bench_distributed.py -s`.
 
 Wall time per simulated step and resident memory per rank process for the DDP and FSDP2
-examples at 8, 16 and 32 ranks (a small GPT so that 32 rank processes fit in 24 GB).
+examples at 8, 16 and 32 ranks, every rank live (`--live-ranks all`; a small GPT so that 32
+rank processes fit in 24 GB). Representative ranks at scale: bench_scale.py.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ MODEL = ["--layers", "2", "--dim", "256", "--heads", "4", "--seq", "256", "--bat
 def _run(tmp_path, example: str, ranks: int, steps: int) -> tuple[float, dict]:
     summary = tmp_path / f"{example}{ranks}_{steps}.json"
     t0 = time.perf_counter()
-    r = run_cli(["--no-trace", "--summary-json", str(summary), "--nproc-per-node", str(ranks), sys.executable,
+    r = run_cli(["--no-trace", "--live-ranks", "all", "--summary-json", str(summary), "--nproc-per-node", str(ranks), sys.executable,
                  str(REPO / "examples" / example / "train.py"), "--steps", str(steps), *MODEL], tmp_path, timeout=1800)
     wall = time.perf_counter() - t0
     assert r.returncode == 0, r.stderr[-3000:]

@@ -76,10 +76,11 @@ class HostExchanges:
                 plan = (members, members, None)
             else:
                 live = tuple(r for r in members if layout.is_live(r))
+                member_set = set(members)
                 sources = []
                 for r in members:
                     rep = layout.rep_of(r)
-                    if rep in members and layout.is_live(rep):
+                    if rep in member_set:
                         sources.append(("own", rep))
                         continue
                     other = layout.counterpart(members, desc, rep)

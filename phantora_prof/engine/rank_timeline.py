@@ -28,6 +28,7 @@ from phantora_prof.protocol import (
     EventQueryRequest,
     EventRecord,
     MemoryCounters,
+    ProfilerStarted,
     HostOps,
     MemoryEvent,
     OpCall,
@@ -146,6 +147,11 @@ class RankTimeline:
         self.gpus: dict[int, SimulatedGpu] = {}
         self.event_times: dict[int, int] = {}
         self.spans: list[Span] = []
+        # The op recorder's host-only records (composite ops, CPU ops) become spans only when an
+        # output needs them: a trace, a report, or a profiler session of the script
+        # (ProfilerStarted). A run without them keeps their end times only, so its memory does not
+        # grow with the script's CPU work (issue #17: a 1,024-rank DTensor init).
+        self.keep_host_spans = True
         self.flows: list[Flow] = []
         self.annotations: list[Annotation] = []
         self.memory_events: list[MemoryEvent] = []
@@ -216,6 +222,8 @@ class RankTimeline:
             self.gpu(msg.device).stream(msg.stream)
         elif isinstance(msg, HostOps):
             self._host_ops(msg)
+        elif isinstance(msg, ProfilerStarted):
+            self.keep_host_spans = True
         elif isinstance(msg, Annotation):
             self.annotations.append(msg)
         elif isinstance(msg, MemoryEvent):
@@ -373,6 +381,9 @@ class RankTimeline:
                 if t0 < span.ts_ns:  # the call began before the capture mode charged anything
                     span.dur_ns += span.ts_ns - t0  # (an autograd node's engine overhead)
                     span.ts_ns = t0
+                continue
+            if not self.keep_host_spans:
+                self.stats.host_end_ns = max(self.stats.host_end_ns, t1)
                 continue
             tid = self._host_tid(thread)
             if name.startswith(_EVALUATE_FUNCTION):

@@ -98,8 +98,24 @@ class Layout:
         """The group that plays, for `rep`, the role a group (`ranks`, `desc`) plays for a rank
         that `rep` stands for: the declared group of the same description and size that holds
         `rep` (a checker's tensor-parallel group -> rank 0's). None when there is not exactly one."""
-        found = [g for g, d in self.declared if d == desc and len(g) == len(ranks) and rep in g and g != ranks]
-        return found[0] if len(found) == 1 else None
+        by_rank = self._index().get((desc, len(ranks)), {})
+        found = by_rank.get(rep)
+        return found if found is not None and found != ranks else None
+
+    def _index(self) -> dict:
+        """(description, size) -> {rank: the one declared group of that kind holding it}; a rank in
+        two different groups of one kind maps to None (ambiguous). Built once: a 16,384-rank
+        layout declares tens of thousands of groups."""
+        idx = getattr(self, "_by_kind", None)
+        if idx is None:
+            idx = {}
+            for g, d in self.declared:
+                kind = idx.setdefault((d, len(g)), {})
+                for r in g:
+                    prev = kind.get(r, g)
+                    kind[r] = g if prev == g else None
+            object.__setattr__(self, "_by_kind", idx)
+        return idx
 
     def class_of_checker(self, rank: int) -> int | None:
         if rank not in self.checkers or len(self.checkers) != len(self.primary):
@@ -109,6 +125,7 @@ class Layout:
 
 def plan(world_size: int, declared: list[tuple[tuple[int, ...], str]]) -> Layout:
     """The layout from the groups the probe declared: (global ranks, description) per group."""
+    declared = list(dict.fromkeys((tuple(r), d) for r, d in declared))  # a mesh re-creates its groups
     pipelines = [tuple(r) for r, desc in declared if is_pipeline(desc) and len(r) > 1]
     if pipelines:
         stage_of = [-1] * world_size

@@ -25,7 +25,7 @@ import torch.profiler as torch_profiler
 from torch.autograd import DeviceType
 from torch.autograd.profiler_util import EventList, FunctionEvent
 
-from phantora_prof.protocol import MemoryEvent, ProfileExportRequest, ProfileStatsRequest
+from phantora_prof.protocol import MemoryEvent, ProfileExportRequest, ProfileStatsRequest, ProfilerStarted
 from phantora_prof.runtime.dispatch import annotations
 from phantora_prof.runtime.process import state as _state
 
@@ -71,6 +71,8 @@ class SimProfile(torch_profiler.profile):
     def prepare_trace(self) -> None:
         if self.profiler is None or self.profiler.end_ns is not None:
             self.profiler = _SimSession(self)
+            st = _state.get()
+            st.channel.send(ProfilerStarted(st.config.rank, st.clock.now_ns))
         if self.profile_memory:
             _memory_events(True)
 
