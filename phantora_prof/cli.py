@@ -62,7 +62,8 @@ def _setup_logging(level: str) -> None:
                    "program (one per pipeline stage), plus one class checker; the others mirror their class. "
                    "all: every rank. auto: all up to 8 ranks, representative above.")
 @click.option("--collective-timeout", default=300.0, show_default=True, type=float, metavar="SECONDS",
-              help="Report a collective that some ranks never launch after this many (real) seconds.")
+              help="Report a collective that some ranks never launch after this many (real) seconds in which "
+                   "those ranks sent nothing (a rank still simulating is not stuck).")
 @click.option("--no-trace", is_flag=True, help="Do not write trace files (faster).")
 @click.option("--format", "trace_format", type=click.Choice(["kineto", "perfetto", "both"], case_sensitive=False),
               default="both", show_default=True,

@@ -103,6 +103,17 @@ def test_missing_rank_times_out(tmp_path):
         c._check_stuck()
 
 
+def test_a_missing_rank_that_keeps_sending_is_busy_not_stuck(tmp_path):
+    c = _coord(tmp_path, 2, timeout=0.05)
+    _feed(c, [_call(0, 0, 1_000)])
+    time.sleep(0.08)
+    c._last_heard[1] = time.monotonic()  # rank 1's latest batch just arrived (it is still simulating)
+    c._check_stuck()
+    time.sleep(0.08)
+    with pytest.raises(coll.CollectiveError, match=r"rank\(s\) \[1\] did not launch it within"):
+        c._check_stuck()
+
+
 def test_torchrun_command_line_is_understood():
     import sys
 

@@ -15,7 +15,8 @@ A request behind a parked collective is answered when its queue reaches it (the 
 stays blocked meanwhile, as a real `synchronize()` waits for the all-reduce before it).
 
 Failures never hang: mismatched collectives, ranks that exit without joining a collective,
-wait cycles between groups, and (after `collective_timeout_s`) ranks that never arrive are
+wait cycles between groups, and (after `collective_timeout_s` in which a missing rank sent
+nothing: a rank still busy simulating is not stuck) ranks that never arrive are
 reported with the group, the sequence numbers and the ranks involved.
 """
 from __future__ import annotations
@@ -95,6 +96,7 @@ class Coordinator:
         self._declared: list[tuple[tuple[int, ...], str]] = []  # the probe's new_group calls
         self._live_members: dict[str, tuple[int, ...]] = {}
         self._host = HostExchanges(self._members.get, lambda: self.layout)
+        self._last_heard: dict[int, float] = {}  # rank -> when its last batch arrived (real time)
 
     def request_stop(self, signum: int) -> None:
         """Interrupt the run (called from a signal handler, so it only sets flags): `serve` sends
@@ -161,7 +163,7 @@ class Coordinator:
             try:
                 if self.stop_signal is None:
                     self._check_stuck()
-                    self._host.check(self._gone, self.collective_timeout_s)
+                    self._host.check(self._gone, self.collective_timeout_s, self.waited_since)
             except _coll.CollectiveError as exc:
                 self.error = exc
                 break
@@ -180,7 +182,7 @@ class Coordinator:
             try:
                 if self._pending:
                     self._check_stuck(final=True)
-                self._host.check(self._gone, self.collective_timeout_s, final=True)
+                self._host.check(self._gone, self.collective_timeout_s, self.waited_since, final=True)
             except _coll.CollectiveError as exc:
                 self.error = exc
         self._sel.close()
@@ -199,6 +201,7 @@ class Coordinator:
         if batch is None:
             self._close(conn)
             return
+        heard = time.monotonic()
         needs_reply = isinstance(batch[-1], protocol.REQUESTS)
         last = len(batch) - 1
         touched = set()
@@ -211,6 +214,7 @@ class Coordinator:
                 rank = msg.rank
                 if rank not in self.ranks:
                     raise ProtocolError(f"message from rank {rank} before its Hello")
+                self._last_heard[rank] = heard
                 if isinstance(msg, GroupDeclared):
                     self._declared.append((tuple(msg.ranks), msg.group_desc))
                     continue
@@ -412,6 +416,12 @@ class Coordinator:
                 self.collective_model = _coll.NetsimModel("h200", 1, max(1, self.world_size))
         return self.collective_model
 
+    def waited_since(self, first_arrival_s: float, missing: list[int]) -> float:
+        """When a wait for `missing` ranks last made progress: the first member's arrival, or
+        the last time one of the missing ranks sent something (it is busy, not stuck: a
+        16,384-rank layout can keep a rank in its initialisation for minutes)."""
+        return max([first_arrival_s] + [self._last_heard.get(r, 0.0) for r in missing])
+
     def _gone(self, rank: int) -> bool:
         """The rank's process ended and everything it sent was read."""
         return rank in self._exited and (rank not in self.ranks or not self.ranks[rank].connected)
@@ -445,7 +455,7 @@ class Coordinator:
                             f"group {other[0]!r} ({oc.coll_name}), which rank(s) "
                             f"{[w for w in waiting if w in opend.missing()]} have not launched: the ranks issue "
                             "collectives of different groups in different orders")
-            if now - pend.first_arrival_s > self.collective_timeout_s:
+            if now - self.waited_since(pend.first_arrival_s, missing) > self.collective_timeout_s:
                 raise _coll.CollectiveError(
                     f"{what}; rank(s) {missing} did not launch it within {self.collective_timeout_s:g} s "
                     "(--collective-timeout)")

@@ -185,9 +185,11 @@ class HostExchanges:
         self._waiting[key] = (msg, conn)
         return []
 
-    def check(self, gone: Callable[[int], bool], timeout_s: float, final: bool = False) -> None:
+    def check(self, gone: Callable[[int], bool], timeout_s: float,
+              waited_since: Callable[[float, list[int]], float] | None = None, final: bool = False) -> None:
         """Raise for exchanges or receives that can never complete (a member ended without
-        joining), or that waited longer than `timeout_s`."""
+        joining), or whose missing members sent nothing for `timeout_s` (`waited_since`: when
+        the wait last made progress)."""
         now = time.monotonic()
         for key, pend in sorted(self._pending.items()):
             missing = pend.missing()
@@ -197,7 +199,8 @@ class HostExchanges:
             if ended or final:
                 raise CollectiveError(f"{what}: rank(s) {ended or missing} finished without joining it: the ranks "
                                       "issue different collectives")
-            if now - pend.first_arrival_s > timeout_s:
+            since = waited_since(pend.first_arrival_s, missing) if waited_since else pend.first_arrival_s
+            if now - since > timeout_s:
                 raise CollectiveError(f"{what}: rank(s) {missing} did not join it within {timeout_s:g} s "
                                       "(--collective-timeout)")
         for key, (msg, _) in sorted(self._waiting.items(), key=lambda kv: kv[0]):
