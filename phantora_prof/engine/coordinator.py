@@ -310,7 +310,8 @@ class Coordinator:
                     f"rank {rank} {call.coll_name}s to/from rank {other}, which is simulated by its representative "
                     f"(rank {self.layout.rep_of(other)}) and runs no program ({self.layout.reason}): point-to-point "
                     "transfers need both sides live. Run with --live-ranks all, or build the pipeline stages "
-                    "with a device mesh dimension named 'pp' so that every stage gets a live rank")
+                    "with a device mesh dimension named 'pp' so that every stage gets a live rank (before the "
+                    "first collective: the layout is planned from the groups rank 0 created until then)")
             pend = _coll.PendingCollective(key, members, first_arrival_s=time.monotonic())
             self._pending[key] = pend
         if rank in pend.calls:
