@@ -345,7 +345,11 @@ def exchange(host: Any, op: str, coll_name: str, reduce_op: str, inputs: list, o
             forget(outs)
             return
         if op == "broadcast":
-            _unpack(torch.cat([v.contiguous().view(-1).view(torch.uint8) for v in parts.of(root)[1:]]), outs)
+            sent = parts.of(root)[1:]
+            if not sent:  # a mirrored root whose representative is not the root here: no values
+                forget(outs)
+                return
+            _unpack(torch.cat([v.contiguous().view(-1).view(torch.uint8) for v in sent]), outs)
         elif op == "all_gather":
             _unpack(torch.cat([v.contiguous().view(-1).view(torch.uint8)
                                for j in range(len(parts)) for v in parts.of(j)[1:]]), outs)

@@ -252,7 +252,13 @@ class PhantoraProcessGroup(dist.ProcessGroup):
         with _hc.simulator_work():
             parts = self._host.exchange("broadcast", _hc.encode(tensors) if mine else _hc.encode([]))
             if not mine:
-                for t, v in zip(tensors, parts.of(root)):
+                sent = parts.of(root)
+                if len(sent) != len(tensors):
+                    raise RuntimeError(
+                        f"phantora-prof: a CPU broadcast from rank {self._global_ranks[root]}, which is simulated "
+                        "by a representative that is not the root of this group: its values are unknown. Run "
+                        "with --live-ranks all")
+                for t, v in zip(tensors, sent):
                     t.copy_(v)
         return self._done(list(tensors))
 
