@@ -203,7 +203,7 @@ def test_representative_ddp_equals_every_rank_live(cli, tmp_path):
 
 def test_host_collectives_give_mirrored_members_their_representatives_values(cli):
     r = cli("--nproc-per-node", "4", "--live-ranks", "representative", "--no-trace", PY,
-            str(SCRIPTS / "dist_host_values.py"), timeout=600)
+            str(SCRIPTS / "dist_collectives.py"), "host-only", timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     # rank 0 stands for ranks 0..2 (their parts are its part), rank 3 is itself
     for rank in (0, 3):

@@ -216,7 +216,8 @@ class Coordinator:
                     raise ProtocolError(f"message from rank {rank} before its Hello")
                 self._last_heard[rank] = heard
                 if isinstance(msg, GroupDeclared):
-                    self._declared.append((tuple(msg.ranks), msg.group_desc))
+                    if self.layout is None:  # after planning they change nothing
+                        self._declared.append((tuple(msg.ranks), msg.group_desc))
                     continue
                 if self.representative and self.layout is None and isinstance(msg, _NEEDS_OTHERS):
                     self._plan_layout()
@@ -249,6 +250,7 @@ class Coordinator:
         """The probe (rank 0) needs another rank for the first time: plan which ranks are live
         from the groups it declared, and start them."""
         self.layout = _reps.plan(self.world_size, self._declared)
+        self._declared = []
         log.info("representative ranks: %s; live ranks %s", self.layout.reason, list(self.layout.live))
         others = [r for r in self.layout.live if r != 0]
         if others and self.spawn is not None:

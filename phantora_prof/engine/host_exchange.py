@@ -59,7 +59,6 @@ class HostExchanges:
         self._waiting: dict[tuple, tuple[HostRecv, Any]] = {}
         self._plan: dict[str, tuple] = {}
         self._done: dict[tuple[tuple[int, ...], int], dict[int, bytes]] = {}  # (members, seq) -> parts
-        self.served = 0
 
     def _group_plan(self, group: str) -> tuple:
         """(members, live members, each member's source): ("own", rank) for a live member or a
@@ -157,7 +156,6 @@ class HostExchanges:
         if self._layout() is not None:
             self._done[(members, pend.seq)] = own
         reply = HostExchangeReply(max(p.host_ns for p in pend.parts.values()), payloads, index)
-        self.served += 1
         return [(pend.conns[r], reply) for r in pend.members]
 
     def send(self, msg: HostSend) -> list[Reply]:

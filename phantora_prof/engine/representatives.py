@@ -88,9 +88,8 @@ class Layout:
         """Representative -> how many ranks its class has (itself, its checker, its mirrors)."""
         sizes = {r: 0 for r in self.primary}
         for rank in range(self.world_size):
-            rep = self.rep_of(rank)
-            if rank in self.checkers:
-                rep = self.primary[self.checkers.index(rank)] if len(self.checkers) == len(self.primary) else rep
+            cls = self.class_of_checker(rank)
+            rep = cls if cls is not None else self.rep_of(rank)
             sizes[rep] = sizes.get(rep, 0) + 1
         return sizes
 

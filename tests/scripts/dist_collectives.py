@@ -1,6 +1,10 @@
 """Collectives' semantics under phantora-prof: object/CPU collectives carry real values,
-CUDA collectives give outputs of the right shapes, sub-groups know their members."""
+CUDA collectives give outputs of the right shapes, sub-groups know their members.
+
+`host-only`: stop after the collectives whose values are read (objects, CPU tensors, a small
+device all-reduce), before the point-to-point part: for runs where some ranks are mirrored."""
 import os
+import sys
 import time
 
 import torch
@@ -21,6 +25,15 @@ print("broadcast_object_list", box, flush=True)
 t = torch.tensor([float(rank + 1)])
 dist.all_reduce(t)
 print("cpu_all_reduce", t.item(), flush=True)
+parts = [torch.zeros(2, dtype=torch.int64) for _ in range(world)]
+dist.all_gather(parts, torch.tensor([rank, 7]))
+print("cpu_all_gather", [p.tolist() for p in parts], flush=True)
+g = torch.ones(1, device=dev) * (rank + 1)
+dist.all_reduce(g)
+print("device_all_reduce", g.item(), flush=True)
+if "host-only" in sys.argv[1:]:
+    dist.destroy_process_group()
+    sys.exit(0)
 
 x = torch.empty(1024, device=dev)
 out = torch.empty(1024 * world, device=dev)

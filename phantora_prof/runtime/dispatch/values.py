@@ -336,7 +336,7 @@ def exchange(host: Any, op: str, coll_name: str, reduce_op: str, inputs: list, o
         known = all(v is not None for v in ins) and all(_small(t) for t in outs)
         if op == "all_reduce" and reduce_op not in ("sum", "avg", "max", "min", "product"):
             known = False
-        if op == "broadcast" and host.global_ranks.index(_state_rank()) != root:
+        if op == "broadcast" and host.index != root:
             mine = [_tensor([1 if known else 0], dtype=torch.uint8, device="cpu")]  # the root's values count
         else:
             mine = [_tensor([1 if known else 0], dtype=torch.uint8, device="cpu")] + (ins if known else [])
@@ -360,12 +360,6 @@ def exchange(host: Any, op: str, coll_name: str, reduce_op: str, inputs: list, o
                 n = t.numel()
                 _set(t, buf[i:i + n].reshape(tuple(t.shape)))
                 i += n
-
-
-def _state_rank() -> int:
-    from phantora_prof.runtime.process import state as _st
-
-    return _st.get().config.rank
 
 
 _P2P_TAG = 0x7068  # tag of these messages: apart from the user's own CPU send/recv (tag 0, ...)

@@ -130,7 +130,7 @@ class PhantoraProcessGroup(dist.ProcessGroup):
         self._p2p_seq: dict[tuple[int, int], int] = {}
         self._comm_streams: dict[int, int] = {}
         self._coalescing: list | None = None
-        self._host = HostGroup(name, self._global_ranks)
+        self._host = HostGroup(name, self._global_ranks, rank)
         st = _state.get()
         st.channel.send(GroupCreated(st.config.rank, name, self._desc(), self._global_ranks))
         _GROUPS[name] = self
@@ -512,12 +512,6 @@ class PhantoraProcessGroup(dist.ProcessGroup):
             st.channel.send(call)
         st.channel.flush()
         return SimWork(self, [(c.group, c.seq) for c in calls], [], calls[-1].device)
-
-
-def _max_opts():
-    o = dist.AllreduceOptions()
-    o.reduceOp = dist.ReduceOp.MAX
-    return o
 
 
 _GROUPS: dict[str, "PhantoraProcessGroup"] = {}  # by c10d group name

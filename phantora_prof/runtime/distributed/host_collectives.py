@@ -112,9 +112,10 @@ class Parts:
 class HostGroup:
     """A process group's host side: exchanges, and messages between two of its members."""
 
-    def __init__(self, name: str, global_ranks: Sequence[int]):
+    def __init__(self, name: str, global_ranks: Sequence[int], index: int):
         self.name = name
         self.global_ranks = tuple(global_ranks)
+        self.index = index  # this member's rank in the group
         self._seq = 0
         self._p2p: dict[tuple[int, int, int], int] = {}
 
