@@ -30,6 +30,8 @@ class ClusterConfig:
     network: str | None = None
     # which ranks run a live process (engine/representatives.py): auto, all, representative
     live_ranks: str = "auto"
+    # ranks that run live (and write traces) under representative ranks, with their pipeline peers
+    trace_ranks: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         from phantora_prof.cost import get_gpu
@@ -42,6 +44,10 @@ class ClusterConfig:
         from phantora_prof.engine.representatives import representative_mode
 
         representative_mode(self.live_ranks, self.world_size)  # validates the choice
+        bad = [r for r in self.trace_ranks if not 0 <= r < self.world_size]
+        if bad:
+            raise ConfigError(f"--trace-ranks {','.join(map(str, bad))}: the run has ranks 0 to "
+                              f"{self.world_size - 1} (--nnodes x --nproc-per-node)")
         spec = get_gpu(self.gpu)  # validates the name
         network = check_cluster(self.network, spec) if self.network else default_cluster(spec.key)
         object.__setattr__(self, "network", network)

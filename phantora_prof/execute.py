@@ -36,6 +36,20 @@ def console(stderr: bool = True):
     return c
 
 
+def parse_rank_list(spec: str, option: str) -> tuple[int, ...]:
+    """"0,5,17" -> (0, 5, 17); a clear error for anything else."""
+    from phantora_prof.errors import ConfigError
+
+    ranks = []
+    for part in (spec or "").replace(" ", "").split(","):
+        if not part:
+            continue
+        if not part.isdigit():
+            raise ConfigError(f"{option} {spec!r}: give rank numbers separated by commas, e.g. {option} 0,17")
+        ranks.append(int(part))
+    return tuple(dict.fromkeys(ranks))
+
+
 def run_config(options: dict, command: tuple[str, ...]):
     """The validated RunConfig of the CLI's options (`cli.py`'s group options, as click parsed
     them) and the user's command (`torchrun ...` sets the nodes and GPUs per node)."""
@@ -55,7 +69,8 @@ def run_config(options: dict, command: tuple[str, ...]):
     return RunConfig(
         command=tuple(command),
         cluster=ClusterConfig(gpu=options["gpu"], nnodes=nnodes, nproc_per_node=nproc, network=options.get("cluster"),
-                              live_ranks=options.get("live_ranks", "auto")),
+                              live_ranks=options.get("live_ranks", "auto"),
+                              trace_ranks=parse_rank_list(options.get("trace_ranks", ""), "--trace-ranks")),
         kernel_times=KernelTimesConfig(mode=options["kernel_times"], db=options["kernel_db"],
                                        op_costs=dict(parse_op_cost(spec) for spec in options["op_costs"])),
         host=HostConfig(profile=options.get("host_profile", "h200"), count_python=options.get("host_python", True)),

@@ -330,11 +330,13 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop) -> RunResult:
     # runs, which is counted as host time (runtime/host/pyhost.py): one fixed seed unless the user set one.
     base_env.setdefault("PYTHONHASHSEED", "0")
 
+    host_records = outputs.trace or outputs.report_dir is not None  # host op records are written
+
     def timeline(rank: int) -> RankTimeline:
         props = [gpu.device_properties(i) for i in range(per_node)]
         tl = RankTimeline(rank, host_pid=100 + rank, device_properties=props, num_sms=gpu.num_sms,
                           base_time_ns=epoch_ns - ORIGIN_NS, profile=profile_for(gpu))
-        tl.keep_host_spans = outputs.trace or outputs.report_dir is not None
+        tl.keep_host_spans = host_records
         return tl
 
     def model():
@@ -353,6 +355,7 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop) -> RunResult:
     error: str | None = None
     representative = cluster.representative
     coord.representative = representative
+    coord.requested = cluster.trace_ranks
     rank_of_proc: list[int] = []
 
     def start_rank(rank: int) -> None:
@@ -360,7 +363,8 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop) -> RunResult:
         cfg = RankConfig(rank=rank, world_size=world, local_rank=local, device_count=per_node,
                          gpu=gpu.key, op_costs=dict(kernel_times.op_costs), kernel_times=kernel_times.mode,
                          kernel_db=str(kernel_times.db) if kernel_times.db else None,
-                         host_python=config.host.count_python, representative=representative)
+                         host_python=config.host.count_python, representative=representative,
+                         host_records=host_records)
         env = dict(base_env)
         env.update({
             "PHANTORA_COORDINATOR": coord.address,

@@ -194,7 +194,8 @@ class CollectiveCall:
     """A collective (or point-to-point op) on CUDA tensors, launched by one member of a group.
 
     `group` names the process group (its c10d name), `ranks` its global ranks in group-rank
-    order, `seq` counts this rank's collectives in the group (the same on every member for
+    order (sent with a rank's first collective of the group only, empty afterwards: the
+    coordinator fills them in, so a call costs O(1) at any group size), `seq` counts this rank's collectives in the group (the same on every member for
     the same collective). It runs on `comm_stream` after the work already enqueued on
     `stream` (NCCL's stream semantics) and starts on the GPU when every member launched it.
     `nbytes` follows nccl-tests' size convention (all_gather: the gathered output,
@@ -485,6 +486,7 @@ class RankConfig:
     op_costs: dict = field(default_factory=dict)  # op name -> GPU time in ns (--op-cost)
     host_python: bool = True  # charge the interpreter's work between ops (runtime/host/pyhost.py)
     representative: bool = False  # some ranks are mirrored (engine/representatives.py): rank 0 probes the layout
+    host_records: bool = True  # the run writes host op records (a trace or a report): no op may be skipped
 
     def __post_init__(self) -> None:
         if not 0 <= self.rank < self.world_size:

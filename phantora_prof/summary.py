@@ -41,6 +41,8 @@ def print_summary(result: Any, config: Any, console: Any) -> None:
         classes = ", ".join(f"rank {rep}: {n:,} ranks" for rep, n in list(sizes.items())[:6])
         more = f", ... ({len(sizes) - 6} more classes)" if len(sizes) > 6 else ""
         checked = f"; rank(s) {', '.join(map(str, layout.checkers[:4]))} check their classes" if layout.checkers else ""
+        if layout.requested:
+            checked += f"; rank(s) {', '.join(map(str, layout.requested[:8]))} live on request (--trace-ranks)"
         console.print(f"representative ranks ({layout.reason}): {len(layout.live)} live ranks simulate "
                       f"{layout.world_size:,}; classes: {classes}{more}{checked}. Mirrored ranks report their "
                       "representative's figures (--live-ranks all simulates every rank)")
@@ -98,6 +100,7 @@ def write_summary_json(result: Any, config: Any, path: Path) -> None:
     if layout is not None:
         doc["representative_ranks"] = {
             "reason": layout.reason, "live": list(layout.live), "checkers": list(layout.checkers),
+            "requested": list(layout.requested),
             "class_sizes": {str(k): v for k, v in layout.class_sizes().items()},
             "class_checks": list(getattr(result, "class_checks", []))}
     Path(path).write_text(json.dumps(doc, indent=2, sort_keys=True))

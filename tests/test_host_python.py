@@ -149,6 +149,24 @@ def test_pause_resume_skips_a_region_and_counts_stay_balanced(native):
     assert py1 - py0 == 9  # fib(4)'s 9 calls only
 
 
+def test_take_returns_what_was_counted_since_the_last_take(native):
+    """The charge mark lives in the native module so that the op recorder's clock reads skip
+    the Python callback in C when nothing is pending (runtime/host/pyhost.py pending_ns)."""
+    native.configure("/nonexistent/", [])
+    native.reset()
+    native.attach()
+    try:
+        first = native.take()  # no mark yet: nothing to charge
+        _fib(4)
+        counted = native.take()
+        unchanged = native.take()
+    finally:
+        native.detach()
+    assert first is None
+    assert counted[0] == 9 and counted[1] > 0  # fib(4): 9 calls
+    assert unchanged[0] == 0 and unchanged[1] < 10  # only the instructions between the two takes
+
+
 def test_our_frame_that_resumes_counting_is_still_not_counted(native, tmp_path):
     """A function of the simulator that starts while the hook is paused and resumes it part
     way (the capture mode does) reports line events but no call event; its own instructions

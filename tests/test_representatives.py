@@ -44,6 +44,20 @@ def test_pipeline_groups_give_one_live_rank_per_stage():
     assert lay.class_of_checker(7) == 4
 
 
+def test_requested_ranks_are_live_in_their_class_with_their_pipeline_peers():
+    lay = reps.plan(16, [], requested=(5, 0, 15))
+    assert lay.live == (0, 5, 15) and lay.requested == (5,)
+    assert lay.class_of_checker(5) == 0 and lay.rep_of(5) == 5 and lay.rep_of(6) == 0
+    assert lay.class_sizes() == {0: 16}
+    declared = [((i, 4 + i), "mesh_pp") for i in range(4)] + [((0, 1, 2, 3), "mesh_dp"), ((4, 5, 6, 7), "mesh_dp")]
+    lay = reps.plan(8, declared, requested=(6,))
+    assert lay.requested == (2, 6)  # rank 6's pipeline group: its sends and receives need rank 2 live
+    assert lay.live == (0, 2, 3, 4, 6, 7)
+    assert [lay.class_of_checker(r) for r in (2, 6)] == [0, 4]
+    assert lay.class_sizes() == {0: 4, 4: 4}
+    assert reps.check(lay, {0: (10, 5), 4: (20, 6), 2: (10, 5), 6: (21, 6)})[0].startswith("rank 6 ran 21")
+
+
 def test_megatron_pipeline_group_descriptions_count_as_stages_but_expert_ones_do_not():
     assert reps.is_pipeline("PIPELINE_MODEL_PARALLEL_GROUP")
     assert reps.is_pipeline("mesh_pp")
@@ -176,24 +190,28 @@ def _steps(stdout: str) -> dict[int, list[str]]:
 def test_representative_ddp_equals_every_rank_live(cli, tmp_path):
     runs = {}
     for mode in ("representative", "all"):
-        r = cli("--nproc-per-node", "4", "--live-ranks", mode, "--out", f"out_{mode}", "--summary-json",
+        extra = ["--trace-ranks", "2"] if mode == "representative" else []  # rank 2 live on request
+        r = cli("--nproc-per-node", "4", "--live-ranks", mode, *extra, "--out", f"out_{mode}", "--summary-json",
                 f"{mode}.json", PY, str(SCRIPTS / "dist_ddp.py"), "2", timeout=600)
         assert r.returncode == 0, r.stderr[-3000:]
         runs[mode] = r
     rep, full = runs["representative"], runs["all"]
-    assert "2 live ranks simulate 4" in rep.stderr, rep.stderr[-2000:]
-    assert sorted(_steps(rep.stdout)) == [0, 3] and sorted(_steps(full.stdout)) == [0, 1, 2, 3]
+    assert "3 live ranks simulate 4" in rep.stderr and "live on request" in rep.stderr, rep.stderr[-2000:]
+    assert sorted(_steps(rep.stdout)) == [0, 2, 3] and sorted(_steps(full.stdout)) == [0, 1, 2, 3]
     assert _steps(rep.stdout)[0] == _steps(full.stdout)[0]
+    assert _steps(rep.stdout)[2] == _steps(full.stdout)[2]
     assert sorted(p.name for p in (tmp_path / "out_representative").glob("rank*.pt.trace.json.gz")) == [
-        "rank0.pt.trace.json.gz", "rank3.pt.trace.json.gz"]
-    ev_rep, info_rep = _events(tmp_path / "out_representative" / "rank0.pt.trace.json.gz")
-    ev_all, info_all = _events(tmp_path / "out_all" / "rank0.pt.trace.json.gz")
-    assert info_rep == info_all and info_rep["world_size"] == 4
-    assert len(ev_rep) == len(ev_all)
+        "rank0.pt.trace.json.gz", "rank2.pt.trace.json.gz", "rank3.pt.trace.json.gz"]
     strip = re.compile(r'"(ts)": [0-9.]+')  # absolute times differ by the runs' epochs only
-    assert [strip.sub("", e) for e in ev_rep] == [strip.sub("", e) for e in ev_all]
+    for rank in (0, 2):
+        ev_rep, info_rep = _events(tmp_path / "out_representative" / f"rank{rank}.pt.trace.json.gz")
+        ev_all, info_all = _events(tmp_path / "out_all" / f"rank{rank}.pt.trace.json.gz")
+        assert info_rep == info_all and info_rep["world_size"] == 4 and info_rep["rank"] == rank
+        assert len(ev_rep) == len(ev_all)
+        assert [strip.sub("", e) for e in ev_rep] == [strip.sub("", e) for e in ev_all]
     summary = json.loads((tmp_path / "representative.json").read_text())
-    assert summary["representative_ranks"]["live"] == [0, 3]
+    assert summary["representative_ranks"]["live"] == [0, 2, 3]
+    assert summary["representative_ranks"]["requested"] == [2]
     assert summary["representative_ranks"]["class_checks"] == []
     by_rank = {d["rank"]: d for d in summary["ranks"]}
     assert by_rank[1]["mirror_of"] == 0 and by_rank[1]["sim_time_ns"] == by_rank[0]["sim_time_ns"]

@@ -39,6 +39,10 @@ typedef struct {
     long long depth;  /* > 0: inside the simulator's own frames */
     int attached;
     int paused;       /* > 0: the hook is off while the simulator runs (pause/resume) */
+    /* the counts when the thread's pending Python was last charged (take()); marked: set */
+    long long last_py;
+    long long last_c;
+    int marked;
 } Counters;
 
 static __thread Counters tls;
@@ -362,12 +366,32 @@ static PyObject *counts(PyObject *self, PyObject *noargs) {
     return Py_BuildValue("(LLi)", tls.py_calls, tls.c_calls, tls.attached);
 }
 
+/* take() -> (python calls, instructions) counted on this thread since the last take(), or
+ * None when there is no earlier mark (the thread's first take, or after reset()); marks
+ * the counts as charged either way. Kept here, not in Python, so that the clock-read
+ * trampoline can tell in C that nothing is pending (the common case: a record's end, the
+ * records of the ops a captured op calls). */
+static PyObject *take(PyObject *self, PyObject *noargs) {
+    long long dpy = tls.py_calls - tls.last_py, dc = tls.c_calls - tls.last_c;
+    int had = tls.marked;
+    tls.last_py = tls.py_calls;
+    tls.last_c = tls.c_calls;
+    tls.marked = 1;
+    if (!had) {
+        Py_RETURN_NONE;
+    }
+    return Py_BuildValue("(LL)", dpy, dc);
+}
+
 /* In a child process after fork: the thread that forked keeps its counts; start over. */
 static PyObject *reset(PyObject *self, PyObject *noargs) {
     tls.py_calls = 0;
     tls.c_calls = 0;
     tls.depth = 0;
     tls.paused = 0;
+    tls.last_py = 0;
+    tls.last_c = 0;
+    tls.marked = 0;
     Py_RETURN_NONE;
 }
 
@@ -415,6 +439,9 @@ static void charge_trampoline(void) {
     if (g_charge_cb == NULL || !Py_IsInitialized()) {
         return;
     }
+    if (tls.attached && tls.marked && tls.py_calls == tls.last_py && tls.c_calls == tls.last_c) {
+        return;  /* nothing counted since the last charge: the callback would charge 0 */
+    }
     PyGILState_STATE gil = PyGILState_Ensure();
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
@@ -451,6 +478,7 @@ static PyMethodDef methods[] = {
     {"attach", attach, METH_NOARGS, "start counting on this thread"},
     {"detach", detach, METH_NOARGS, "stop counting on this thread"},
     {"counts", counts, METH_NOARGS, "(python calls, bytecode instructions, attached) of this thread"},
+    {"take", take, METH_NOARGS, "(calls, instructions) since the last take() on this thread, or None; marks them"},
     {"pause", pause_hook, METH_NOARGS, "switch the hook off on this thread (nested)"},
     {"user_begin", user_begin, METH_NOARGS, "count the program's code called from a wrapper of ours"},
     {"user_end", user_end, METH_O, "back to the wrapper (user_begin's value)"},

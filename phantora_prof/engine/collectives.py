@@ -202,7 +202,7 @@ class PendingCollective:
         other_rank = min(self.calls)
         other = self.calls[other_rank]
         diffs = []
-        if tuple(call.ranks) != tuple(other.ranks):
+        if call.ranks is not other.ranks and tuple(call.ranks) != tuple(other.ranks):
             diffs.append(f"group ranks {list(other.ranks)} vs {list(call.ranks)}")
         if call.op != other.op:
             diffs.append(f"op {other.op} ({other.coll_name}) vs {call.op} ({call.coll_name})")
@@ -224,6 +224,19 @@ class PendingCollective:
 
 
 # ---- a member's timeline ----
+
+# torch.profiler (saveNcclMeta, truncate on by default) lists at most this many group ranks
+_RANKS_SHOWN = 30
+
+
+def ranks_arg(ranks: tuple[int, ...]) -> str:
+    """A collective's "Process Group Ranks" as torch.profiler writes it: the list, or for a
+    group of more than 30 ranks its first 30 and ", ..." (also keeps a 16,384-rank group's
+    trace events small)."""
+    if len(ranks) > _RANKS_SHOWN:
+        return "[" + ", ".join(map(str, ranks[:_RANKS_SHOWN])) + ", ...]"
+    return str(list(ranks))
+
 
 def readiness(tl: Any, call: CollectiveCall) -> int:
     """When this member's GPU can start the collective (NCCL: the communicator stream waits
@@ -261,7 +274,7 @@ def complete(tl: Any, call: CollectiveCall, start_ns: int, end_ns: int, algorith
     tid = tl._host_tid(call.tid)
     n = len(call.ranks)
     dtype = profiler_dtype(call.dtype)
-    ranks_str = str(list(call.ranks))
+    ranks_str = ranks_arg(call.ranks)
     stride = (call.ranks[1] - call.ranks[0]) if n > 1 else 1
     dims = [list(d) for d in call.input_dims] if call.input_dims else [[call.in_nelems]]
     span = call.end_ns - call.start_ns

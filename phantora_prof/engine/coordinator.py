@@ -69,6 +69,7 @@ class Coordinator:
     # representative ranks (engine/representatives.py): rank 0 runs alone until it needs another
     # rank; then the layout is planned and `spawn` starts the other live ranks
     representative: bool = False
+    requested: tuple[int, ...] = ()  # ranks live on request (--trace-ranks)
     spawn: Callable[[list[int]], None] | None = None
 
     def __post_init__(self) -> None:
@@ -95,6 +96,7 @@ class Coordinator:
         self.layout = None  # engine.representatives.Layout when some ranks are mirrored; None: all live
         self._declared: list[tuple[tuple[int, ...], str]] = []  # the probe's new_group calls
         self._live_members: dict[str, tuple[int, ...]] = {}
+        self._group_ranks: dict[str, tuple[int, ...]] = {}  # process group -> its global ranks (CollectiveCall.ranks)
         self._host = HostExchanges(self._members.get, lambda: self.layout)
         self._last_heard: dict[int, float] = {}  # rank -> when its last batch arrived (real time)
 
@@ -249,12 +251,26 @@ class Coordinator:
     def _plan_layout(self) -> None:
         """The probe (rank 0) needs another rank for the first time: plan which ranks are live
         from the groups it declared, and start them."""
-        self.layout = _reps.plan(self.world_size, self._declared)
+        self.layout = _reps.plan(self.world_size, self._declared, self.requested)
         self._declared = []
         log.info("representative ranks: %s; live ranks %s", self.layout.reason, list(self.layout.live))
         others = [r for r in self.layout.live if r != 0]
         if others and self.spawn is not None:
             self.spawn(others)
+
+    def _resolve_ranks(self, call: CollectiveCall) -> None:
+        """A rank sends a group's member list with its first collective in the group only
+        (O(1) per later call at any group size): fill it in, one shared tuple per group."""
+        if call.ranks:
+            known = self._group_ranks.setdefault(call.group, tuple(call.ranks))
+            if known == call.ranks:
+                call.ranks = known
+            return
+        known = self._group_ranks.get(call.group)
+        if known is None:
+            raise ProtocolError(f"rank {call.rank}: collective #{call.seq} of process group {call.group!r} came "
+                                "without its member list, and no earlier collective of the group had one")
+        call.ranks = known
 
     def live_members(self, group: str, ranks: tuple[int, ...]) -> tuple[int, ...]:
         """The members of a group that run a process (all of them unless ranks are mirrored)."""
@@ -302,6 +318,7 @@ class Coordinator:
         so that the outcome does not depend on which rank's messages came first."""
         key = (call.group, call.seq)
         rank = call.rank
+        self._resolve_ranks(call)
         tl = self.ranks[rank].timeline
         pend = self._pending.get(key)
         if pend is None:

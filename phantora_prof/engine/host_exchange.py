@@ -58,7 +58,10 @@ class HostExchanges:
         self._mail: dict[tuple, HostSend] = {}
         self._waiting: dict[tuple, tuple[HostRecv, Any]] = {}
         self._plan: dict[str, tuple] = {}
-        self._done: dict[tuple[tuple[int, ...], int], dict[int, bytes]] = {}  # (members, seq) -> parts
+        # (sorted members, seq) -> [parts, uses left]: a completed exchange's parts, kept while some
+        # group of mirrored ranks still has to take them as its counterpart's (_counterpart_uses)
+        self._done: dict[tuple[tuple[int, ...], int], list] = {}
+        self._uses: dict[tuple[int, ...], int] | None = None
 
     def _group_plan(self, group: str) -> tuple:
         """(members, live members, each member's source): ("own", rank) for a live member or a
@@ -88,6 +91,32 @@ class HostExchanges:
                 plan = (members, live, None if live == members else tuple(sources))
             self._plan[group] = plan
         return plan
+
+    def _counterpart_uses(self) -> dict[tuple[int, ...], int]:
+        """Sorted members of a group -> how many groups with a live member take its parts for
+        their mirrored members (its counterpart, Layout.counterpart). A completed exchange is
+        kept until they all have (each does once per exchange, if its program matches its
+        representative's), so the coordinator does not keep every small collective's values."""
+        uses = self._uses
+        if uses is None:
+            layout = self._layout()
+            uses = {}
+            for group, desc in layout.declared:
+                if not any(layout.is_live(r) for r in group):
+                    continue  # no process: never exchanges
+                member_set = set(group)
+                taken = set()
+                for r in group:
+                    rep = layout.rep_of(r)
+                    if rep in member_set:
+                        continue
+                    other = layout.counterpart(group, desc, rep)
+                    if other is not None and other not in taken:
+                        taken.add(other)
+                        key = tuple(sorted(other))
+                        uses[key] = uses.get(key, 0) + 1
+            self._uses = uses
+        return uses
 
     def exchange(self, msg: HostExchange, conn: Any) -> list[Reply]:
         key = (msg.group, msg.seq)
@@ -146,15 +175,24 @@ class HostExchanges:
                 else:
                     k = (src[1], src[2])
                     if k not in distinct:
-                        theirs = self._done.get((src[1], pend.seq), {}).get(src[2])
+                        done = self._done.get((src[1], pend.seq))
+                        theirs = done[0].get(src[2]) if done is not None else None
                         if theirs is None:
                             return None  # the representative has not reached this exchange yet
                         distinct[k] = len(payload_list)
                         payload_list.append(theirs)
                 index_list.append(distinct[k])
             payloads, index = tuple(payload_list), tuple(index_list)
+            for group in {src[1] for src in sources if src[0] == "counterpart"}:
+                done = self._done[(group, pend.seq)]
+                done[1] -= 1
+                if done[1] <= 0:
+                    del self._done[(group, pend.seq)]
         if self._layout() is not None:
-            self._done[(members, pend.seq)] = own
+            key = tuple(sorted(members))
+            uses = self._counterpart_uses().get(key, 0)
+            if uses:
+                self._done[(key, pend.seq)] = [own, uses]
         reply = HostExchangeReply(max(p.host_ns for p in pend.parts.values()), payloads, index)
         return [(pend.conns[r], reply) for r in pend.members]
 

@@ -64,10 +64,12 @@ class Layout:
     stage_of: tuple[int, ...] | None  # each rank's stage (index into `primary`); None: one class
     reason: str
     declared: tuple = ()  # the probe's groups: (global ranks, description) each, in creation order
+    requested: tuple[int, ...] = ()  # live on request (--trace-ranks), with their pipeline peers
     _live: frozenset = field(default=frozenset(), compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_live", frozenset(self.primary) | frozenset(self.checkers))
+        object.__setattr__(self, "_live", frozenset(self.primary) | frozenset(self.checkers)
+                           | frozenset(self.requested))
 
     @property
     def live(self) -> tuple[int, ...]:
@@ -80,6 +82,10 @@ class Layout:
         """The live rank whose simulation stands for `rank` (itself when live)."""
         if rank in self._live:
             return rank
+        return self.stage_rep(rank)
+
+    def stage_rep(self, rank: int) -> int:
+        """The representative of `rank`'s class (its stage's primary rank)."""
         if self.stage_of is None:
             return self.primary[0]
         return self.primary[self.stage_of[rank]]
@@ -117,38 +123,54 @@ class Layout:
         return idx
 
     def class_of_checker(self, rank: int) -> int | None:
-        if rank not in self.checkers or len(self.checkers) != len(self.primary):
+        """The representative whose class a live non-primary rank (a checker, a rank live on
+        request) belongs to; None for any other rank."""
+        if rank in self.primary or rank not in self._live:
             return None
-        return self.primary[self.checkers.index(rank)]
+        if rank in self.checkers and len(self.checkers) != len(self.primary):
+            return None
+        return self.stage_rep(rank)
+
+    @property
+    def checked(self) -> tuple[int, ...]:
+        """Every live rank that runs as itself inside another's class (checkers, then requested)."""
+        return self.checkers + tuple(r for r in self.requested if r not in self.checkers)
 
 
-def plan(world_size: int, declared: list[tuple[tuple[int, ...], str]]) -> Layout:
-    """The layout from the groups the probe declared: (global ranks, description) per group."""
+def plan(world_size: int, declared: list[tuple[tuple[int, ...], str]], requested: tuple[int, ...] = ()) -> Layout:
+    """The layout from the groups the probe declared: (global ranks, description) per group.
+    `requested` ranks (--trace-ranks) are live too, each with its pipeline group (its stage
+    neighbours must be live for its sends and receives)."""
     declared = list(dict.fromkeys((tuple(r), d) for r, d in declared))  # a mesh re-creates its groups
     pipelines = [tuple(r) for r, desc in declared if is_pipeline(desc) and len(r) > 1]
     if pipelines:
         stage_of = [-1] * world_size
+        group_of: dict[int, tuple[int, ...]] = {}
         for group in pipelines:
             for i, r in enumerate(group):
                 if 0 <= r < world_size and stage_of[r] < 0:
                     stage_of[r] = i
+                    group_of[r] = group
         first = next((g for g in pipelines if 0 in g), None)
         if first is not None and all(s >= 0 for s in stage_of):
             last = next((g for g in pipelines if world_size - 1 in g), first)
             checkers = () if set(last) & set(first) else last
+            live = set(first) | set(checkers)
+            extra = tuple(dict.fromkeys(m for r in requested if r not in live for m in group_of[r] if m not in live))
             return Layout(world_size, first, checkers, tuple(stage_of),
                           f"{len(first)} pipeline stages ({len(pipelines)} pipeline groups): one live rank per stage",
-                          tuple(declared))
+                          tuple(declared), extra)
     checkers = (world_size - 1,) if world_size > 1 else ()
+    extra = tuple(dict.fromkeys(r for r in requested if r != 0 and r not in checkers))
     return Layout(world_size, (0,), checkers, None, "no pipeline stages: rank 0 stands for every rank",
-                  tuple(declared))
+                  tuple(declared), extra)
 
 
 def check(layout: Layout, counts: dict[int, tuple[int, int]]) -> list[str]:
     """Compare each checker's (ops, kernels) with its representative's; the differences, as
     sentences for the summary."""
     out = []
-    for rank in layout.checkers:
+    for rank in layout.checked:
         rep = layout.class_of_checker(rank)
         if rep is None or rank not in counts or rep not in counts:
             continue

@@ -126,6 +126,8 @@ class PhantoraProcessGroup(dist.ProcessGroup):
         self._name = name
         self._group_desc = "default_pg" if name == "0" else "undefined"
         self._global_ranks = tuple(global_ranks) if global_ranks else tuple(range(size))
+        self._ranks_sent = False  # CollectiveCall.ranks: sent once per group
+        self._group_index: dict[int, int] | None = None  # global rank -> group rank, built on first use
         self._seq = 0
         self._p2p_seq: dict[tuple[int, int], int] = {}
         self._comm_streams: dict[int, int] = {}
@@ -194,7 +196,9 @@ class PhantoraProcessGroup(dist.ProcessGroup):
             seq = self._seq
             self._seq += 1
             group = self._name
-            ranks = self._global_ranks
+            # the member list travels with this rank's first collective of the group only
+            ranks = () if self._ranks_sent else self._global_ranks
+            self._ranks_sent = True
             comm = self._comm_stream(device)
         if PENDING:
             consume_pending(inputs, comm, device)
@@ -228,10 +232,17 @@ class PhantoraProcessGroup(dist.ProcessGroup):
             complete_values = values.p2p(self._host, coll_name, peer, inputs, outputs, nbytes)
         else:
             values.exchange(self._host, op, coll_name, call.reduce_op, inputs, outputs, nbytes,
-                            self._global_ranks.index(root) if root in self._global_ranks else 0)
+                            self._group_rank_of(root))
         work = SimWork(self, key, outputs, device)
         work._complete_values = complete_values
         return work
+
+    def _group_rank_of(self, global_rank: int) -> int:
+        """The group rank of a global rank (0 if not a member), without a scan of the group."""
+        index = self._group_index
+        if index is None:
+            index = self._group_index = {r: i for i, r in enumerate(self._global_ranks)}
+        return index.get(global_rank, 0)
 
     # ---- collectives on CPU tensors: real values, exchanged through the coordinator ----
 

@@ -108,7 +108,6 @@ class PythonHostTime:
         # set by the capture mode when the op recorder runs: > 0 while the calling thread is
         # inside a tensor subclass's dispatch ("PythonSubclass" record open)
         self.in_subclass: Callable[[], int] | None = None
-        self._tls = threading.local()
         self.charged_ns = 0  # total charged, for the summary
         # Threads whose work is on the simulated host's timeline: the script's thread and the
         # threads the capture mode has seen run ops (autograd's). Others (DataLoader's pinning
@@ -125,38 +124,38 @@ class PythonHostTime:
     def attach(self) -> None:
         """Count on the calling thread (threads the simulator sees are attached on first use)."""
         self.native.attach()
-        self._tls.last = self.native.counts()[:2]
+        self.native.take()  # what ran before is not charged
 
     def pending_ns(self) -> int:
-        """Host time of the calling thread's Python work since the last charge (and mark it charged)."""
+        """Host time of the calling thread's Python work since the last charge (and mark it charged).
+
+        The mark lives in the native module (`take`), so that the clock read the op recorder
+        makes at every record's start and end skips this call in C when nothing is pending."""
         if threading.get_ident() not in self.timeline:
             return 0
-        tls = self._tls
-        last = getattr(tls, "last", None)
-        py, c, attached = self.native.counts()
-        if not attached:
-            self.native.attach()
-            tls.last = (py, c)
+        native = self.native
+        if not native.counts()[2]:
+            native.attach()
+            native.take()
             return 0
-        if last is None:
-            tls.last = (py, c)
+        delta = native.take()
+        if delta is None:
             return 0
-        tls.last = (py, c)
+        dpy, dc = delta
         rate = self.opcode_ns
-        if c != last[1] and self.in_subclass is not None and self.in_subclass() > 0:
+        if dc and self.in_subclass is not None and self.in_subclass() > 0:
             rate = self.subclass_opcode_ns  # asked only when there are instructions to charge
         # rounded, not truncated: the clock is read at every record's start and end, and
         # truncating each charge lost ~0.4 us per step of a small DDP model. (Carrying the
         # remainder instead made ranks that ran different Python before the same code charge
         # it differently by 1 ns.)
-        ns = int((py - last[0]) * self.py_call_ns + (c - last[1]) * rate + 0.5)
+        ns = int(dpy * self.py_call_ns + dc * rate + 0.5)
         self.charged_ns += ns
         return ns
 
     def after_fork(self) -> None:
         """In a forked child (DataLoader worker): its own count starts at zero."""
         self.native.reset()
-        self._tls = threading.local()
         self.timeline = {threading.get_ident()}
         self.attach()
 

@@ -27,6 +27,7 @@ from torch.autograd.profiler_util import EventList, FunctionEvent
 
 from phantora_prof.protocol import MemoryEvent, ProfileExportRequest, ProfileStatsRequest, ProfilerStarted
 from phantora_prof.runtime.dispatch import annotations
+from phantora_prof.runtime.patches import sharding_memo
 from phantora_prof.runtime.process import state as _state
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,7 @@ class SimProfile(torch_profiler.profile):
             self.profiler = _SimSession(self)
             st = _state.get()
             st.channel.send(ProfilerStarted(st.config.rank, st.clock.now_ns))
+            sharding_memo.records_wanted()  # ops are recorded from now on: none answered from a memo
         if self.profile_memory:
             _memory_events(True)
 

@@ -166,6 +166,9 @@ def install(config: RankConfig) -> InstalledRuntime:
     from phantora_prof.runtime import distributed
 
     distributed.install()
+    from phantora_prof.runtime.patches import sharding_memo
+
+    sharding_memo.install()  # DTensor's strided-shard arithmetic once per argument set (no trace)
     rec = _record_op_tree(st)
     mode = CaptureMode()
     from phantora_prof.runtime.compile import backend as compile_backend
