@@ -12,6 +12,7 @@ from phantora_prof.cost.profiles import load_profile
 from phantora_prof.engine import collectives as coll
 from phantora_prof.engine.coordinator import Coordinator
 from phantora_prof.engine.rank_timeline import RankTimeline
+from phantora_prof.errors import ProtocolError
 from phantora_prof.protocol import CollectiveCall, CollectiveWait, Hello, SyncKind, SyncRequest
 
 
@@ -145,3 +146,23 @@ def test_coalesced_calls_run_concurrently_not_in_order(tmp_path):
     c = _coord(tmp_path / "b", 2)  # the other rank's messages first: the same timelines
     _feed(c, [p2p(1, 1, 0, True), p2p(0, 0, 1, True), p2p(1, 0, 1, False), p2p(0, 1, 0, False)])
     assert [(s.name, s.ts_ns, s.dur_ns) for s in c.ranks[0].timeline.spans] == first
+
+
+def test_a_groups_member_list_travels_once_and_is_filled_in(tmp_path):
+    """A rank sends a group's ranks with its first collective of the group only (O(1) per
+    later call): the coordinator fills them in; without any, it says what is wrong."""
+    c = _coord(tmp_path, 2)
+    _feed(c, [_call(0, 0, 1_000_000), _call(1, 0, 1_000_000), _call(0, 1, 2_000_000, ranks=()),
+              _call(1, 1, 2_000_000, ranks=())])
+    assert not c._pending
+    assert sum(1 for s in c.ranks[0].timeline.spans if s.on_gpu) == 2
+    (tmp_path / "fresh").mkdir()
+    fresh = _coord(tmp_path / "fresh", 2)
+    with pytest.raises(ProtocolError, match="without its member list"):
+        _feed(fresh, [_call(0, 0, 1_000_000, group="7", ranks=())])
+
+
+def test_trace_args_list_at_most_30_group_ranks_as_torch_profiler_does():
+    assert coll.ranks_arg((0, 1)) == "[0, 1]"
+    big = coll.ranks_arg(tuple(range(16384)))
+    assert big == "[" + ", ".join(map(str, range(30))) + ", ...]"

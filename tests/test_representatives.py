@@ -140,7 +140,9 @@ def test_a_mirror_outside_its_representatives_group_takes_the_counterparts_part(
     by_conn = {c: r for c, r in replies}
     assert set(by_conn) == {"c0", "c3"}
     r3 = by_conn["c3"]
-    assert [r3.payloads[i] for i in r3.index] == [b"zero", b"three"]
+    # the checker follows its class here: its group gets what rank 0's group got (a value-
+    # dependent loop, DTensor's trunc_normal_, then stops on the same iteration)
+    assert [r3.payloads[i] for i in r3.index] == [b"zero", b"zero"]
     r0 = by_conn["c0"]
     assert [r0.payloads[i] for i in r0.index] == [b"zero", b"zero"]
 

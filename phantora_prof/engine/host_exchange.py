@@ -44,6 +44,27 @@ class _Pending:
 Reply = tuple[Any, Any]  # (connection, reply message)
 
 
+def _follow_the_class(sources: list, members: tuple[int, ...], layout: Any) -> None:
+    """In a group whose mirrored members take their parts from a counterpart group (a
+    checker's group, outside its representative's), the live checker takes its
+    representative's part there too: the group's result is then the one the representative's
+    group got. Otherwise a value-dependent loop diverges: DTensor's `trunc_normal_` redraws
+    until an all-reduced `any()` says no value is out of bounds; the checker's own draws
+    differ from its representative's, so its group kept looping after the representative's
+    stopped, and from then on took its counterpart's parts from unrelated exchanges."""
+    counterparts = {src[1] for src in sources if src[0] == "counterpart"}
+    if len(counterparts) != 1:
+        return
+    other = next(iter(counterparts))
+    other_set = set(other)
+    for i, r in enumerate(members):
+        if sources[i] != ("own", r) or layout.class_of_checker(r) is None:
+            continue
+        rep = layout.stage_rep(r)
+        if rep in other_set:
+            sources[i] = ("counterpart", other, rep)
+
+
 class HostExchanges:
     """The pending exchanges and undelivered messages of a run.
 
@@ -88,6 +109,7 @@ class HostExchanges:
                     other = layout.counterpart(members, desc, rep)
                     # no counterpart (a group the probe did not declare): the first live member's part
                     sources.append(("counterpart", other, rep) if other is not None else ("own", live[0]))
+                _follow_the_class(sources, members, layout)
                 plan = (members, live, None if live == members else tuple(sources))
             self._plan[group] = plan
         return plan

@@ -27,3 +27,14 @@ if not hasattr(dist, "set_timeout") and hasattr(_c10d, "_set_pg_timeout"):
     dist.set_timeout = _c10d._set_pg_timeout  # type: ignore[attr-defined]
 
 pp_compat.install()
+
+
+def llama3_70b():
+    """torchtitan's Llama 3 70B model (its registry's "70B") with the training settings of its
+    own llama3_8b config: torchtitan 0.3.0 registers the model but ships no config function
+    for it (used for the 16,384-rank 3-D runs of README's "Large clusters")."""
+    from torchtitan.models.llama3 import model_registry
+
+    config = llama3_8b()  # noqa: F405 - from torchtitan's config registry above
+    config.model_spec = model_registry("70B")
+    return config
