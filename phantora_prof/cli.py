@@ -64,6 +64,10 @@ def _setup_logging(level: str) -> None:
 @click.option("--trace-ranks", default="", metavar="R1,R2,...",
               help="Under representative ranks, also simulate these ranks as themselves (with their pipeline "
                    "stage peers) and write their traces; by default only the live ranks' traces are written.")
+@click.option("--class-check/--no-class-check", default=True, show_default=True,
+              help="Under representative ranks, run a second set of live ranks (the last rank, or the last "
+                   "pipeline group) that checks each class runs one program. --no-class-check halves the live "
+                   "processes and checks nothing.")
 @click.option("--collective-timeout", default=300.0, show_default=True, type=float, metavar="SECONDS",
               help="Report a collective that some ranks never launch after this many (real) seconds in which "
                    "those ranks sent nothing (a rank still simulating is not stuck).")
@@ -96,7 +100,8 @@ def _setup_logging(level: str) -> None:
 def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, nnodes: int, collective_timeout: float,
         no_trace: bool, trace_format: str, report_dir: Path | None, summary_json: Path | None,
         op_costs: tuple[str, ...], kernel_times: str, kernel_db: Path | None, host_profile: str,
-        host_python: bool, log_level: str, cluster: str | None, live_ranks: str, trace_ranks: str) -> None:
+        host_python: bool, log_level: str, cluster: str | None, live_ranks: str, trace_ranks: str,
+        class_check: bool) -> None:
     """Run an unmodified PyTorch training script on a simulated GPU and write
     torch.profiler-format traces of the simulated run.
 
@@ -111,7 +116,7 @@ def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, nnodes
                "summary_json": summary_json, "trace_format": trace_format.lower(), "report_dir": report_dir,
                "kernel_times": kernel_times.lower(), "kernel_db": kernel_db, "host_python": host_python,
                "host_profile": host_profile, "cluster": cluster, "live_ranks": live_ranks.lower(),
-               "trace_ranks": trace_ranks}
+               "trace_ranks": trace_ranks, "class_check": class_check}
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
         ctx.exit(2)

@@ -32,6 +32,8 @@ class ClusterConfig:
     live_ranks: str = "auto"
     # ranks that run live (and write traces) under representative ranks, with their pipeline peers
     trace_ranks: tuple[int, ...] = ()
+    # under representative ranks, a second live set checks that each class runs one program
+    class_check: bool = True
 
     def __post_init__(self) -> None:
         from phantora_prof.cost import get_gpu

@@ -356,6 +356,7 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop) -> RunResult:
     representative = cluster.representative
     coord.representative = representative
     coord.requested = cluster.trace_ranks
+    coord.class_check = cluster.class_check
     rank_of_proc: list[int] = []
 
     def start_rank(rank: int) -> None:

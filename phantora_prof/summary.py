@@ -40,7 +40,8 @@ def print_summary(result: Any, config: Any, console: Any) -> None:
         sizes = layout.class_sizes()
         classes = ", ".join(f"rank {rep}: {n:,} ranks" for rep, n in list(sizes.items())[:6])
         more = f", ... ({len(sizes) - 6} more classes)" if len(sizes) > 6 else ""
-        checked = f"; rank(s) {', '.join(map(str, layout.checkers[:4]))} check their classes" if layout.checkers else ""
+        checked = (f"; rank(s) {', '.join(map(str, layout.checkers[:4]))} check their classes" if layout.checkers
+                   else "; the classes are not checked")
         if layout.requested:
             checked += f"; rank(s) {', '.join(map(str, layout.requested[:8]))} live on request (--trace-ranks)"
         console.print(f"representative ranks ({layout.reason}): {len(layout.live)} live ranks simulate "

@@ -58,6 +58,13 @@ def test_requested_ranks_are_live_in_their_class_with_their_pipeline_peers():
     assert reps.check(lay, {0: (10, 5), 4: (20, 6), 2: (10, 5), 6: (21, 6)})[0].startswith("rank 6 ran 21")
 
 
+def test_without_the_class_check_only_the_representatives_are_live():
+    assert reps.plan(16, [], check=False).live == (0,)
+    declared = [((i, 4 + i), "mesh_pp") for i in range(4)]
+    lay = reps.plan(8, declared, requested=(5,), check=False)
+    assert lay.checkers == () and lay.live == (0, 1, 4, 5)
+
+
 def test_megatron_pipeline_group_descriptions_count_as_stages_but_expert_ones_do_not():
     assert reps.is_pipeline("PIPELINE_MODEL_PARALLEL_GROUP")
     assert reps.is_pipeline("mesh_pp")

@@ -70,6 +70,7 @@ class Coordinator:
     # rank; then the layout is planned and `spawn` starts the other live ranks
     representative: bool = False
     requested: tuple[int, ...] = ()  # ranks live on request (--trace-ranks)
+    class_check: bool = True  # a second live set checks the classes (--no-class-check: none)
     spawn: Callable[[list[int]], None] | None = None
 
     def __post_init__(self) -> None:
@@ -251,7 +252,7 @@ class Coordinator:
     def _plan_layout(self) -> None:
         """The probe (rank 0) needs another rank for the first time: plan which ranks are live
         from the groups it declared, and start them."""
-        self.layout = _reps.plan(self.world_size, self._declared, self.requested)
+        self.layout = _reps.plan(self.world_size, self._declared, self.requested, self.class_check)
         self._declared = []
         log.info("representative ranks: %s; live ranks %s", self.layout.reason, list(self.layout.live))
         others = [r for r in self.layout.live if r != 0]

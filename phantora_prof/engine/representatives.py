@@ -137,10 +137,12 @@ class Layout:
         return self.checkers + tuple(r for r in self.requested if r not in self.checkers)
 
 
-def plan(world_size: int, declared: list[tuple[tuple[int, ...], str]], requested: tuple[int, ...] = ()) -> Layout:
+def plan(world_size: int, declared: list[tuple[tuple[int, ...], str]], requested: tuple[int, ...] = (),
+         check: bool = True) -> Layout:
     """The layout from the groups the probe declared: (global ranks, description) per group.
     `requested` ranks (--trace-ranks) are live too, each with its pipeline group (its stage
-    neighbours must be live for its sends and receives)."""
+    neighbours must be live for its sends and receives). `check`: a second live set checks the
+    classes (--no-class-check leaves it out: half the live processes, nothing checked)."""
     declared = list(dict.fromkeys((tuple(r), d) for r, d in declared))  # a mesh re-creates its groups
     pipelines = [tuple(r) for r, desc in declared if is_pipeline(desc) and len(r) > 1]
     if pipelines:
@@ -154,13 +156,13 @@ def plan(world_size: int, declared: list[tuple[tuple[int, ...], str]], requested
         first = next((g for g in pipelines if 0 in g), None)
         if first is not None and all(s >= 0 for s in stage_of):
             last = next((g for g in pipelines if world_size - 1 in g), first)
-            checkers = () if set(last) & set(first) else last
+            checkers = () if set(last) & set(first) or not check else last
             live = set(first) | set(checkers)
             extra = tuple(dict.fromkeys(m for r in requested if r not in live for m in group_of[r] if m not in live))
             return Layout(world_size, first, checkers, tuple(stage_of),
                           f"{len(first)} pipeline stages ({len(pipelines)} pipeline groups): one live rank per stage",
                           tuple(declared), extra)
-    checkers = (world_size - 1,) if world_size > 1 else ()
+    checkers = (world_size - 1,) if world_size > 1 and check else ()
     extra = tuple(dict.fromkeys(r for r in requested if r != 0 and r not in checkers))
     return Layout(world_size, (0,), checkers, None, "no pipeline stages: rank 0 stands for every rank",
                   tuple(declared), extra)
