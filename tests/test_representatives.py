@@ -154,6 +154,18 @@ def test_a_mirror_outside_its_representatives_group_takes_the_counterparts_part(
     assert [r0.payloads[i] for i in r0.index] == [b"zero", b"zero"]
 
 
+def test_a_counterpart_exchange_of_another_collective_gives_the_checkers_own_values():
+    """A checker whose program differs (uneven shards) shifts its groups' exchanges against
+    its counterparts': its own part stands in instead of values of another shape."""
+    declared = [((0, 1), "mesh_tp"), ((2, 3), "mesh_tp")]
+    lay = reps.plan(4, declared)
+    ex = _exchanges({"1": ((0, 1), "mesh_tp"), "2": ((2, 3), "mesh_tp")}, lay)
+    ex.exchange(HostExchange(0, "1", 0, "values:allreduce", 7, b"seventy-bytes"), "c0")
+    [(_, reply)] = ex.exchange(HostExchange(3, "2", 0, "values:allreduce", 5, b"one"), "c3")
+    assert [reply.payloads[i] for i in reply.index] == [b"one", b"one"]
+    assert ex.misaligned == 1
+
+
 def test_mismatched_host_collectives_are_reported():
     ex = _exchanges({"0": ((0, 1), "default_pg")}, None)
     ex.exchange(HostExchange(0, "0", 0, "allreduce", 0, b""), "c0")

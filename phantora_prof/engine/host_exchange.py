@@ -20,12 +20,15 @@ exchanges are kept, by member ranks and sequence number, for that purpose.
 """
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from phantora_prof.engine.collectives import CollectiveError
 from phantora_prof.protocol import HostExchange, HostExchangeReply, HostRecv, HostRecvReply, HostSend
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -83,6 +86,7 @@ class HostExchanges:
         # group of mirrored ranks still has to take them as its counterpart's (_counterpart_uses)
         self._done: dict[tuple[tuple[int, ...], int], list] = {}
         self._uses: dict[tuple[int, ...], int] | None = None
+        self.misaligned = 0  # exchanges whose counterpart was another collective (_lines_up)
 
     def _group_plan(self, group: str) -> tuple:
         """(members, live members, each member's source): ("own", rank) for a live member or a
@@ -113,6 +117,22 @@ class HostExchanges:
                 plan = (members, live, None if live == members else tuple(sources))
             self._plan[group] = plan
         return plan
+
+    def _lines_up(self, pend: _Pending, done: list, theirs: bytes, mine: bytes) -> bool:
+        """Whether the counterpart's exchange at this position is the same collective: a
+        checker whose program differs from its representative's (uneven shards: an op more
+        or less) shifts its groups' exchanges against the counterparts'. Then its own part
+        stands in for the mirrored members' (a device collective's values must at least have
+        its shapes), and the run goes on: the class check reports the difference."""
+        what = next(iter(pend.parts.values())).what
+        same = done[2] == what and (not what.startswith("values:") or len(theirs) == len(mine))
+        if not same:
+            self.misaligned += 1
+            if self.misaligned == 1:
+                log.warning("host exchange #%d of process group %r (%s) does not line up with its counterpart's "
+                            "(%s): a checker's program differs from its representative's; its own values stand in "
+                            "for the mirrored members'", pend.seq, pend.group, what, done[2])
+        return same
 
     def _counterpart_uses(self) -> dict[tuple[int, ...], int]:
         """Sorted members of a group -> how many groups with a live member take its parts for
@@ -201,6 +221,8 @@ class HostExchanges:
                         theirs = done[0].get(src[2]) if done is not None else None
                         if theirs is None:
                             return None  # the representative has not reached this exchange yet
+                        if not self._lines_up(pend, done, theirs, own[live[0]]):
+                            theirs = own[live[0]]
                         distinct[k] = len(payload_list)
                         payload_list.append(theirs)
                 index_list.append(distinct[k])
@@ -214,7 +236,7 @@ class HostExchanges:
             key = tuple(sorted(members))
             uses = self._counterpart_uses().get(key, 0)
             if uses:
-                self._done[(key, pend.seq)] = [own, uses]
+                self._done[(key, pend.seq)] = [own, uses, next(iter(pend.parts.values())).what]
         reply = HostExchangeReply(max(p.host_ns for p in pend.parts.values()), payloads, index)
         return [(pend.conns[r], reply) for r in pend.members]
 
