@@ -32,6 +32,7 @@ NOT_GPU_CONSTANTS = {
     "phantora_prof/cost/measured.py": {"ROW_EXTRAPOLATE", "GEMM_K", "GEMM_POWER", "ATTN_K", "ATTN_POWER",
                                        "MISMATCH_PENALTY"},
     "phantora_prof/cost/ops.py": {"RNN_GATES"},  # cuDNN's gates per RNN mode
+    "phantora_prof/engine/collectives.py": {"_RANKS_SHOWN"},  # torch.profiler's kTruncatLength (trace format)
     "phantora_prof/engine/host_layout.py": {"_NO_KEY", "_MAX_SHIFT_NS", "_CLOSE_NS"},
     "phantora_prof/engine/kineto_args.py": {"TENSOR_LIST_DISPLAY_LENGTH_LIMIT"},
     "phantora_prof/engine/op_children.py": {"_CARVE"},
