@@ -152,6 +152,7 @@ def test_a_groups_member_list_travels_once_and_is_filled_in(tmp_path):
     """A rank sends a group's ranks with its first collective of the group only (O(1) per
     later call): the coordinator fills them in; without any, it says what is wrong."""
     c = _coord(tmp_path, 2)
+    c._members["0"] = ((0, 1), "default_pg")  # as the receive loop records the group's GroupCreated
     _feed(c, [_call(0, 0, 1_000_000), _call(1, 0, 1_000_000), _call(0, 1, 2_000_000, ranks=()),
               _call(1, 1, 2_000_000, ranks=())])
     assert not c._pending

@@ -97,7 +97,6 @@ class Coordinator:
         self.layout = None  # engine.representatives.Layout when some ranks are mirrored; None: all live
         self._declared: list[tuple[tuple[int, ...], str]] = []  # the probe's new_group calls
         self._live_members: dict[str, tuple[int, ...]] = {}
-        self._group_ranks: dict[str, tuple[int, ...]] = {}  # process group -> its global ranks (CollectiveCall.ranks)
         self._host = HostExchanges(self._members.get, lambda: self.layout)
         self._last_heard: dict[int, float] = {}  # rank -> when its last batch arrived (real time)
 
@@ -261,17 +260,16 @@ class Coordinator:
 
     def _resolve_ranks(self, call: CollectiveCall) -> None:
         """A rank sends a group's member list with its first collective in the group only
-        (O(1) per later call at any group size): fill it in, one shared tuple per group."""
-        if call.ranks:
-            known = self._group_ranks.setdefault(call.group, tuple(call.ranks))
-            if known == call.ranks:
-                call.ranks = known
-            return
-        known = self._group_ranks.get(call.group)
-        if known is None:
-            raise ProtocolError(f"rank {call.rank}: collective #{call.seq} of process group {call.group!r} came "
-                                "without its member list, and no earlier collective of the group had one")
-        call.ranks = known
+        (O(1) per later call at any group size): the group's GroupCreated has it, one shared
+        tuple per group."""
+        known = self._members.get(call.group)
+        if not call.ranks:
+            if known is None:
+                raise ProtocolError(f"rank {call.rank}: collective #{call.seq} of process group {call.group!r} came "
+                                    "without its member list, and the group was never announced")
+            call.ranks = known[0]
+        elif known is not None and known[0] == call.ranks:
+            call.ranks = known[0]
 
     def live_members(self, group: str, ranks: tuple[int, ...]) -> tuple[int, ...]:
         """The members of a group that run a process (all of them unless ranks are mirrored)."""

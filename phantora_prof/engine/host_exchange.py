@@ -47,6 +47,24 @@ class _Pending:
 Reply = tuple[Any, Any]  # (connection, reply message)
 
 
+def _sources(members: tuple[int, ...], desc: str, live: tuple[int, ...], layout: Any) -> list:
+    """Where each member's part of an exchange comes from: ("own", rank) for a live member or a
+    mirror whose representative is in the group, ("counterpart", group ranks, rank) for a mirror
+    whose representative is elsewhere (the same kind of group around it, Layout.counterpart)."""
+    member_set = set(members)
+    sources = []
+    for r in members:
+        rep = layout.rep_of(r)
+        if rep in member_set:
+            sources.append(("own", rep))
+            continue
+        other = layout.counterpart(members, desc, rep)
+        # no counterpart (a group the probe did not declare): the first live member's part
+        sources.append(("counterpart", other, rep) if other is not None else ("own", live[0]))
+    _follow_the_class(sources, members, layout)
+    return sources
+
+
 def _follow_the_class(sources: list, members: tuple[int, ...], layout: Any) -> None:
     """In a group whose mirrored members take their parts from a counterpart group (a
     checker's group, outside its representative's), the live checker takes its
@@ -89,9 +107,7 @@ class HostExchanges:
         self.misaligned = 0  # exchanges whose counterpart was another collective (_lines_up)
 
     def _group_plan(self, group: str) -> tuple:
-        """(members, live members, each member's source): ("own", rank) for a live member or a
-        mirror whose representative is in the group, ("counterpart", group ranks, rank) for a
-        mirror whose representative is elsewhere."""
+        """(members, live members, each member's source (`_sources`); None when all are live)."""
         plan = self._plan.get(group)
         if plan is None:
             found = self._members_of(group)
@@ -103,18 +119,7 @@ class HostExchanges:
                 plan = (members, members, None)
             else:
                 live = tuple(r for r in members if layout.is_live(r))
-                member_set = set(members)
-                sources = []
-                for r in members:
-                    rep = layout.rep_of(r)
-                    if rep in member_set:
-                        sources.append(("own", rep))
-                        continue
-                    other = layout.counterpart(members, desc, rep)
-                    # no counterpart (a group the probe did not declare): the first live member's part
-                    sources.append(("counterpart", other, rep) if other is not None else ("own", live[0]))
-                _follow_the_class(sources, members, layout)
-                plan = (members, live, None if live == members else tuple(sources))
+                plan = (members, live, None if live == members else tuple(_sources(members, desc, live, layout)))
             self._plan[group] = plan
         return plan
 
@@ -144,19 +149,12 @@ class HostExchanges:
             layout = self._layout()
             uses = {}
             for group, desc in layout.declared:
-                if not any(layout.is_live(r) for r in group):
+                live = tuple(r for r in group if layout.is_live(r))
+                if not live:
                     continue  # no process: never exchanges
-                member_set = set(group)
-                taken = set()
-                for r in group:
-                    rep = layout.rep_of(r)
-                    if rep in member_set:
-                        continue
-                    other = layout.counterpart(group, desc, rep)
-                    if other is not None and other not in taken:
-                        taken.add(other)
-                        key = tuple(sorted(other))
-                        uses[key] = uses.get(key, 0) + 1
+                for other in {src[1] for src in _sources(group, desc, live, layout) if src[0] == "counterpart"}:
+                    key = tuple(sorted(other))
+                    uses[key] = uses.get(key, 0) + 1
             self._uses = uses
         return uses
 

@@ -133,8 +133,9 @@ class Layout:
 
     @property
     def checked(self) -> tuple[int, ...]:
-        """Every live rank that runs as itself inside another's class (checkers, then requested)."""
-        return self.checkers + tuple(r for r in self.requested if r not in self.checkers)
+        """Every live rank that runs as itself inside another's class (checkers, then requested;
+        `plan` keeps the two apart)."""
+        return self.checkers + self.requested
 
 
 def plan(world_size: int, declared: list[tuple[tuple[int, ...], str]], requested: tuple[int, ...] = (),

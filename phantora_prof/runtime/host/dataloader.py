@@ -27,6 +27,8 @@ import logging
 import threading
 from typing import Any
 
+from phantora_prof.runtime.host.pyhost import run_as_program
+
 log = logging.getLogger(__name__)
 
 _STATE: dict[str, Any] = {}
@@ -102,14 +104,8 @@ def install(clock: Any, pyhost: Any = None) -> None:
         fetch = fetcher.fetch
 
         def costed_fetch(index):
-            host = _STATE.get("pyhost")
             t0 = clock.now_ns
-            depth = host.native.user_begin() if host is not None else None
-            try:  # the dataset's and collate's Python is the program's: counted
-                data = fetch(index)
-            finally:
-                if depth is not None:
-                    host.native.user_end(depth)
+            data = run_as_program(_STATE.get("pyhost"), fetch, index)  # the dataset's and collate's Python
             return CostedBatch(data, clock.now_ns - t0)
 
         fetcher.fetch = costed_fetch

@@ -174,6 +174,20 @@ def simulator_work(host: PythonHostTime | None) -> Iterator[None]:
         host.native.resume()
 
 
+def run_as_program(host: PythonHostTime | None, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`fn(*args, **kwargs)`, its Python counted as the program's although a wrapper of the
+    simulator's calls it (a DataLoader worker's fetch, a torch function the simulator
+    memoises), as if the call had not passed through the wrapper (plain call without the host
+    model). A plain function, not a context manager: contextlib's own Python would count."""
+    if host is None:
+        return fn(*args, **kwargs)
+    depth = host.native.user_begin()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        host.native.user_end(depth)
+
+
 def install(py_call_ns: float, opcode_ns: float, subclass_opcode_ns: float | None = None) -> PythonHostTime | None:
     native = load()
     if native is None:

@@ -76,16 +76,10 @@ def _patch(module: Any) -> None:
 
 
 def _run_counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """Call torch's function as the program's code: its Python is counted as host time, as
-    if the call had not passed through this module (runtime/host/pyhost.py)."""
-    host = _state.get().pyhost
-    if host is None:
-        return fn(*args, **kwargs)
-    depth = host.native.user_begin()
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        host.native.user_end(depth)
+    """Call torch's function as the program's code: its Python is counted as host time."""
+    from phantora_prof.runtime.host import pyhost
+
+    return pyhost.run_as_program(_state.get().pyhost, fn, *args, **kwargs)
 
 
 def _copy(result: Any) -> Any:
