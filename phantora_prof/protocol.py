@@ -195,8 +195,8 @@ class CollectiveCall:
 
     `group` names the process group (its c10d name), `ranks` its global ranks in group-rank
     order (sent with a rank's first collective of the group only, empty afterwards: the
-    coordinator fills them in, so a call costs O(1) at any group size), `seq` counts this rank's collectives in the group (the same on every member for
-    the same collective). It runs on `comm_stream` after the work already enqueued on
+    coordinator fills them in, so a call costs O(1) at any group size), `seq` counts this
+    rank's collectives in the group (the same on every member for the same collective). It runs on `comm_stream` after the work already enqueued on
     `stream` (NCCL's stream semantics) and starts on the GPU when every member launched it.
     `nbytes` follows nccl-tests' size convention (all_gather: the gathered output,
     reduce_scatter: the full input, all_to_all: one rank's send buffer, send/recv: bytes sent).
