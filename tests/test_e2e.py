@@ -140,6 +140,13 @@ def test_torch_cuda_answers_from_the_simulated_gpu(cli):
     assert "cpu torch.Size([1024, 1024]) cpu" in out
     assert "pinned True" in out
     assert "allocated 41943040" in out  # x and y, 4 MiB each, + the 32 MiB cuBLAS workspace of the first GEMM
+    # torch's own text for CUDA tensors, not FakeTensor's; a 0-d tensor takes format specs
+    assert ("repr tensor([[0.0000, 0.1250, 0.2500],\n        [0.3750, 0.5000, 0.6250]], device='cuda:0')|"
+            "Parameter containing:\ntensor([0.2500, 0.2500, 0.2500], device='cuda:0', requires_grad=True)|"
+            "1.5|"  # f"{t}" of a 0-d tensor formats its item, as torch does
+            "tensor(1.5000, device='cuda:0', grad_fn=<SumBackward0>)|"
+            "tensor([[0., 0., 0.,  ..., 0., 0., 0.],\n        [0., 0., 0.,  ..., 0., 0., 0.]], device='cuda:0')|"
+            "format 1.50    1.500") in out, out
 
 
 def test_data_dependent_op_continues_with_estimate(cli):

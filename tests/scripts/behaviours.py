@@ -26,6 +26,11 @@ elif mode == "cuda":
     print("cpu", y.cpu().shape, y.cpu().device)
     print("pinned", torch.randn(4).pin_memory().is_pinned())
     print("allocated", torch.cuda.memory_allocated())
+    # printed as a real CUDA tensor prints: values where they exist, zeros where they do not
+    v = torch.arange(6, dtype=torch.float32, device="cuda").reshape(2, 3) / 8
+    p = torch.nn.Parameter(torch.full((3,), 0.25, device="cuda"))
+    s = (p * 2).sum()
+    print(f"repr {v!r}|{p!r}|{s}|{s!r}|{y[:2]}|format {s:.2f} {s:>8.3f}")
 elif mode == "unsupported":
     x = torch.randn(128, device="cuda")
     idx = torch.nonzero(x > 0)
