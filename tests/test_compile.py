@@ -78,6 +78,20 @@ def test_compiled_step_is_faster_and_smaller_than_eager(cli):
     assert _peak(compiled.stdout) < _peak(eager.stdout)
 
 
+def test_dynamo_loads_when_the_program_first_compiles(cli):
+    """A rank does not import Dynamo at start-up (two thirds of its start-up time); an eager
+    step with an optimizer does not load it either; torch.compile does, and what
+    torch._disable_dynamo cached before (Optimizer.state_dict) becomes Dynamo's own disable
+    wrapper, as if Dynamo had been there all along (runtime/process/lazy_dynamo.py)."""
+    r = cli("--no-trace", PY, SCRIPT, "eager_then_compiled")
+    assert r.returncode == 0, r.stderr[-3000:]
+    for line in ("dynamo loaded after an eager step: False", "state_dict disabled before: False",
+                 "dynamo loaded after compile: True", "state_dict disabled after: True"):
+        assert line in r.stdout, r.stdout
+    steps = _steps(r.stdout)
+    assert len(steps) == 3 and steps[1] > 100 * steps[2]  # the compiled model's first step compiles
+
+
 def test_what_real_scripts_do_with_compile(cli):
     """Graph breaks (the broken part runs eagerly, both graphs compile), small constant tensors
     made on the device inside the compiled function, and non-Inductor backends (eager ops)."""

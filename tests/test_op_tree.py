@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import reference_trace
-from test_native import native_build, needs_cpu_torch, run_child  # noqa: F401 - native_build is a fixture
+from test_native import needs_cpu_torch, run_child
 
 from phantora_prof.engine import host_layout, op_children
 from phantora_prof.engine.rank_timeline import _number_ops
@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "tools" / "holdout"))  # opstream.py
 
 
 @needs_cpu_torch
-def test_recorder_records_the_dispatcher_tree(native_build):
+def test_recorder_records_the_dispatcher_tree():
     out = run_child("""
         import json
         from phantora_prof.runtime.dispatch import op_recorder
@@ -57,7 +57,7 @@ def test_recorder_records_the_dispatcher_tree(native_build):
         z = y.sum()
         z.backward()
         print(json.dumps(json.loads(rec.drain())))
-    """, extra_env={"PHANTORA_CACHE_DIR": str(native_build["cache"])})
+    """)  # the machine's usual build cache: every simulation builds into it, once (test_native builds anew)
     recs = json.loads(out)
     by_id = {r[0]: r for r in recs}
     names = [r[5] for r in recs]

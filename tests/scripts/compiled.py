@@ -42,6 +42,19 @@ torch.manual_seed(0)
 if mode in ("compiled", "eager"):
     model = nn.Sequential(Block(), Block()).cuda()
     train(torch.compile(model) if mode == "compiled" else model)
+elif mode == "eager_then_compiled":
+    # Dynamo loads when the program first needs it (runtime/process/lazy_dynamo.py): an eager
+    # step does not load it; torch.compile does, and what the eager step's optimizer cached
+    # (Optimizer.state_dict's torch._disable_dynamo) becomes Dynamo's real disable wrapper
+    model = Block().cuda()
+    train(model, steps=1)
+    torch.optim.SGD(model.parameters()).state_dict()
+    print("dynamo loaded after an eager step:", "torch._dynamo.convert_frame" in sys.modules)
+    state_dict = torch.optim.Optimizer.state_dict.__wrapped__
+    print("state_dict disabled before:", getattr(getattr(state_dict, "__dynamo_disable", None), "_torchdynamo_disable", False))
+    train(torch.compile(model), steps=2)
+    print("dynamo loaded after compile:", "torch._dynamo.convert_frame" in sys.modules)
+    print("state_dict disabled after:", getattr(getattr(state_dict, "__dynamo_disable", None), "_torchdynamo_disable", False))
 elif mode == "backend_eager":
     train(torch.compile(nn.Sequential(Block()).cuda(), backend="eager"))
 elif mode == "graph_break":

@@ -120,6 +120,9 @@ def check_real_cuda(device_count: int, cuda_version: str | None, real_gpus: int,
 
 
 def install(config: RankConfig) -> InstalledRuntime:
+    from phantora_prof.runtime.process import lazy_dynamo
+
+    lazy_dynamo.defer()  # FakeTensorMode needs only Dynamo's config; the rest loads when the program uses it
     real_gpus = torch._C._cuda_getDeviceCount() if torch.version.cuda and hasattr(torch._C, "_cuda_getDeviceCount") else 0
     check_real_cuda(config.device_count, torch.version.cuda, real_gpus, torch.__version__)
     clock = _clock.VirtualClock(epoch_ns=int(os.environ.get("PHANTORA_EPOCH_NS", "0")) or None)
