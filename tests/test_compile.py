@@ -67,6 +67,7 @@ def test_compiled_training_step_launches_inductor_kernels_deterministically(cli)
     assert steps[-1] == steps[-2]
 
 
+@pytest.mark.slow  # two more simulations; the compiled step itself is checked by the default run
 def test_compiled_step_is_faster_and_smaller_than_eager(cli):
     compiled = cli("--no-trace", PY, SCRIPT, "compiled")
     eager = cli("--no-trace", PY, SCRIPT, "eager")

@@ -64,7 +64,7 @@ def _check(r, cwd, stage: int, ranks: int, steps: int) -> None:
 
 
 @pytest.mark.frameworks
-@pytest.mark.slow  # stages 1 and 3 stay in the default run (keeps it within ~10 minutes)
+@pytest.mark.slow  # stage 3 stays in the default run (keeps it within ~10 minutes)
 def test_zero2_two_ranks(cli):
     r = cli("--nproc-per-node", "2", "--out", "t", PY, str(SCRIPT), "--zero-stage", "2", *SMALL, "--steps", "3",
             "--comms-logger", timeout=600)
@@ -73,7 +73,7 @@ def test_zero2_two_ranks(cli):
 
 
 @pytest.mark.frameworks
-@pytest.mark.parametrize("stage", [1, 3])
+@pytest.mark.parametrize("stage", [pytest.param(1, marks=pytest.mark.slow), 3])  # stage 1 slow: CI time
 def test_zero1_and_zero3_two_ranks(cli, stage):
     r = cli("--nproc-per-node", "2", "--out", "t", PY, str(SCRIPT), "--zero-stage", str(stage), *SMALL,
             "--steps", "3", timeout=600)

@@ -187,6 +187,7 @@ def test_measure_mode_without_a_gpu_is_a_clear_error(tmp_path):
     assert not (tmp_path / "db.json").exists()
 
 
+@pytest.mark.slow  # ~55 s on 2 cores: the default run keeps the database unit tests and the H200 database replay
 def test_db_build_show_and_use_end_to_end(tmp_path):
     """db build (worker in CPU test mode) -> db show -> a CPU-only run that reads the database."""
     db = tmp_path / "k.db.json.gz"

@@ -208,6 +208,7 @@ def _steps(stdout: str) -> dict[int, list[str]]:
     return out
 
 
+@pytest.mark.slow  # ~70 s on 2 cores; test_host_collectives_give_mirrored_members... runs mirrored ranks by default
 def test_representative_ddp_equals_every_rank_live(cli, tmp_path):
     runs = {}
     for mode in ("representative", "all"):
