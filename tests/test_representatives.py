@@ -166,6 +166,21 @@ def test_a_counterpart_exchange_of_another_collective_gives_the_checkers_own_val
     assert ex.misaligned == 1
 
 
+def test_an_exchange_waiting_for_a_representative_that_never_reaches_it_names_it():
+    """The checker's group holds its every live member, but the part of its mirrored member
+    comes from the same exchange of the representative's group, which never comes."""
+    declared = [((0, 1), "mesh_tp"), ((2, 3), "mesh_tp")]
+    lay = reps.plan(4, declared)  # live 0, 3; rank 2 mirrors rank 0
+    ex = _exchanges({"1": ((0, 1), "mesh_tp"), "2": ((2, 3), "mesh_tp")}, lay)
+    assert ex.exchange(HostExchange(3, "2", 0, "broadcast", 5, b"three"), "c3") == []
+    ex.check(lambda r: False, timeout_s=300)  # rank 0 may still come
+    with pytest.raises(CollectiveError, match=r"rank 0 in the group of ranks \[0, 1\].*rank\(s\) \[0\] finished "
+                                              r"without reaching it.*--live-ranks all"):
+        ex.check(lambda r: r == 0, timeout_s=300)
+    with pytest.raises(CollectiveError, match=r"rank\(s\) \[0\] did not reach within 5 s"):
+        ex.check(lambda r: False, timeout_s=5, waited_since=lambda first, ranks: first - 10)
+
+
 def test_mismatched_host_collectives_are_reported():
     ex = _exchanges({"0": ((0, 1), "default_pg")}, None)
     ex.exchange(HostExchange(0, "0", 0, "allreduce", 0, b""), "c0")

@@ -47,6 +47,15 @@ class _Pending:
 Reply = tuple[Any, Any]  # (connection, reply message)
 
 
+def _ranks_text(ranks: tuple[int, ...], shown: int = 8) -> str:
+    """A group's ranks for an error message: all of a small group, the ends of a large one."""
+    if len(ranks) <= shown:
+        return str(list(ranks))
+    head = ", ".join(map(str, ranks[:shown // 2]))
+    tail = ", ".join(map(str, ranks[-2:]))
+    return f"[{head}, ..., {tail}] ({len(ranks)} ranks)"
+
+
 def _sources(members: tuple[int, ...], desc: str, live: tuple[int, ...], layout: Any) -> list:
     """Where each member's part of an exchange comes from: ("own", rank) for a live member or a
     mirror whose representative is in the group, ("counterpart", group ranks, rank) for a mirror
@@ -238,6 +247,39 @@ class HostExchanges:
         reply = HostExchangeReply(max(p.host_ns for p in pend.parts.values()), payloads, index)
         return [(pend.conns[r], reply) for r in pend.members]
 
+    def _counterparts_awaited(self, pend: _Pending) -> list[tuple[tuple[int, ...], int]]:
+        """(group ranks, representative) of the counterpart exchanges that `pend`, joined by all
+        its live members, still waits for (`_try_complete`)."""
+        _, _, sources = self._group_plan(pend.group)
+        if sources is None:
+            return []
+        return sorted({(src[1], src[2]) for src in sources
+                       if src[0] == "counterpart" and (src[1], pend.seq) not in self._done})
+
+    def _check_counterparts(self, pend: _Pending, what: str, gone: Callable[[int], bool], timeout_s: float,
+                            now: float, waited_since: Callable[[float, list[int]], float] | None,
+                            final: bool) -> None:
+        """An exchange every live member joined that waits for its counterparts' parts: the
+        representatives whose groups should hold the same exchange are named when they end
+        without reaching it, or stay silent past the timeout (their programs and the checker's
+        diverge; before, this waited for the timeout and named no rank)."""
+        awaited = self._counterparts_awaited(pend)
+        if not awaited:
+            return
+        reps = sorted({rep for _, rep in awaited})
+        where = "; ".join(f"rank {rep} in the group of ranks {_ranks_text(ranks)}" for ranks, rep in awaited)
+        advice = ("the mirrored members' parts come from the same exchange of their representatives' groups, "
+                  "so a checker's program went where its representative's did not; --live-ranks all runs every "
+                  "rank as itself, --no-class-check runs no checkers")
+        ended = [r for r in reps if gone(r)]
+        if ended or final:
+            raise CollectiveError(f"{what}: waits for the same exchange of {where}, but rank(s) {ended or reps} "
+                                  f"finished without reaching it: {advice}")
+        since = waited_since(pend.first_arrival_s, reps) if waited_since else pend.first_arrival_s
+        if now - since > timeout_s:
+            raise CollectiveError(f"{what}: waits for the same exchange of {where}, which rank(s) {reps} did not "
+                                  f"reach within {timeout_s:g} s (--collective-timeout): {advice}")
+
     def send(self, msg: HostSend) -> list[Reply]:
         layout = self._layout()
         if layout is not None and not layout.is_live(msg.dst):
@@ -273,6 +315,9 @@ class HostExchanges:
             missing = pend.missing()
             what = (f"host collective #{key[1]} of process group {key[0]!r} "
                     f"({next(iter(pend.parts.values())).what}, joined by rank(s) {sorted(pend.parts)})")
+            if not missing:
+                self._check_counterparts(pend, what, gone, timeout_s, now, waited_since, final)
+                continue
             ended = [r for r in missing if gone(r)]
             if ended or final:
                 raise CollectiveError(f"{what}: rank(s) {ended or missing} finished without joining it: the ranks "
