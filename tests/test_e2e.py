@@ -147,6 +147,8 @@ def test_torch_cuda_answers_from_the_simulated_gpu(cli):
             "tensor(1.5000, device='cuda:0', grad_fn=<SumBackward0>)|"
             "tensor([[0., 0., 0.,  ..., 0., 0., 0.],\n        [0., 0., 0.,  ..., 0., 0., 0.]], device='cuda:0')|"
             "format 1.50    1.500") in out, out
+    assert ("numpy can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host "
+            "memory first. [[0.0, 0.125, 0.25], [0.375, 0.5, 0.625]]") in out, out
 
 
 def test_data_dependent_op_continues_with_estimate(cli):

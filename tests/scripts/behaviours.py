@@ -31,6 +31,10 @@ elif mode == "cuda":
     p = torch.nn.Parameter(torch.full((3,), 0.25, device="cuda"))
     s = (p * 2).sum()
     print(f"repr {v!r}|{p!r}|{s}|{s!r}|{y[:2]}|format {s:.2f} {s:>8.3f}")
+    try:
+        v.numpy()
+    except TypeError as e:
+        print("numpy", e, v.numpy(force=True).tolist())
 elif mode == "unsupported":
     x = torch.randn(128, device="cuda")
     idx = torch.nonzero(x > 0)

@@ -1,4 +1,4 @@
-"""Simulated CUDA tensors print and format as real CUDA tensors do.
+"""What host code sees of a simulated CUDA tensor: its text, its format, numpy's refusal.
 
 Simulated CUDA tensors are torch FakeTensors, whose repr is `FakeTensor(..., device='cuda:0',
 size=(4,))` and whose `__format__` rejects every format spec: under the simulator
@@ -17,7 +17,11 @@ summary of a large tensor) and reads elements back with device-to-host copies. H
 one device-to-host copy of what is shown (the whole tensor up to torch's print threshold, the
 summary above it) and the sync that comes with it, through the capture path like any `.cpu()`.
 
-Other FakeTensors (torch.compile's tracing, a program's own FakeTensorMode) keep torch's repr.
+`t.numpy()` and `np.array(t)` raise the TypeError a CUDA tensor raises (FakeTensor's own
+message was a RuntimeError about tensor subclasses); `t.numpy(force=True)` copies to the host
+first, as torch does.
+
+Other FakeTensors (torch.compile's tracing, a program's own FakeTensorMode) keep torch's behaviour.
 """
 from __future__ import annotations
 
@@ -34,7 +38,7 @@ _installed = False
 
 
 def install(is_simulated: Callable[[torch.Tensor], bool]) -> None:
-    """Print and format the tensors for which `is_simulated(t)` holds as CUDA tensors (idempotent)."""
+    """Show the tensors for which `is_simulated(t)` holds to host code as CUDA tensors (idempotent)."""
     global _installed
     if _installed:
         return
@@ -51,8 +55,18 @@ def install(is_simulated: Callable[[torch.Tensor], bool]) -> None:
             return self.detach().item().__format__(format_spec)
         return torch_format(self, format_spec)
 
+    def numpy(self: FakeTensor, *, force: bool = False) -> Any:
+        if not is_simulated(self):
+            return torch_numpy(self, force=force)
+        if force:
+            return self.detach().cpu().resolve_conj().resolve_neg().numpy()
+        raise TypeError(f"can't convert {self.device} device type tensor to numpy. "
+                        "Use Tensor.cpu() to copy the tensor to host memory first.")
+
+    torch_numpy = FakeTensor.numpy
     FakeTensor.__repr__ = __repr__  # type: ignore[method-assign]
     FakeTensor.__format__ = __format__  # type: ignore[method-assign]
+    FakeTensor.numpy = numpy  # type: ignore[method-assign]
     _installed = True
 
 

@@ -180,10 +180,10 @@ def install(config: RankConfig) -> InstalledRuntime:
     from phantora_prof.runtime.dispatch import backend_kernels
 
     backend_kernels.install(mode)
-    from phantora_prof.runtime.patches import tensor_print
+    from phantora_prof.runtime.patches import host_view
 
-    own = mode.fake_mode  # print(loss), f"{loss:.4f}": as a CUDA tensor prints, not as a FakeTensor
-    tensor_print.install(lambda t: t.fake_mode is own and t.device.type == "cuda")
+    own = mode.fake_mode  # print(loss), f"{loss:.4f}", t.numpy(): as for a CUDA tensor, not a FakeTensor
+    host_view.install(lambda t: t.fake_mode is own and t.device.type == "cuda")
     if rec is not None:
         rec.enable()
     mode.__enter__()  # stays on the mode stack for the whole program
