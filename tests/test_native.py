@@ -2,8 +2,8 @@
 
 Everything that imports torch runs in a child process: the library must be loaded
 before `import torch`, and this pytest process may already have torch imported.
-The library is built once per session, into a temporary cache, by two processes at
-once (which also checks that concurrent builds are safe).
+The library is the one every simulation on this machine uses (the usual cache, built once
+under its lock); a build from scratch by two racing processes is a slow test.
 """
 
 from __future__ import annotations
@@ -46,12 +46,8 @@ def run_child(code: str, extra_env: dict[str, str] | None = None,
     return proc.stdout
 
 
-@pytest.fixture(scope="session")
-def native_build(tmp_path_factory):
-    """Build the library once (two processes racing) into a session cache dir."""
-    if nl.torch_is_cuda_build(TORCH_DIR):
-        pytest.skip("torch is a CUDA build: the shim is never built")
-    cache = tmp_path_factory.mktemp("phantora-cache")
+def _race_two_builds(cache: Path) -> dict:
+    """Build the library into `cache` with two processes at once; what they reported."""
     env = _child_env({nl.ENV_CACHE_DIR: str(cache)})
     code = ("import logging, sys; logging.basicConfig(level=logging.INFO, stream=sys.stderr)\n"
             "from phantora_prof.runtime.process.native_loader import ensure_built\n"
@@ -64,13 +60,18 @@ def native_build(tmp_path_factory):
         assert p.returncode == 0, f"build failed:\n{out}\n{err}"
     paths = {out.strip() for out, _ in outs}
     assert len(paths) == 1, paths
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(nl.ENV_CACHE_DIR, str(cache))
-        yield {
-            "cache": cache,
-            "lib": Path(paths.pop()),
-            "builds": sum(err.count("building libphantora_fake_cuda.so") for _, err in outs),
-        }
+    return {"cache": cache, "lib": Path(paths.pop()),
+            "builds": sum(err.count("building libphantora_fake_cuda.so") for _, err in outs)}
+
+
+@pytest.fixture(scope="session")
+def native_build():
+    """The library as every simulation on this machine uses it: built once into the usual cache
+    (under its lock), or found there. A fresh build racing another is test_concurrent_builds_build_once."""
+    if nl.torch_is_cuda_build(TORCH_DIR):
+        pytest.skip("torch is a CUDA build: the shim is never built")
+    lib = nl.ensure_built()
+    return {"cache": nl.cache_root().parent, "lib": lib}
 
 
 # ---------------------------------------------------------------------------------------
@@ -178,11 +179,14 @@ def test_build_without_cmake_uses_compiler_directly(tmp_path, monkeypatch):
 # build cache
 
 
-def test_concurrent_builds_build_once(native_build):
-    assert native_build["builds"] == 1
-    root = native_build["cache"] / "native"
+@pytest.mark.slow  # a full CMake build from scratch (~50 s on 2 cores); the default run builds once, into the usual cache
+@needs_cpu_torch
+def test_concurrent_builds_build_once(tmp_path):
+    built = _race_two_builds(tmp_path / "phantora-cache")
+    assert built["builds"] == 1
+    root = built["cache"] / "native"
     assert not list(root.glob("*.tmp-*")), "temporary build dirs left behind"
-    info = json.loads((native_build["lib"].parent / "build-info.json").read_text())
+    info = json.loads((built["lib"].parent / "build-info.json").read_text())
     assert info["cxx11_abi"] == nl.torch_cxx11_abi(TORCH_DIR)
 
 
