@@ -122,3 +122,23 @@ def test_bench_meta_cache_ab(benchmark, tmp_path):
                                   / statistics.median(r["cpu_s"] for r in off), 3),
     })
     print(benchmark.extra_info)
+
+
+def test_bench_lazy_dynamo_ab(benchmark, tmp_path):
+    """torch._dynamo loaded on first use (runtime/process/lazy_dynamo.py) against the eager
+    import at start-up (PHANTORA_EAGER_DYNAMO=1), alternating round by round (A/B in one run):
+    start-up, and wall / CPU per step (the simulator's own FakeTensorMode dispatch skips
+    Dynamo's disable wrapper until Dynamo loads)."""
+    lazy: list[dict] = []
+    eager: list[dict] = []
+
+    def one_round() -> None:
+        lazy.append(_per_step(tmp_path))
+        eager.append(_per_step(tmp_path, env={"PHANTORA_EAGER_DYNAMO": "1"}))
+
+    benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
+    benchmark.extra_info.update({
+        **{f"lazy_{k}": _summary(lazy, k) for k in ("startup_s", "wall_s", "cpu_s")},
+        **{f"eager_{k}": _summary(eager, k) for k in ("startup_s", "wall_s", "cpu_s")},
+    })
+    print(benchmark.extra_info)

@@ -205,9 +205,13 @@ class _AlreadyLoaded(importlib.abc.Loader):
         return None
 
 
+ENV_EAGER = "PHANTORA_EAGER_DYNAMO"  # "1": import Dynamo at start-up as torch's FakeTensorMode does (A/B, escape hatch)
+
+
 def defer() -> bool:
-    """Make `torch._dynamo` a package that loads on first use. False if it is already loaded."""
-    if _NAME in sys.modules:
+    """Make `torch._dynamo` a package that loads on first use. False if it is already loaded,
+    or if `PHANTORA_EAGER_DYNAMO=1` asks for the eager import."""
+    if _NAME in sys.modules or os.environ.get(ENV_EAGER) == "1":
         return False
     # What torch imports on first use behind the program's back, and Dynamo's import brought at
     # start-up before: FakeTensorMode's dispatch (symbolic shapes and sympy, ~0.65 s), torch's
