@@ -31,6 +31,7 @@ from phantora_prof.engine.rank_timeline import RankTimeline
 from phantora_prof.errors import ConfigError
 from phantora_prof.protocol import ORIGIN_NS
 from phantora_prof.protocol import RankConfig
+from phantora_prof.runtime.process import fork_server
 
 log = logging.getLogger(__name__)
 
@@ -386,13 +387,29 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop) -> RunResult:
             procs.append(subprocess.Popen(cmd, env=env))
         else:
             env["PYTHONUNBUFFERED"] = "1"
-            p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            p = _forked(env) or subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             procs.append(p)
             for stream, sink in ((p.stdout, sys.stdout), (p.stderr, sys.stderr)):
                 t = threading.Thread(target=_pump_output, args=(stream, sink, f"[rank{rank}]: "), daemon=True)
                 t.start()
                 pumps.append(t)
         rank_of_proc.append(rank)
+
+    forks: list[Any] = []  # the fork server of this run's ranks (runtime/process/fork_server.py), once started
+
+    def _forked(env: dict[str, str]) -> Any:
+        """The rank forked by the fork server, or None: one rank, PHANTORA_NO_FORK_SERVER=1, or
+        a server that failed (the rank then starts as its own process and reports what failed)."""
+        if world == 1 or not fork_server.enabled() or forks == [None]:
+            return None
+        try:
+            if not forks:
+                forks.append(fork_server.ForkServer(per_node, {**base_env, "PYTHONUNBUFFERED": "1"}))
+            return forks[0].start(argv, env, capture=True)
+        except (OSError, RuntimeError) as exc:
+            log.warning("rank fork server unavailable (%s): ranks start as their own processes", exc)
+            forks[:] = [None]
+            return None
 
     def spawn(ranks: list[int]) -> None:
         for rank in ranks:
@@ -432,6 +449,8 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop) -> RunResult:
                 pass
         for t in pumps:
             t.join(timeout=5)
+        if forks and forks[0] is not None:
+            forks[0].close()
         shutil.rmtree(sock_dir, ignore_errors=True)
 
     from phantora_prof.outputs import kept_traces, write_traces

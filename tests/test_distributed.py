@@ -260,3 +260,32 @@ def test_cluster_option_sets_the_network(cli):
     r = cli("--cluster", str(bad), PY, "-c", "print('never')")
     assert r.returncode != 0 and "never" not in r.stdout
     assert "--cluster" in r.stderr and "nic_gbits" in r.stderr
+
+
+FORKED_RANK = """
+import os, random, sys
+parent = open(f"/proc/{os.getppid()}/cmdline", "rb").read().split(b"\\0")
+print("forked", b"phantora_prof.runtime.process.fork_server" in parent,
+      "torch imported before the program", "torch" in sys.modules)
+print("main namespace", sorted(k for k in globals() if not k.startswith("__")))
+print("argv", sys.argv, "rank", os.environ["RANK"], "random", random.random())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is Linux-only")
+def test_ranks_are_forked_from_one_server_as_fresh_interpreters(cli):
+    """Ranks of a multi-rank run are forked from a server that imported torch once
+    (runtime/process/fork_server.py); each still looks like a new `python -c` process: its own
+    argv and environment, an empty __main__, its own random seed. PHANTORA_NO_FORK_SERVER=1
+    starts them as separate processes."""
+    r = cli("--nproc-per-node", "2", "--no-trace", PY, "-c", FORKED_RANK, "x")
+    assert r.returncode == 0, r.stderr[-3000:]
+    for rank in (0, 1):
+        assert f"[rank{rank}]: forked True torch imported before the program True" in r.stdout, r.stdout
+        assert f"[rank{rank}]: main namespace ['os', 'parent', 'random', 'sys']" in r.stdout, r.stdout
+        assert f"[rank{rank}]: argv ['-c', 'x'] rank {rank}" in r.stdout, r.stdout
+    draws = re.findall(r"random ([0-9.]+)", r.stdout)
+    assert len(draws) == 2 and draws[0] != draws[1]  # reseeded per rank, as separate interpreters are
+    r = cli("--nproc-per-node", "2", "--no-trace", PY, "-c", FORKED_RANK, "x", env={"PHANTORA_NO_FORK_SERVER": "1"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "[rank0]: forked False" in r.stdout and "[rank1]: forked False" in r.stdout
