@@ -31,7 +31,7 @@ from phantora_prof.engine.rank_timeline import RankTimeline
 from phantora_prof.errors import ConfigError
 from phantora_prof.protocol import ORIGIN_NS
 from phantora_prof.protocol import RankConfig
-from phantora_prof.runtime.process import fork_server
+from phantora_prof import rank_forks
 
 log = logging.getLogger(__name__)
 
@@ -395,16 +395,16 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop) -> RunResult:
                 pumps.append(t)
         rank_of_proc.append(rank)
 
-    forks: list[Any] = []  # the fork server of this run's ranks (runtime/process/fork_server.py), once started
+    forks: list[Any] = []  # the fork server of this run's ranks (rank_forks.py), once started
 
     def _forked(env: dict[str, str]) -> Any:
         """The rank forked by the fork server, or None: one rank, PHANTORA_NO_FORK_SERVER=1, or
         a server that failed (the rank then starts as its own process and reports what failed)."""
-        if world == 1 or not fork_server.enabled() or forks == [None]:
+        if world == 1 or not rank_forks.enabled() or forks == [None]:
             return None
         try:
             if not forks:
-                forks.append(fork_server.ForkServer(per_node, {**base_env, "PYTHONUNBUFFERED": "1"}))
+                forks.append(rank_forks.ForkServer(per_node, {**base_env, "PYTHONUNBUFFERED": "1"}))
             return forks[0].start(argv, env, capture=True)
         except (OSError, RuntimeError) as exc:
             log.warning("rank fork server unavailable (%s): ranks start as their own processes", exc)

@@ -17,10 +17,10 @@ imported modules' pages with the server until they write to them.
 The control socket is a SOCK_SEQPACKET socketpair (one message per request or report):
 launcher -> server: {"fork": id, "env": {...}, "argv": [...]} with the two pipe ends;
 server -> launcher: {"forked": id, "pid": pid} and {"exited": pid, "code": code}. The server
-is the children's parent, so it reaps them and reports their exit codes; `ForkedRank` gives
-the launcher and the coordinator the part of `subprocess.Popen` they use.
-
-`PHANTORA_NO_FORK_SERVER=1` starts every rank as its own `python` process, as before.
+is the children's parent, so it reaps them and reports their exit codes. The launcher's side
+(starting the server, `ForkedRank`: what the launcher and the coordinator use of
+`subprocess.Popen`) is `phantora_prof/rank_forks.py`; `PHANTORA_NO_FORK_SERVER=1` starts
+every rank as its own `python` process, as before.
 """
 from __future__ import annotations
 
@@ -30,21 +30,11 @@ import os
 import select
 import signal
 import socket
-import subprocess
 import sys
-import threading
-import time
-from typing import Any
+
+from phantora_prof.rank_forks import MAX_MESSAGE
 
 log = logging.getLogger(__name__)
-
-ENV_OFF = "PHANTORA_NO_FORK_SERVER"
-_MAX_MESSAGE = 1 << 20  # an environment and an argv
-
-
-def enabled() -> bool:
-    return os.environ.get(ENV_OFF) != "1" and hasattr(socket, "send_fds") and sys.platform.startswith("linux")
-
 
 # ---------------------------------------------------------------------------------------
 # the server process
@@ -69,7 +59,7 @@ def serve(control_fd: int, device_count: int, launcher_pid: int) -> None:
         if not ready:
             continue
         try:
-            data, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 2)
+            data, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, 2)
         except OSError:
             data, fds = b"", []
         if not data:  # the launcher is gone: wait for the children, then leave
@@ -179,148 +169,6 @@ def _fresh_main_module() -> None:
     main = types.ModuleType("__main__")
     main.__dict__["__builtins__"] = __builtins__
     sys.modules["__main__"] = main
-
-
-# ---------------------------------------------------------------------------------------
-# the launcher's side
-
-
-class ForkServer:
-    """The launcher's handle on a running fork server (see the module doc)."""
-
-    def __init__(self, device_count: int, env: dict[str, str]) -> None:
-        self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "phantora_prof.runtime.process.fork_server", str(theirs.fileno()),
-             str(device_count), str(os.getpid())], env=env, pass_fds=[theirs.fileno()])
-        theirs.close()
-        self._lock = threading.Lock()
-        self._forked: dict[int, int] = {}  # request id -> pid
-        self._codes: dict[int, int] = {}  # pid -> exit code
-        self._changed = threading.Condition(self._lock)
-        self._next = 0
-        self._reader = threading.Thread(target=self._read, name="fork-server-reports", daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        while True:
-            try:
-                data = self._sock.recv(_MAX_MESSAGE)
-            except OSError:
-                data = b""
-            with self._changed:
-                if not data:
-                    self._server_gone = True
-                    self._changed.notify_all()
-                    return
-                msg = json.loads(data)
-                if "forked" in msg:
-                    self._forked[msg["forked"]] = msg["pid"]
-                else:
-                    self._codes[msg["exited"]] = msg["code"]
-                self._changed.notify_all()
-
-    _server_gone = False
-
-    def start(self, argv: list[str], env: dict[str, str], capture: bool) -> ForkedRank:
-        """Fork a rank running `bootstrap` with `argv` and `env`; its stdout and stderr are pipes
-        (ForkedRank.stdout / .stderr) when `capture`, else the launcher's own."""
-        if capture:
-            (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe()
-            fds = [out_w, err_w]
-        else:
-            out_r = err_r = None
-            fds = [os.dup(1), os.dup(2)]
-        with self._lock:
-            rid = self._next
-            self._next += 1
-        try:
-            socket.send_fds(self._sock, [json.dumps({"fork": rid, "env": env, "argv": argv}).encode()], fds)
-        finally:
-            for fd in fds:
-                os.close(fd)
-        with self._changed:
-            while rid not in self._forked and not self._server_gone:
-                self._changed.wait(timeout=1.0)
-                if self._proc.poll() is not None:
-                    self._server_gone = True
-            if rid not in self._forked:
-                raise RuntimeError(f"the rank fork server ended (exit code {self._proc.poll()}) before starting a rank")
-            pid = self._forked[rid]
-        return ForkedRank(self, pid, os.fdopen(out_r, "rb") if capture else None,
-                          os.fdopen(err_r, "rb") if capture else None)
-
-    def code_of(self, pid: int, timeout: float | None) -> int | None:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._changed:
-            while pid not in self._codes:
-                if self._server_gone:
-                    return self._code_without_server(pid)
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return None
-                self._changed.wait(timeout=0.2 if left is None else min(0.2, left))
-            return self._codes[pid]
-
-    def _code_without_server(self, pid: int) -> int | None:
-        """The server died (killed?) and cannot report: a child still running has no code yet."""
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            self._codes[pid] = -signal.SIGKILL
-            return self._codes[pid]
-        except PermissionError:
-            pass
-        return None
-
-    def close(self) -> None:
-        """No more ranks: the server waits for its children and ends."""
-        try:
-            self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        try:
-            self._proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
-        self._sock.close()
-
-
-class ForkedRank:
-    """A rank forked by the fork server: what the launcher and the coordinator use of Popen."""
-
-    def __init__(self, server: ForkServer, pid: int, stdout: Any, stderr: Any) -> None:
-        self._server = server
-        self.pid = pid
-        self.stdout = stdout
-        self.stderr = stderr
-        self.returncode: int | None = None
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            self.returncode = self._server.code_of(self.pid, timeout=0)
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        if self.returncode is None:
-            self.returncode = self._server.code_of(self.pid, timeout)
-            if self.returncode is None:
-                raise subprocess.TimeoutExpired(f"rank pid {self.pid}", timeout)
-        return self.returncode
-
-    def send_signal(self, sig: int) -> None:
-        if self.poll() is None:
-            try:
-                os.kill(self.pid, sig)
-            except ProcessLookupError:
-                pass
-
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
-
-    def kill(self) -> None:
-        self.send_signal(signal.SIGKILL)
 
 
 if __name__ == "__main__":
