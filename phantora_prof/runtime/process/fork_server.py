@@ -40,8 +40,9 @@ log = logging.getLogger(__name__)
 # the server process
 
 
-def serve(control_fd: int, device_count: int, launcher_pid: int) -> None:
-    """Import what every rank imports, then fork ranks on request until the launcher hangs up."""
+def serve(control_fd: int, device_count: int, launcher_pid: int) -> tuple[dict, list[int]] | None:
+    """Import what every rank imports, then fork ranks on request until the launcher hangs up
+    (None). In a forked child it returns that rank's request and pipe ends."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)  # the launcher stops the ranks; the server ends when it hangs up
     _die_with(launcher_pid)
@@ -65,14 +66,14 @@ def serve(control_fd: int, device_count: int, launcher_pid: int) -> None:
         if not data:  # the launcher is gone: wait for the children, then leave
             while children:
                 _reap(sock, children, block=True)
-            return
+            return None
         request = json.loads(data)
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
             sock.close()
-            _become_rank(request, fds)  # never returns
+            return request, fds
         for fd in fds:
             os.close(fd)
         children.add(pid)
@@ -115,38 +116,23 @@ def _send(sock: socket.socket, msg: dict) -> None:
 
 
 def _become_rank(request: dict, fds: list[int]) -> None:
-    """In the forked child: the rank's streams, environment and argv, then the bootstrap."""
-    code = 1
-    try:
-        for target, fd in zip((1, 2), fds):
-            os.dup2(fd, target)
-            os.close(fd)
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
-            signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
-        os.environ.clear()
-        os.environ.update(request["env"])
-        # the rank's parent is this server, which lives exactly as long as the CLI: the rank's
-        # parent-death check (bootstrap._stop_with_the_cli) watches it
-        os.environ["PHANTORA_CLI_PID"] = str(os.getppid())
-        _fresh_random_state()
-        _fresh_main_module()
-        from phantora_prof.runtime.process import bootstrap
+    """In the forked child: the rank's streams, signals, environment, argv, random state and
+    `__main__`; the caller then runs the bootstrap."""
+    for target, fd in zip((1, 2), fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+        signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    # the rank's parent is this server, which lives exactly as long as the CLI: the rank's
+    # parent-death check (bootstrap._stop_with_the_cli) watches it
+    os.environ["PHANTORA_CLI_PID"] = str(os.getppid())
+    _fresh_random_state()
+    _fresh_main_module()
+    from phantora_prof.runtime.process import bootstrap
 
-        sys.argv = [bootstrap.__file__, *request["argv"]]
-        bootstrap.main()  # ends the process itself
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException:  # noqa: BLE001 - reported as a Python process would, then the exit code
-        import traceback
-
-        traceback.print_exc()
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+    sys.argv = [bootstrap.__file__, *request["argv"]]
 
 
 def _fresh_random_state() -> None:
@@ -172,4 +158,12 @@ def _fresh_main_module() -> None:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))
+    _forked = serve(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))
+    if _forked is not None:
+        _become_rank(*_forked)
+        from phantora_prof.runtime.process import bootstrap
+
+        # called from this module's level, so a rank's stack is as deep as under
+        # `python -m ...bootstrap` (a program that formats its own stack, e.g. a warning, runs
+        # the same Python either way); it ends the process itself
+        bootstrap.main()
