@@ -205,6 +205,16 @@ class _AlreadyLoaded(importlib.abc.Loader):
         return None
 
 
+# The torch versions this was checked on (the torch internals it relies on: FakeTensorMode's
+# reads of Dynamo, MetaConverter.__call__'s keywords, torch._disable_dynamo's cache). Older
+# versions import Dynamo at start-up, as before.
+VERIFIED_FROM = (2, 13)
+
+
+def _torch_version() -> tuple[int, int]:
+    return tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])  # type: ignore[return-value]
+
+
 ENV_EAGER = "PHANTORA_EAGER_DYNAMO"  # "1": import Dynamo at start-up as torch's FakeTensorMode does (A/B, escape hatch)
 
 
@@ -212,6 +222,10 @@ def defer() -> bool:
     """Make `torch._dynamo` a package that loads on first use. False if it is already loaded,
     or if `PHANTORA_EAGER_DYNAMO=1` asks for the eager import."""
     if _NAME in sys.modules or os.environ.get(ENV_EAGER) == "1":
+        return False
+    if _torch_version() < VERIFIED_FROM:
+        log.debug("torch %s: Dynamo imported at start-up (lazy loading verified from %s on)", torch.__version__,
+                  ".".join(map(str, VERIFIED_FROM)))
         return False
     # What torch imports on first use behind the program's back, and Dynamo's import brought at
     # start-up before: FakeTensorMode's dispatch (symbolic shapes and sympy, ~0.65 s), torch's
