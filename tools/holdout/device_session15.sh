@@ -8,7 +8,9 @@
 # inside the working tree, so that it travels). Written 2026-12-03; not run yet: no device could be started that session.
 set -u
 out=$1; wl=$2
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/orjson-*.whl
+export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
+python3 -V
 python3 -c "import torch, click, rich, numba; print('torch', torch.__version__, 'cuda', torch.version.cuda)" 2>&1 | tail -1
 sim() {  # name args...
   local name=$1; shift
@@ -21,8 +23,9 @@ sim eager_then_compiled python3 tests/scripts/compiled.py eager_then_compiled
 sim gpt python3 examples/gpt/train.py --steps 3
 grep -h "repr\|numpy\|dynamo\|disabled\|step 2\|Error" "$out"/sim_*.log | cut -c1-200 | head -30
 cat > /tmp/ro.py <<'PY'
-import runpy, sys, torch
+import os, runpy, sys, torch
 mode = sys.argv.pop(1)
+sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[1])))
 real = torch.compile
 torch.compile = lambda m, *a, **k: real(m, *a, **{**k, **({"mode": mode} if mode != "default" else {})})
 sys.argv = sys.argv[1:]
