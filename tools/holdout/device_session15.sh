@@ -5,7 +5,8 @@
 # the reference gpt.py compiled in the default mode and with CUDA graphs, host-bound (batch 1,
 # seq 64) and at batch 8, 10 steps each, and one profiled reduce-overhead run.
 # Usage: tools/holdout/device_session15.sh OUTDIR WORKLOADS_DIR  (WORKLOADS_DIR: a copy of the reference workloads
-# inside the working tree, so that it travels). Written 2026-12-03; not run yet: no device could be started that session.
+# inside the working tree, so that it travels) and .whl/ holding an orjson wheel for the device's Python.
+# Run 2026-12-03: tools/holdout/real_h200/session15/.
 set -u
 out=$1; wl=$2
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/orjson-*.whl
