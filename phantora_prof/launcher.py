@@ -405,7 +405,7 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop) -> RunResult:
         try:
             if not forks:
                 forks.append(rank_forks.ForkServer(per_node, {**base_env, "PYTHONUNBUFFERED": "1"}))
-            return forks[0].start(argv, env, capture=True)
+            return forks[0].start(argv, env)
         except (OSError, RuntimeError) as exc:
             log.warning("rank fork server unavailable (%s): ranks start as their own processes", exc)
             forks[:] = [None]

@@ -38,10 +38,10 @@ class ForkServer:
             [sys.executable, "-m", "phantora_prof.runtime.process.fork_server", str(theirs.fileno()),
              str(device_count), str(os.getpid())], env=env, pass_fds=[theirs.fileno()])
         theirs.close()
-        self._lock = threading.Lock()
+        self._changed = threading.Condition()  # guards the reports below; notified when one arrives
         self._forked: dict[int, int] = {}  # request id -> pid
         self._codes: dict[int, int] = {}  # pid -> exit code
-        self._changed = threading.Condition(self._lock)
+        self._server_gone = False
         self._next = 0
         self._reader = threading.Thread(target=self._read, name="fork-server-reports", daemon=True)
         self._reader.start()
@@ -64,18 +64,12 @@ class ForkServer:
                     self._codes[msg["exited"]] = msg["code"]
                 self._changed.notify_all()
 
-    _server_gone = False
-
-    def start(self, argv: list[str], env: dict[str, str], capture: bool) -> ForkedRank:
+    def start(self, argv: list[str], env: dict[str, str]) -> ForkedRank:
         """Fork a rank running `bootstrap` with `argv` and `env`; its stdout and stderr are pipes
-        (ForkedRank.stdout / .stderr) when `capture`, else the launcher's own."""
-        if capture:
-            (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe()
-            fds = [out_w, err_w]
-        else:
-            out_r = err_r = None
-            fds = [os.dup(1), os.dup(2)]
-        with self._lock:
+        (ForkedRank.stdout / .stderr)."""
+        (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe()
+        fds = [out_w, err_w]
+        with self._changed:
             rid = self._next
             self._next += 1
         try:
@@ -91,8 +85,7 @@ class ForkServer:
             if rid not in self._forked:
                 raise RuntimeError(f"the rank fork server ended (exit code {self._proc.poll()}) before starting a rank")
             pid = self._forked[rid]
-        return ForkedRank(self, pid, os.fdopen(out_r, "rb") if capture else None,
-                          os.fdopen(err_r, "rb") if capture else None)
+        return ForkedRank(self, pid, os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb"))
 
     def code_of(self, pid: int, timeout: float | None) -> int | None:
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -8,23 +8,16 @@ rank processes fit in 24 GB). Representative ranks at scale: bench_scale.py.
 from __future__ import annotations
 
 import json
-import resource
-import statistics
 import sys
 import time
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, children_cpu_s, run_cli, spread
 
 pytestmark = pytest.mark.benchmark
 
 MODEL = ["--layers", "2", "--dim", "256", "--heads", "4", "--seq", "256", "--batch", "4", "--vocab", "4096"]
-
-
-def _children_cpu_s() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
 
 
 def _run(tmp_path, example: str, ranks: int, steps: int, env: dict | None = None) -> tuple[float, dict]:
@@ -63,9 +56,9 @@ def test_bench_fork_server_ab(benchmark, tmp_path):
     separate: list[tuple[float, float]] = []
 
     def one(env: dict | None) -> tuple[float, float]:
-        cpu0 = _children_cpu_s()
+        cpu0 = children_cpu_s()
         wall, _ = _run(tmp_path, "ddp", 8, 2, env=env)
-        return wall, _children_cpu_s() - cpu0
+        return wall, children_cpu_s() - cpu0
 
     def one_round() -> None:
         forked.append(one(None))
@@ -73,11 +66,8 @@ def test_bench_fork_server_ab(benchmark, tmp_path):
 
     benchmark.pedantic(one_round, rounds=3, iterations=1)
 
-    def stats(xs: list[float]) -> dict:
-        return {"median": round(statistics.median(xs), 2), "min": round(min(xs), 2), "max": round(max(xs), 2)}
-
     benchmark.extra_info.update({
-        "forked_wall_s": stats([w for w, _ in forked]), "forked_cpu_s": stats([c for _, c in forked]),
-        "separate_wall_s": stats([w for w, _ in separate]), "separate_cpu_s": stats([c for _, c in separate]),
+        "forked_wall_s": spread([w for w, _ in forked], 2), "forked_cpu_s": spread([c for _, c in forked], 2),
+        "separate_wall_s": spread([w for w, _ in separate], 2), "separate_cpu_s": spread([c for _, c in separate], 2),
     })
     print(benchmark.extra_info)

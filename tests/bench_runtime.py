@@ -11,14 +11,13 @@ the simulation's processes (coordinator and rank), measured as the children of t
 from __future__ import annotations
 
 import json
-import resource
 import statistics
 import sys
 import time
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, children_cpu_s, run_cli, spread
 
 pytestmark = pytest.mark.benchmark
 
@@ -26,18 +25,13 @@ GPT = str(REPO / "examples" / "gpt" / "train.py")
 ROUNDS = 3
 
 
-def _children_cpu_s() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
-
-
 def _run(tmp_path, steps: int, *extra: str, env: dict | None = None) -> tuple[float, float, dict]:
     """(wall s, CPU s, summary) of one simulated run of `steps` steps."""
     summary = tmp_path / f"summary{steps}.json"
-    cpu0, t0 = _children_cpu_s(), time.perf_counter()
+    cpu0, t0 = children_cpu_s(), time.perf_counter()
     r = run_cli(["--no-trace", "--summary-json", str(summary), sys.executable, GPT, "--steps", str(steps),
                  *extra], tmp_path, timeout=900, env=env)
-    wall, cpu = time.perf_counter() - t0, _children_cpu_s() - cpu0
+    wall, cpu = time.perf_counter() - t0, children_cpu_s() - cpu0
     assert r.returncode == 0, r.stderr[-2000:]
     return wall, cpu, json.loads(summary.read_text())
 
@@ -54,8 +48,20 @@ def _per_step(tmp_path, *extra: str, env: dict | None = None) -> dict:
 
 
 def _summary(rounds: list[dict], key: str) -> dict:
-    values = sorted(r[key] for r in rounds)
-    return {"median": round(statistics.median(values), 3), "min": round(values[0], 3), "max": round(values[-1], 3)}
+    return spread(r[key] for r in rounds)
+
+
+def _ab_rounds(benchmark, tmp_path, b_env: dict) -> tuple[list[dict], list[dict]]:
+    """ROUNDS rounds of `_per_step` as is (A) and with `b_env` (B), alternating (A/B in one run)."""
+    a: list[dict] = []
+    b: list[dict] = []
+
+    def one_round() -> None:
+        a.append(_per_step(tmp_path))
+        b.append(_per_step(tmp_path, env=b_env))
+
+    benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
+    return a, b
 
 
 @pytest.mark.parametrize("layers", [2, 12])
@@ -107,14 +113,7 @@ def test_bench_rank_cpu_per_step(benchmark, tmp_path):
 
 def test_bench_meta_cache_ab(benchmark, tmp_path):
     """The output-metadata cache on and off, alternating round by round (A/B in one run)."""
-    on: list[dict] = []
-    off: list[dict] = []
-
-    def one_round() -> None:
-        on.append(_per_step(tmp_path))
-        off.append(_per_step(tmp_path, env={"PHANTORA_NO_META_CACHE": "1"}))
-
-    benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
+    on, off = _ab_rounds(benchmark, tmp_path, {"PHANTORA_NO_META_CACHE": "1"})
     benchmark.extra_info.update({
         "cache_on_wall_s_per_step": _summary(on, "wall_s"), "cache_off_wall_s_per_step": _summary(off, "wall_s"),
         "cache_on_cpu_s_per_step": _summary(on, "cpu_s"), "cache_off_cpu_s_per_step": _summary(off, "cpu_s"),
@@ -129,14 +128,7 @@ def test_bench_lazy_dynamo_ab(benchmark, tmp_path):
     import at start-up (PHANTORA_EAGER_DYNAMO=1), alternating round by round (A/B in one run):
     start-up, and wall / CPU per step (the simulator's own FakeTensorMode dispatch skips
     Dynamo's disable wrapper until Dynamo loads)."""
-    lazy: list[dict] = []
-    eager: list[dict] = []
-
-    def one_round() -> None:
-        lazy.append(_per_step(tmp_path))
-        eager.append(_per_step(tmp_path, env={"PHANTORA_EAGER_DYNAMO": "1"}))
-
-    benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
+    lazy, eager = _ab_rounds(benchmark, tmp_path, {"PHANTORA_EAGER_DYNAMO": "1"})
     benchmark.extra_info.update({
         **{f"lazy_{k}": _summary(lazy, k) for k in ("startup_s", "wall_s", "cpu_s")},
         **{f"eager_{k}": _summary(eager, k) for k in ("startup_s", "wall_s", "cpu_s")},

@@ -11,19 +11,13 @@ O(world) work (torch's process-group bookkeeping); the number of live processes 
 from __future__ import annotations
 
 import json
-import resource
 import sys
 
 import pytest
 
-from conftest import SCRIPTS, run_cli
+from conftest import SCRIPTS, children_cpu_s, run_cli
 
 pytestmark = pytest.mark.benchmark
-
-
-def _children_cpu_s() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
 
 
 @pytest.mark.parametrize("ranks", [8, 64, 1024, 16384])
@@ -33,11 +27,11 @@ def test_bench_representative_scale(benchmark, tmp_path, ranks):
 
     def once() -> None:
         summary = tmp_path / "summary.json"
-        c0 = _children_cpu_s()
+        c0 = children_cpu_s()
         r = run_cli(["--no-trace", "--live-ranks", "representative", "--summary-json", str(summary),
                      "--nnodes", str(ranks // 8), "--nproc-per-node", "8", sys.executable,
                      str(SCRIPTS / "dist_ddp.py"), "2"], tmp_path, timeout=1800)
-        cpu.append(_children_cpu_s() - c0)
+        cpu.append(children_cpu_s() - c0)
         assert r.returncode == 0, r.stderr[-3000:]
         last.update(json.loads(summary.read_text()))
 

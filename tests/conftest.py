@@ -38,6 +38,24 @@ def cli(tmp_path):
     return _run
 
 
+def children_cpu_s() -> float:
+    """User + system CPU seconds of this process's finished children (and theirs): benchmarks
+    take the difference around a simulation."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def spread(values, digits: int = 3) -> dict:
+    """Median, smallest and largest of a benchmark's rounds."""
+    import statistics
+
+    values = sorted(values)
+    return {"median": round(statistics.median(values), digits), "min": round(values[0], digits),
+            "max": round(values[-1], digits)}
+
+
 def reference_trace(name: str) -> Path:
     path = REFERENCE / name / "trace.pt.trace.json.gz"
     if not path.exists():

@@ -42,8 +42,7 @@ def install(is_simulated: Callable[[torch.Tensor], bool]) -> None:
     global _installed
     if _installed:
         return
-    torch_repr = FakeTensor.__repr__
-    torch_format = FakeTensor.__format__
+    torch_repr, torch_format, torch_numpy = FakeTensor.__repr__, FakeTensor.__format__, FakeTensor.numpy
 
     def __repr__(self: FakeTensor, *, tensor_contents: Any = None) -> str:
         if not is_simulated(self):
@@ -63,7 +62,6 @@ def install(is_simulated: Callable[[torch.Tensor], bool]) -> None:
         raise TypeError(f"can't convert {self.device} device type tensor to numpy. "
                         "Use Tensor.cpu() to copy the tensor to host memory first.")
 
-    torch_numpy = FakeTensor.numpy
     FakeTensor.__repr__ = __repr__  # type: ignore[method-assign]
     FakeTensor.__format__ = __format__  # type: ignore[method-assign]
     FakeTensor.numpy = numpy  # type: ignore[method-assign]

@@ -99,10 +99,11 @@ def _source_stand_in(package: "_LazyPackage") -> types.ModuleType:
     return stand_in
 
 
-_STAND_INS: list[types.ModuleType] = []
-# torch >= 2.12's FakeTensorConverter.from_real_tensor imports torch._dynamo.source on every call
-TORCH_IMPORTS_SOURCE_PER_FAKE = "RandomValueSource" in inspect.getsource(
-    importlib.import_module("torch._subclasses.fake_tensor").FakeTensorConverter.from_real_tensor)
+def _source_imported_per_fake() -> bool:
+    """torch >= 2.12's FakeTensorConverter.from_real_tensor imports torch._dynamo.source on every call."""
+    from torch._subclasses.fake_tensor import FakeTensorConverter
+
+    return "RandomValueSource" in inspect.getsource(FakeTensorConverter.from_real_tensor)
 
 
 class _LazyPackage:
@@ -113,13 +114,14 @@ class _LazyPackage:
         self.spec = spec
         self.loaded = False
         self.served: list[tuple[Any, bool]] = []  # (fn, recursive) given to torch._disable_dynamo
+        self.stand_ins: list[types.ModuleType] = []  # submodules answered before loading (_source_stand_in)
 
     def load(self, why: str) -> None:
         if self.loaded:
             return
         self.loaded = True
         self.module.__dict__.pop("__getattr__", None)
-        for stand_in in _STAND_INS:
+        for stand_in in self.stand_ins:
             if sys.modules.get(stand_in.__name__) is stand_in:
                 del sys.modules[stand_in.__name__]
             self.module.__dict__.pop(stand_in.__name__.rsplit(".", 1)[1], None)
@@ -211,10 +213,6 @@ class _AlreadyLoaded(importlib.abc.Loader):
 VERIFIED_FROM = (2, 13)
 
 
-def _torch_version() -> tuple[int, int]:
-    return tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])  # type: ignore[return-value]
-
-
 ENV_EAGER = "PHANTORA_EAGER_DYNAMO"  # "1": import Dynamo at start-up as torch's FakeTensorMode does (A/B, escape hatch)
 
 
@@ -223,7 +221,7 @@ def defer() -> bool:
     or if `PHANTORA_EAGER_DYNAMO=1` asks for the eager import."""
     if _NAME in sys.modules or os.environ.get(ENV_EAGER) == "1":
         return False
-    if _torch_version() < VERIFIED_FROM:
+    if torch.__version__ < VERIFIED_FROM:
         log.debug("torch %s: Dynamo imported at start-up (lazy loading verified from %s on)", torch.__version__,
                   ".".join(map(str, VERIFIED_FROM)))
         return False
@@ -246,9 +244,9 @@ def defer() -> bool:
     module.__getattr__ = package.getattr  # type: ignore[attr-defined]
     sys.modules[_NAME] = module
     torch._dynamo = module  # type: ignore[attr-defined]
-    if TORCH_IMPORTS_SOURCE_PER_FAKE:
+    if _source_imported_per_fake():
         stand_in = _source_stand_in(package)
-        _STAND_INS.append(stand_in)
+        package.stand_ins.append(stand_in)
         sys.modules[stand_in.__name__] = stand_in
     sys.meta_path.insert(0, _LoadPackageFirst(package))
     _name_unsourced_fakes()
