@@ -37,6 +37,7 @@ CBID = {
     "cudaStreamSynchronize": 131,
     "cudaEventSynchronize": 133,
     "cudaEventElapsedTime": 134,
+    "cudaGraphLaunch": 311,
 }
 
 DRIVER_APIS = frozenset({"cuLaunchKernelEx", "cuLaunchKernel"})
@@ -125,6 +126,8 @@ def _apply(table: dict, prof: dict) -> dict:
     t["tensor_lists"] = {k: float(v) * speed for k, v in t["tensor_lists"].items() if k != "comment"}
     # measured as whole compiled-graph calls, scaled to the reference host (compiled_host.py): the speed applies
     t["compiled_calls"] = {k: int(v * speed) for k, v in t["compiled_calls"].items() if k != "comment"}
+    # measured like compiled_calls (tools/holdout/cudagraph_host.py): the speed applies
+    t["cuda_graphs"] = {k: int(v * speed) for k, v in t["cuda_graphs"].items() if k != "comment"}
     return t
 
 
@@ -165,6 +168,45 @@ def optimizer_step_ns(implementation: str, class_names: list[str]) -> int:
 COMPILED_CALLS: dict[str, int] = TABLE["compiled_calls"]
 TRITON_LAUNCH_NS: int = COMPILED_CALLS["triton_launch_ns"]
 COMPILED_EXTERN_ADJUST_NS: int = COMPILED_CALLS["extern_adjust_ns"]
+
+
+# CUDA graph replays (host_model.json "cuda_graphs", tools/holdout/cudagraph_host.py).
+CUDA_GRAPHS: dict[str, int] = TABLE["cuda_graphs"]
+
+
+def graph_launch_ns(triton_nodes: int, other_nodes: int) -> int:
+    """Host time of one cudaGraphLaunch: a fixed part and a part per kernel node (a Triton
+    kernel's node is cheaper than a cuBLAS or aten kernel's)."""
+    c = CUDA_GRAPHS
+    return c["launch_ns"] + c["launch_per_triton_node_ns"] * triton_nodes + c["launch_per_extern_node_ns"] * other_nodes
+
+
+def graph_replay_ns(is_backward: bool, is_inference: bool, n_inputs: int, n_outputs: int, n_copied: int,
+                    first: bool = False) -> int:
+    """Host time of one replayed call of a compiled graph under CUDA graph trees besides its
+    input copy and its cudaGraphLaunch: the call's wrappers (guards, AOTAutograd, the autograd
+    Function of a training graph, as in `compiled_call_ns` but with no per-saved-tensor cost),
+    the trees' checks, per copied input and per rebuilt output; the first replay also caches its
+    outputs' metadata."""
+    c, cc = CUDA_GRAPHS, COMPILED_CALLS
+    ns = cc["call_ns"] + c["replay_adjust_ns"] + c["per_copied_input_ns"] * n_copied + c["per_output_ns"] * n_outputs
+    # a training graph's autograd Function: its fixed costs as in the default mode; per saved
+    # tensor only the rebuild above (the default mode's per-tensor cost is mostly the generated
+    # wrapper allocating it, which a replay does not run; approximate: calibrate/cuda_graphs.py)
+    if is_backward:
+        ns += cc["backward_ns"]
+    elif not is_inference:
+        ns += cc["training_forward_ns"]
+    if first:
+        ns += c["first_replay_ns"] + c["first_replay_per_output_ns"] * n_outputs
+    return max(0, ns)
+
+
+def graph_record_ns(nodes: int, inputs: int) -> int:
+    """Host time a CUDA graph tree's recording adds to running the graph's code once (stream
+    capture, instantiation, the tree's bookkeeping of inputs and outputs)."""
+    c = CUDA_GRAPHS
+    return max(0, c["record_ns"] + c["record_per_node_ns"] * nodes + c["record_per_input_ns"] * inputs)
 
 
 def compiled_call_ns(is_backward: bool, is_inference: bool, n_inputs: int, n_outputs: int) -> int:

@@ -92,6 +92,11 @@ class OpKind(IntEnum):
     HOST = 3  # host-only op on GPU tensors (views, metadata): no GPU work
 
 
+# OpCall.depth of a call no dispatcher call stands for (FakeTensor's own detach, a CUDA graph's
+# node): host time only, no op span, no op record follows.
+HIDDEN_DEPTH = -2
+
+
 @pickled_by_fields
 @dataclass(slots=True)
 class OpCall:
@@ -114,6 +119,8 @@ class OpCall:
     kernels: tuple = ()  # cost.Kernel items the op launches, in order (empty: no GPU work)
     depth: int = -1  # nesting depth among the recorded host ops of its thread (-1: not recorded,
     # -2: no dispatcher call stands for it, e.g. FakeTensor's own detach: host time only, no span)
+    graph: int = 0  # a node of a CUDA graph replay: the replay's id (one cudaGraphLaunch launches
+    # every node with that id, runtime/device/cuda_graphs.py); 0: launched on its own
 
 
 @pickled_by_fields

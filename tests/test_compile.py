@@ -79,6 +79,52 @@ def test_compiled_step_is_faster_and_smaller_than_eager(cli):
     assert _peak(compiled.stdout) < _peak(eager.stdout)
 
 
+def test_reduce_overhead_replays_cuda_graphs_after_warm_up_and_record(cli):
+    """mode="reduce-overhead" (runtime/compile/cudagraphs.py): step 0 compiles and warms up,
+    step 1 records each graph, later steps replay it: one cudaGraphLaunch per graph and call,
+    its kernels correlated with it, no per-kernel launches, the non-static inputs copied with
+    one `_foreach_copy_`; the replayed step is faster than the default mode's (no launch cost
+    per kernel). A graph that mutates a non-static input is not put in a CUDA graph (Inductor's
+    skip, counted as Inductor counts it)."""
+    from tracing.validate import validate_trace
+
+    r = cli("--out", "ro", PY, SCRIPT, "reduce_overhead")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "cudagraph_skips 0" in r.stdout
+    default = cli("--no-trace", PY, SCRIPT, "compiled")
+    assert default.returncode == 0, default.stderr[-3000:]
+    ro, dflt = _steps(r.stdout), _steps(default.stdout)
+    assert len(ro) == 5 and ro[2] > ro[3] == ro[4]  # the first replay caches its outputs' metadata
+    assert ro[4] < 0.9 * dflt[-1], (ro, dflt)
+    doc = load_trace(cli.cwd / "ro" / "rank0.pt.trace.json.gz")
+    assert validate_trace(doc) == []
+    launches = [e for e in _events(doc, "cuda_runtime") if e["name"] == "cudaGraphLaunch"]
+    # the record replays once, then three replays; a forward and a backward graph each
+    assert len(launches) == 8
+    corr = {e["args"]["correlation"] for e in launches}
+    graph_kernels = [e for e in _events(doc, "kernel") if e["args"]["correlation"] in corr]
+    assert len(graph_kernels) > 8 * 5
+    # as kineto writes a replay: the kernels carry the launch's External id (the op around it:
+    # CompiledFunction / CompiledFunctionBackward), one flow start per launch, an end per kernel
+    ext = {e["args"]["correlation"]: e["args"]["External id"] for e in launches}
+    assert all(e["args"]["External id"] == ext[e["args"]["correlation"]] for e in graph_kernels)
+    around = {e["args"]["External id"]: e["name"] for e in _events(doc, "cpu_op")}
+    assert {around[x] for x in ext.values()} == {"CompiledFunction", "CompiledFunctionBackward"}
+    flows = [e for e in doc["traceEvents"] if e.get("cat") == "ac2g" and e.get("id") in corr]
+    assert sum(e["ph"] == "s" for e in flows) == 8 and sum(e["ph"] == "f" for e in flows) == len(graph_kernels)
+    assert any(e["name"].startswith("triton_") for e in graph_kernels)
+    copies = [e for e in _events(doc, "cpu_op") if e["name"] == "aten::_foreach_copy_"]
+    assert len(copies) == 8  # the input x (forward) and the incoming gradient (backward) each call
+    last = launches[-1]
+    step_kernels = sorted((e for e in graph_kernels if e["args"]["correlation"] == last["args"]["correlation"]),
+                          key=lambda e: e["ts"])
+    assert all(b["ts"] >= a["ts"] + a["dur"] for a, b in zip(step_kernels, step_kernels[1:]))
+
+    skipped = cli("--no-trace", PY, SCRIPT, "reduce_overhead_mutation")
+    assert skipped.returncode == 0, skipped.stderr[-3000:]
+    assert re.search(r"cudagraph_skips [1-9]", skipped.stdout), skipped.stdout
+
+
 def test_dynamo_loads_when_the_program_first_compiles(cli):
     """A rank does not import Dynamo at start-up (two thirds of its start-up time); an eager
     step with an optimizer does not load it either; torch.compile does, and what
@@ -91,6 +137,9 @@ def test_dynamo_loads_when_the_program_first_compiles(cli):
         assert line in r.stdout, r.stdout
     steps = _steps(r.stdout)
     assert len(steps) == 3 and steps[1] > 100 * steps[2]  # the compiled model's first step compiles
+    r = cli("--no-trace", PY, SCRIPT, "dynamo_submodule_first")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "utils modules 1 graphs counted 1" in r.stdout, r.stdout  # one module: the counts Dynamo made
 
 
 def test_what_real_scripts_do_with_compile(cli):

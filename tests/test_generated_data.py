@@ -209,6 +209,22 @@ def test_compiled_call_host_costs_are_the_fit():
     assert sum(abs(f - r) / r for _, r, f in rows) / len(rows) < 0.12
 
 
+def test_cuda_graph_host_costs_are_the_fit():
+    """host_model.json "cuda_graphs" is what `phantora-prof calibrate cuda-graphs` fits to the
+    committed runs of tools/holdout/cudagraph_host.py (one on the H200 host, one simulated); the
+    replays of inference graphs (the fit's cases) come within 10% on average."""
+    from phantora_prof.calibrate import cuda_graphs as cg
+
+    d = HOLDOUT / "session16"
+    shipped = json.loads((DATA / "host_model.json").read_text())["cuda_graphs"]
+    assert d.name in shipped["comment"]
+    consts, rows = cg.refit(d / "cudagraph_host_sim.log", d / "cudagraph_host.log", shipped)
+    for k, v in consts.items():
+        assert v == pytest.approx(shipped[k], rel=0.01, abs=50), k
+    steady = [abs(f - r) / r for group, case, r, f in rows if group == "steady" and "(held)" not in case]
+    assert len(steady) == 10 and sum(steady) / len(steady) < 0.10
+
+
 def test_nccl_ramp_constants_are_the_fit():
     """netsim/ramp.py's constants are what `phantora-prof calibrate nccl-ramp` fits to the real
     2 x H200 collective sweep (they are copied in by hand: this says when they drift)."""

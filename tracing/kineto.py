@@ -160,6 +160,8 @@ def render_kineto(trace: RankTrace, trace_name: str | None = None) -> bytes:
 
     for seq, f in enumerate(trace.flows):
         for ph, end_pt in (("s", f.start), ("f", f.end)):
+            if end_pt is None:  # another end of a flow started by an earlier Flow (CUDA graph nodes)
+                continue
             if end_pt.on_gpu:
                 pid = end_pt.device
                 used_streams.add((end_pt.device, end_pt.tid))

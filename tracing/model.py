@@ -36,6 +36,9 @@ class Span:
     # (spans that start or end at the same instant nest by these, not by time).
     key: Any = None
     parent: Any = None
+    # A GPU activity a CUDA graph launched (not written: torch.profiler marks none; its launch is a
+    # cudaGraphLaunch that shares its correlation with every node of the graph).
+    graph_node: bool = False
 
 
 @dataclass(slots=True)
@@ -48,11 +51,13 @@ class FlowEnd:
 
 @dataclass(slots=True)
 class Flow:
-    """A flow arrow: `ac2g` (launch -> GPU activity, id = correlation) or `fwdbwd`."""
+    """A flow arrow: `ac2g` (launch -> GPU activity, id = correlation) or `fwdbwd`. `start`
+    None: one more end of a flow another Flow of the same id starts (a cudaGraphLaunch has one
+    flow start and an end on each kernel of the graph, as kineto writes them)."""
 
     cat: str
     id: int
-    start: FlowEnd
+    start: FlowEnd | None
     end: FlowEnd
 
 

@@ -265,6 +265,8 @@ class _Writer:
             host_tids.add(i.tid)
         for fl in tr.flows:
             for e in (fl.start, fl.end):
+                if e is None:
+                    continue
                 if e.on_gpu:
                     streams.add((e.device, e.tid))
                 else:
@@ -362,6 +364,8 @@ class _Writer:
             return None
 
         for fl in tr.flows:
+            if fl.start is None:  # more ends of a flow drawn once (a CUDA graph launch -> its first kernel)
+                continue
             a = bind(fl.start.on_gpu, fl.start.device, fl.start.tid, fl.start.ts_ns)
             b = bind(fl.end.on_gpu, fl.end.device, fl.end.tid, fl.end.ts_ns)
             if a is None or b is None:

@@ -412,6 +412,7 @@ def validate_trace(doc: dict, reference: dict | None = None, *, max_per_rule: in
     streams: dict[tuple, list] = defaultdict(list)
     ops_threads: set = set()
     x_starts: set[tuple] = set()
+    graph_launches: set[tuple] = set()  # (pid, tid, ts) of cudaGraphLaunch calls: one flow start, an end per kernel
     for i, e in xs:
         cat = e["cat"]
         if cat == "Trace":
@@ -433,6 +434,8 @@ def validate_trace(doc: dict, reference: dict | None = None, *, max_per_rule: in
         ts_ns = _ns(e["ts"])
         end_ns = ts_ns + _ns(e["dur"])
         x_starts.add((pid, tid, ts_ns))
+        if e.get("name") == "cudaGraphLaunch":
+            graph_launches.add((pid, tid, ts_ns))
         if cat in HOST_X_CATEGORIES:
             if pid != host_pid or not _is_int(tid):
                 p.add("pid", f"{_desc(i, e)}: host event must be on the host pid {host_pid!r} with an int tid")
@@ -527,7 +530,8 @@ def validate_trace(doc: dict, reference: dict | None = None, *, max_per_rule: in
                               f"expected one each (first: {_desc(i, e)})")
             elif ss[0][2] > fs[0][2] + EPS_NS:
                 p.add("flow", f"fwdbwd flow id {fid} starts after it ends: {_desc(ss[0][0], ss[0][1])}")
-        elif len(ss) > 1 or len(fs) > 1:
+        elif len(ss) > 1 or (len(fs) > 1 and not (
+                len(ss) == 1 and (ss[0][1].get("pid"), ss[0][1].get("tid"), ss[0][2]) in graph_launches)):
             i, e, _ = (ss + fs)[0]
             p.add("flow", f"ac2g flow id {fid} has {len(ss)} starts and {len(fs)} ends, expected at most "
                           f"one each (first: {_desc(i, e)})")
@@ -586,11 +590,13 @@ def validate_trace(doc: dict, reference: dict | None = None, *, max_per_rule: in
         corr = a.get("correlation")
         if corr is None:
             continue  # reported by [args]
+        ls = launches.get(corr, ())
+        graph_node = len(ls) == 1 and ls[0][1].get("name") == "cudaGraphLaunch"
         if corr in seen_corr:
-            p.add("launch", f"{_desc(i, e)} repeats correlation {corr!r} of event #{seen_corr[corr]}")
+            if not graph_node:  # one cudaGraphLaunch launches every node of its graph
+                p.add("launch", f"{_desc(i, e)} repeats correlation {corr!r} of event #{seen_corr[corr]}")
             continue
         seen_corr[corr] = i
-        ls = launches.get(corr, ())
         if len(ls) != 1:
             p.add("launch", f"{_desc(i, e)} has {len(ls)} host cuda_runtime/cuda_driver launches with correlation "
                             f"{corr!r}, expected exactly one")

@@ -9,6 +9,7 @@ Shipped model data (phantora_prof/cost/data), each with `--check` where its inpu
     phantora-prof calibrate errors TRACE ... [--out FILE]                      # source_errors.json
     phantora-prof calibrate triton REAL.jsonl SIM.jsonl [--out FILE]           # triton_h200.json
     phantora-prof calibrate compiled-host SIM.log REAL.log ... [--write]       # host_model.json compiled_calls
+    phantora-prof calibrate cuda-graphs SIM.log REAL.log [--write]             # host_model.json cuda_graphs
     phantora-prof calibrate schema-args [--check]                              # aten_arg_positions.json
     phantora-prof calibrate host --measured DIR [--out FILE]                   # a host profile (hosts/*.json)
 
@@ -126,6 +127,35 @@ def compiled_host_cmd(sim: Path, real: tuple[Path, ...], write: bool) -> None:
     click.echo(json.dumps(consts))
     if write:
         model["compiled_calls"] = {"comment": current["comment"], **consts}
+        path.write_text(json.dumps(model, indent=1, ensure_ascii=False) + "\n")
+        click.echo(f"-> {path}")
+
+
+@calibrate.command("cuda-graphs")
+@click.argument("sim", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("real", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--write", is_flag=True, help="store the fit in host_model.json (default: print it)")
+def cuda_graphs_cmd(sim: Path, real: Path, write: bool) -> None:
+    """Host time of CUDA graph replays of compiled graphs from tools/holdout/cudagraph_host.py:
+    SIM run under phantora-prof (with PLAN lines), REAL run on the GPU host (host_model.json
+    "cuda_graphs"; its launch_ns, the launch's fixed part, is kept: the fit cannot separate it)."""
+    from phantora_prof.calibrate import cuda_graphs as cg
+
+    path = DATA / "host_model.json"
+    model = json.loads(path.read_text())
+    current = model["cuda_graphs"]
+    try:
+        consts, rows = cg.refit(sim, real, current)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    for group, name, r, f in rows:
+        click.echo(f"{group:12s} {name:10s} real {r:9.1f} us  fitted {f:9.1f} us  {f - r:+8.1f} us")
+    for group in dict.fromkeys(g for g, *_ in rows):
+        errs = [abs(f - r) / max(abs(r), 1.0) for g, _, r, f in rows if g == group]
+        click.echo(f"{group}: mean |error| {100 * sum(errs) / len(errs):.1f}% over {len(errs)} cases")
+    click.echo(json.dumps(consts))
+    if write:
+        model["cuda_graphs"] = {"comment": current["comment"], "launch_ns": current["launch_ns"], **consts}
         path.write_text(json.dumps(model, indent=1, ensure_ascii=False) + "\n")
         click.echo(f"-> {path}")
 

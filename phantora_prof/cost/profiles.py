@@ -82,6 +82,9 @@ class GpuProfile:
     # engine (engine/gpu.py, engine/contention.py)
     launch_latency_ns: int
     kernel_gap_ns: int
+    graph_node_gap_ns: int  # between consecutive kernels of one CUDA graph on a stream
+    graph_cudnn_sdpa_gap_ns: int  # the same before a cuDNN attention kernel
+    graph_launch_latency_ns: int  # from cudaGraphLaunch to the graph's first kernel on an idle stream
     nccl_ctas: int
     nccl_p2p_ctas: int
     contention_slowdown: Mapping[str, float]

@@ -65,12 +65,14 @@ class SimulatedGpu:
         return state
 
     def enqueue(self, stream: int, launch_ns: int, duration_ns: int,
-                finish: Callable[[int, int], int] | None = None) -> Activity:
+                finish: Callable[[int, int], int] | None = None, gap_ns: int | None = None) -> Activity:
         """Run `duration_ns` of work on `stream`, launched at host time `launch_ns`. `finish`
         (start, work) -> end, when given, says when the work ends if it does not run alone
-        (engine.contention: NCCL kernels holding SMs)."""
+        (engine.contention: NCCL kernels holding SMs). `gap_ns` replaces the gap after the
+        stream's previous item (a CUDA graph's nodes follow each other more closely)."""
         s = self.stream(stream)
-        start = max(launch_ns + self.launch_latency_ns, s.tail_ns + self.kernel_gap_ns if s.tail_ns else 0)
+        gap = self.kernel_gap_ns if gap_ns is None else gap_ns
+        start = max(launch_ns + self.launch_latency_ns, s.tail_ns + gap if s.tail_ns else 0)
         if s.pending_waits:
             start = max(start, max(s.pending_waits))
             s.pending_waits.clear()

@@ -31,6 +31,7 @@ from phantora_prof.protocol import (
     ProfilerStarted,
     HostOps,
     MemoryEvent,
+    HIDDEN_DEPTH,
     OpCall,
     ProfileExportRequest,
     ProfileStatsRequest,
@@ -44,7 +45,7 @@ from tracing.model import Flow, FlowEnd, Instant, RankTrace, Span
 log = logging.getLogger(__name__)
 
 _EVALUATE_FUNCTION = "autograd::engine::evaluate_function: "
-_HIDDEN_DEPTH = -2  # OpCall.depth of a call no dispatcher call stands for (runtime/dispatch/capture.py)
+_CUDNN_SDPA = "cudnn_generated_fort_native_sdpa"  # cuDNN's attention kernels (a longer gap before them in a graph)
 
 _GPU_CATEGORY = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset"}
 _SYNC_API = {
@@ -111,6 +112,34 @@ class _MemorySeries:
         out = [(t, d, a, r) for d, (ts, al, re) in self._dev.items() for t, a, r in zip(ts, al, re)]
         out.sort()
         return out
+def _graph_launches_in_ops(spans: list[Span], host: list[Span]) -> None:
+    """A cudaGraphLaunch (and every kernel it launched) takes the External id of the innermost
+    host op (cpu_op, not a user annotation) around it, as kineto links runtime calls to the op
+    they run in (the autograd Function of a compiled graph); the replay itself is no op."""
+    launches = [s for s in spans if s.cat == "cuda_runtime" and s.name == "cudaGraphLaunch"]
+    if not launches:
+        return
+    by_tid: dict[int, list[Span]] = {}
+    for h in host:
+        by_tid.setdefault(h.tid, []).append(h)
+    starts = {tid: [h.ts_ns for h in hs] for tid, hs in by_tid.items()}
+    ext_of: dict[int, Any] = {}
+    for launch in launches:
+        hs = by_tid.get(launch.tid, [])
+        i = bisect.bisect_right(starts.get(launch.tid, []), launch.ts_ns)
+        best = None
+        for j in range(i - 1, -1, -1):  # the latest-starting op that still encloses it is the innermost
+            if hs[j].ts_ns + hs[j].dur_ns >= launch.ts_ns + launch.dur_ns:
+                best = hs[j]
+                break
+        if best is not None and best.args.get("External id") is not None:
+            launch.args["External id"] = best.args["External id"]
+            ext_of[launch.args["correlation"]] = best.args["External id"]
+    for s in spans:
+        if s.graph_node and s.args.get("correlation") in ext_of:
+            s.args["External id"] = ext_of[s.args["correlation"]]
+
+
 def _number_ops(spans: list[Span]) -> None:
     """External ids 1, 2, ... for the host ops and annotations in the order they begin (as
     kineto numbers them), and the same for the runtime calls and GPU work that refer to them.
@@ -118,6 +147,7 @@ def _number_ops(spans: list[Span]) -> None:
     temporary ones.)"""
     host = sorted((s for s in spans if not s.on_gpu and s.cat in ("cpu_op", "user_annotation")),
                   key=lambda s: (s.ts_ns, -s.dur_ns, s.tid))
+    _graph_launches_in_ops(spans, [s for s in host if s.cat == "cpu_op"])
     new: dict[int, int] = {}
     for n, s in enumerate(host, 1):
         old = s.args.get("External id")
@@ -170,6 +200,9 @@ class RankTimeline:
         self._node_of: dict[int, tuple[int, int, Span]] = {}  # evaluate_function record id -> node (seq, fwd, span)
         self._child_id = 0  # temporary External ids of ops from the children table (negative)
         self._copies: dict[int, Span] = {}  # id(span) -> its copy in the last window built
+        # the CUDA graph replay being drawn: (its id, the launch's correlation, host time, thread,
+        # streams that already ran one of its nodes)
+        self._graph_launch: tuple[int, int, int, int, set] | None = None
 
     # ---- helpers ----
     def add_gpu_work(self, launch_ns: int, start_ns: int, end_ns: int, stream: int, device: int) -> None:
@@ -252,9 +285,12 @@ class RankTimeline:
         return None
 
     def _op(self, op: OpCall) -> None:
+        if op.graph:
+            self._graph_node(op)
+            return
         self.stats.ops += 1
         tid = self._host_tid(op.tid)
-        if op.depth == _HIDDEN_DEPTH and not op.kernels:
+        if op.depth == HIDDEN_DEPTH and not op.kernels:
             self.stats.host_end_ns = max(self.stats.host_end_ns, op.end_ns)
             return
         args: dict[str, Any] = {"External id": op.external_id, "Record function id": 0}
@@ -280,6 +316,48 @@ class RankTimeline:
             self._recorded_ops[op.external_id] = (span, op, launches)
         else:
             self._children(op, span, launches, None)
+
+    def _graph_node(self, op: OpCall) -> None:
+        """A node of a CUDA graph replay: no host op stands for it (torch.profiler shows none);
+        the replay's one `cudaGraphLaunch` (drawn at the first node's launch time, as long as
+        the first node's host span) launches every node; the first kernel on a stream starts
+        `graph_launch_latency_ns` after the launch, the next ones follow the stream's previous
+        node at `graph_node_gap_ns` (`graph_cudnn_sdpa_gap_ns` before cuDNN's attention)."""
+        tid = self._host_tid(op.tid)
+        self.stats.host_end_ns = max(self.stats.host_end_ns, op.end_ns)
+        if self._graph_launch is None or self._graph_launch[0] != op.graph:
+            t = op.launch_ns if op.launch_ns >= 0 else op.start_ns
+            corr = self._api_span("cudaGraphLaunch", tid, t, max(0, op.end_ns - t), None)  # the first node spans the call
+            self._graph_launch = (op.graph, corr, t, tid, set())
+        _, corr, t, launch_tid, streams = self._graph_launch
+        streams_started = bool(streams)
+        gpu = self.gpu(op.device)
+        for k in op.kernels:
+            finish = None
+            if k.kind == "kernel":
+                cat = kernel_category(k.name, op.name)
+                finish = lambda s, w, cat=cat: self.contention.finish(op.device, cat, s, w)  # noqa: E731
+            follows = op.stream in streams
+            if follows:
+                gap = (self.profile.graph_cudnn_sdpa_gap_ns if k.name.startswith(_CUDNN_SDPA)
+                       else self.profile.graph_node_gap_ns)
+                act = gpu.enqueue(op.stream, t, k.duration_ns, finish, gap)
+            else:  # the graph's first node on this stream: the launch's own latency
+                act = gpu.enqueue(op.stream, t + self.profile.graph_launch_latency_ns - gpu.launch_latency_ns,
+                                  k.duration_ns, finish)
+            streams.add(op.stream)
+            self.add_gpu_work(t, act.start_ns, act.end_ns, op.stream, op.device)
+            self._gpu_span(k, op, corr, act.start_ns, act.end_ns - act.start_ns)
+            self.spans[-1].graph_node = True
+            # kineto: one flow start on the launch, an end on every kernel of the graph
+            first = not streams_started
+            self.flows.append(Flow("ac2g", corr, FlowEnd(False, launch_tid, t) if first else None,
+                                   FlowEnd(True, op.stream, act.start_ns, op.device)))
+            streams_started = True
+            self.stats.gpu_ns += act.end_ns - act.start_ns
+            self.stats.flops += getattr(k, "flops", 0.0) or 0.0
+            source = getattr(k, "source", "roofline")
+            self.stats.estimated_ops[source] = self.stats.estimated_ops.get(source, 0) + act.end_ns - act.start_ns
 
     def _children(self, op: OpCall, span: Span, launches: list, types: list | None) -> None:
         """What a CUDA build's kernel of `op` dispatches inside it (engine/op_children.py)."""
@@ -485,7 +563,8 @@ class RankTimeline:
                     keep = start_ns <= s.ts_ns and s.ts_ns + s.dur_ns <= end
                 if keep:
                     chosen.append(s)
-        out = [Span(s.cat, s.name, s.tid, s.ts_ns, s.dur_ns, dict(s.args), s.on_gpu, s.device, s.key, s.parent)
+        out = [Span(s.cat, s.name, s.tid, s.ts_ns, s.dur_ns, dict(s.args), s.on_gpu, s.device, s.key, s.parent,
+                    s.graph_node)
                for s in chosen]
         self._copies = {id(a): b for a, b in zip(chosen, out)}
         return out
@@ -514,13 +593,16 @@ class RankTimeline:
             flows = list(self.flows)
         else:
             end = end_ns if end_ns is not None else self.stats.host_end_ns
-            flows = [f for f in self.flows if start_ns <= f.start.ts_ns <= end
+            # a flow's extra ends (a CUDA graph's kernels) go with the launch that starts it
+            launched = {f.id: f.start.ts_ns for f in self.flows if f.cat == "ac2g" and f.start is not None}
+            flows = [f for f in self.flows
+                     if start_ns <= (f.start.ts_ns if f.start is not None else launched.get(f.id, -1)) <= end
                      and (f.cat == "ac2g" or f.end.ts_ns <= end)]
         # launches the layout moved (by a few ns): their flows start where they are drawn now
         call_ts = {s.args["correlation"]: s.ts_ns for s in spans
                    if s.cat in ("cuda_runtime", "cuda_driver") and "correlation" in s.args}
         for i, f in enumerate(flows):
-            if f.cat == "ac2g" and not f.start.on_gpu:
+            if f.cat == "ac2g" and f.start is not None and not f.start.on_gpu:
                 ts = call_ts.get(f.id)
                 if ts is not None and ts != f.start.ts_ns:
                     flows[i] = Flow(f.cat, f.id, FlowEnd(False, f.start.tid, ts, f.start.device), f.end)
@@ -560,7 +642,8 @@ class RankTimeline:
 
     def window_ops(self, start_ns: int, end_ns: int) -> list[tuple]:
         """Host ops and annotations of a window with the GPU activities each launched
-        (name, device, duration, start, stream)."""
+        (name, device, duration, start, stream); GPU activities no host op launched (CUDA graph
+        nodes) come as entries of their own with thread None."""
         spans = self._window_spans(start_ns, end_ns)
         gpu_by_ext: dict[int, list[tuple[str, int, int, int, int]]] = {}
         for s in spans:
@@ -571,11 +654,15 @@ class RankTimeline:
         out = []
         for s in spans:
             if s.cat == "cpu_op":
-                kernels = gpu_by_ext.get(s.args.get("External id"), []) if "Input Dims" in s.args else []
+                kernels = gpu_by_ext.pop(s.args.get("External id"), []) if "Input Dims" in s.args else []
                 out.append((s.name, s.tid, s.ts_ns, s.ts_ns + s.dur_ns, s.args.get("Input Dims", []), False, kernels))
             elif s.cat == "user_annotation":
                 out.append((s.name, s.tid, s.ts_ns, s.ts_ns + s.dur_ns, [], True,
                             annotation_gpu.get(s.args.get("External id"), [])))
+        for s in spans:
+            if s.graph_node:
+                out.append((s.name, None, s.ts_ns, s.ts_ns + s.dur_ns, [], False,
+                            [(s.name, s.device, s.dur_ns, s.ts_ns, s.tid)]))
         out.sort(key=lambda t: (t[2], -(t[3] - t[2])))
         return out
 

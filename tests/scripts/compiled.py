@@ -42,6 +42,28 @@ torch.manual_seed(0)
 if mode in ("compiled", "eager"):
     model = nn.Sequential(Block(), Block()).cuda()
     train(torch.compile(model) if mode == "compiled" else model)
+elif mode == "reduce_overhead":
+    # CUDA graph trees (runtime/compile/cudagraphs.py): step 0 warms up, step 1 records, then replays
+    from torch._dynamo.utils import counters
+
+    model = nn.Sequential(Block(), Block()).cuda()
+    train(torch.compile(model, mode="reduce-overhead"), steps=5)
+    print("cudagraph_skips", counters["inductor"]["cudagraph_skips"])
+elif mode == "reduce_overhead_mutation":
+    # a graph that mutates an input which is neither a parameter nor a buffer: Inductor skips
+    # CUDA graphs for it (and counts the skip)
+    from torch._dynamo.utils import counters
+
+    @torch.compile(mode="reduce-overhead")
+    def accumulate(x, total):
+        total.add_(x.sum())
+        return x * 2
+
+    total = torch.zeros((), device="cuda")
+    for _ in range(4):
+        accumulate(torch.randn(1024, device="cuda"), total)
+    torch.cuda.synchronize()
+    print("cudagraph_skips", counters["inductor"]["cudagraph_skips"])
 elif mode == "eager_then_compiled":
     # Dynamo loads when the program first needs it (runtime/process/lazy_dynamo.py): an eager
     # step does not load it; torch.compile does, and what the eager step's optimizer cached
@@ -55,6 +77,16 @@ elif mode == "eager_then_compiled":
     train(torch.compile(model), steps=2)
     print("dynamo loaded after compile:", "torch._dynamo.convert_frame" in sys.modules)
     print("state_dict disabled after:", getattr(getattr(state_dict, "__dynamo_disable", None), "_torchdynamo_disable", False))
+elif mode == "dynamo_submodule_first":
+    # a Dynamo submodule imported before anything else of Dynamo is the module Dynamo itself uses
+    import gc
+
+    from torch._dynamo.utils import counters
+
+    f = torch.compile(lambda x: torch.sin(x) * 2)
+    f(torch.randn(64, device="cuda"))
+    copies = [m for m in gc.get_objects() if type(m).__name__ == "module" and m.__name__ == "torch._dynamo.utils"]
+    print("utils modules", len(copies), "graphs counted", counters["stats"]["unique_graphs"])
 elif mode == "backend_eager":
     train(torch.compile(nn.Sequential(Block()).cuda(), backend="eager"))
 elif mode == "graph_break":

@@ -83,7 +83,20 @@ CASES: dict[str, tuple[str, list[str]]] = {
     # then measured once on the H200; flex templates fitted on isolated calls only)
     "hf_llama_fx_c": ("zoo.py", ["--model", "hf_llama", "--attn", "flex_attention", "--compile"]),
     "hf_llama_fx": ("zoo.py", ["--model", "hf_llama", "--attn", "flex_attention"]),
+    # session 16: torch.compile(mode="reduce-overhead") (CUDA graph trees) next to the default mode at
+    # small, host-bound sizes; real runs in real_h200/session15 (gpt.py) and session16 (zoo.py);
+    # the CUDA graph host model was fitted on tools/holdout/cudagraph_host.py only
+    "gpt_b1c": ("gpt.py", ["--compile", "--batch", "1", "--seq", "64"]),
+    "gpt_b1ro": ("gpt.py", ["--compile", "--batch", "1", "--seq", "64"]),
+    "gpt_b8ro": ("gpt.py", ["--compile"]),
+    **{f"{m}_{tag}_{mode}": ("zoo.py", ["--model", m, *size.split(), "--compile",
+                                         *(["--compile-mode", "reduce-overhead"] if mode == "ro" else [])])
+       for m, tag, size in (("hf_gpt2", "b1", "--batch 1 --seq 128"), ("timm_vit", "b8", "--batch 8"),
+                            ("tv_resnet50", "b8", "--batch 8"))
+       for mode in ("c", "ro")},
 }
+# cases run through compile_mode.py with this torch.compile mode (gpt.py has no mode option)
+MODES = {"gpt_b1ro": "reduce-overhead", "gpt_b8ro": "reduce-overhead"}
 ZOO_DEV = ("hf_llama", "hf_gpt2", "timm_vit", "tv_resnet50",
            "timm_convnext", "lstm")  # the last two were blind until session 6 looked at their traces
 ZOO_BLIND = ("hf_bert", "hf_mistral", "hf_qwen2", "hf_t5", "tv_mobilenet", "tv_efficientnet")
@@ -103,11 +116,20 @@ ZOO_BLIND5 = ("hf_falcon", "timm_poolformer", "tv_vgg", "tv_mnasnet")
 COMPILED_FIT = ("gpt_b8c", "gpt_b32c")
 COMPILED_HELD = ("hf_llama_c", "timm_vit_c", "tv_resnet50_c", "hf_bert_c", "hf_llama_fx_c", "hf_llama_fx")
 COMPILED_BLIND = ("hf_gpt2_c", "timm_convnext_c", "tv_mobilenet_c", "tv_swin_c")
+# reduce-overhead: gpt.py's real runs were seen before the CUDA graph model was built (not fitted);
+# the zoo models were measured before their simulation first ran, never fitted
+RO_SEEN = ("gpt_b1c", "gpt_b1ro", "gpt_b8ro")
+RO_HELD = tuple(f"{m}_{mode}" for m in ("hf_gpt2_b1", "timm_vit_b8", "tv_resnet50_b8") for mode in ("c", "ro"))
 ZOO = REAL / "zoo"
 
 
 def _script(name: str, workloads: Path) -> Path:
     return (workloads if name == "gpt.py" else HERE) / name
+
+
+def _with_mode(case: str, path: Path) -> list[str]:
+    """The script to run, through compile_mode.py where the case sets a torch.compile mode."""
+    return [str(HERE / "compile_mode.py"), MODES[case], str(path)] if case in MODES else [str(path)]
 
 
 def _result(text: str) -> dict | None:
@@ -135,7 +157,7 @@ def simulate(case: str, workloads: Path, gpu: str, extra: list[str]) -> tuple[di
     path = _script(script, workloads)
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), COLUMNS="200")
     cmd = [sys.executable, "-m", "phantora_prof", "--no-trace", "--gpu", gpu, *extra,
-           "python", str(path), *args, "--steps", "6"]
+           "python", *_with_mode(case, path), *args, "--steps", "6"]
     r = subprocess.run(cmd, cwd=path.parent, env=env, capture_output=True, text=True)
     res = _result(r.stdout)
     if res is None:
@@ -171,6 +193,10 @@ def case_set(case: str) -> str:
         return "c_held"
     if case in COMPILED_BLIND:
         return "c_blind"
+    if case in RO_SEEN:
+        return "ro_seen"
+    if case in RO_HELD:
+        return "ro_held"
     return "holdout"
 
 
@@ -179,7 +205,7 @@ def run_real(cases: list[str], workloads: Path, out: Path) -> None:
     for case in cases:
         script, args = CASES[case]
         path = _script(script, workloads)
-        r = subprocess.run([sys.executable, str(path), *args, "--steps", "10"], cwd=path.parent,
+        r = subprocess.run([sys.executable, *_with_mode(case, path), *args, "--steps", "10"], cwd=path.parent,
                            capture_output=True, text=True)
         (out / f"{case}.log").write_text(r.stdout + r.stderr)
         print(case, "ok" if r.returncode == 0 else f"FAILED ({r.returncode})", flush=True)
@@ -234,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
     if a.json:
         a.json.write_text(json.dumps(rows, indent=1) + "\n")
-    for group in ("holdout", "dev", "blind", "blind2", "blind3", "blind4", "blind5"):
+    for group in ("holdout", "dev", "blind", "blind2", "blind3", "blind4", "blind5", "c_fit", "c_held", "c_blind",
+                  "ro_seen", "ro_held"):
         errs = sorted(abs(r["error"]) for r in rows if r.get("error") is not None and r["set"] == group)
         if errs:
             inside = sum(1 for r in rows if r.get("inside_band") and r["set"] == group)

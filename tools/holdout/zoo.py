@@ -253,6 +253,8 @@ def main() -> None:
     p.add_argument("--layers", type=int, default=None, help="layers (language models; default per model)")
     p.add_argument("--nchw", action="store_true", help="vision models: keep NCHW (default: channels-last)")
     p.add_argument("--compile", action="store_true", help="wrap the model in torch.compile (default mode)")
+    p.add_argument("--compile-mode", default=None, choices=("reduce-overhead", "max-autotune-no-cudagraphs"),
+                   help="with --compile: torch.compile's mode (default: its default mode)")
     p.add_argument("--attn", default="sdpa", choices=("sdpa", "flex_attention", "eager"),
                    help="HF causal language models: the attention implementation")
     a = p.parse_args()
@@ -285,7 +287,8 @@ def main() -> None:
         model = _vision_model(name).to(dev)
         step = _vision_step(model, a, dev, channels_last=not a.nchw, sgd="resnet" in name or "mobilenet" in name)
     if a.compile:
-        model.compile()  # in place: the step functions above hold the module itself
+        # in place: the step functions above hold the module itself
+        model.compile(**({"mode": a.compile_mode} if a.compile_mode else {}))
     meta = {"workload": f"zoo:{name}", "params": sum(p.numel() for p in model.parameters()),
             **{k: v for k, v in vars(a).items() if k != "profile_dir"}}
     run_loop(a, step, meta)

@@ -12,9 +12,10 @@ scheduler's fused kernels into a plan and `runtime/compile/runner.py` replays it
 Backends other than Inductor ("eager", "aot_eager", a user's function) run as real torch
 runs them; their graphs' ops are captured like eager ops. Modes: "max-autotune" and
 "max-autotune-no-cudagraphs" plan like the default (extern GEMMs: no Triton templates are
-chosen, since autotuning would need to run kernels); "reduce-overhead" plans like the default
-without CUDA graphs (host time per launch is still charged). A graph whose schedule cannot
-be read runs eagerly, with a warning naming the reason.
+chosen, since autotuning would need to run kernels); "reduce-overhead" and "max-autotune" run
+their graphs as CUDA graph trees do (runtime/compile/cudagraphs.py), as does
+`torch._inductor.config.triton.cudagraphs = True`. A graph whose schedule cannot be read runs
+eagerly, with a warning naming the reason.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from typing import Any, Callable
 
 import torch
 
+from phantora_prof.runtime.compile.cudagraphs import GraphedCall, SkippedGraph
 from phantora_prof.runtime.compile.lowering import lower
 from phantora_prof.runtime.compile.plan import Unplannable
 from phantora_prof.runtime.host import pyhost
@@ -57,11 +59,12 @@ def _boxed(fn: Callable) -> Callable:
     return fn
 
 
-def inner_compile(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: Any) -> Callable:
-    """Inductor's inner_compile for the simulated GPU: plan and replay, or eager on failure."""
+def inner_compile(gm: torch.fx.GraphModule, example_inputs: list, graphed: bool = False, **kwargs: Any) -> Callable:
+    """Inductor's inner_compile for the simulated GPU: plan and replay, or eager on failure.
+    `graphed`: compiled for CUDA graph trees (runtime/compile/cudagraphs.py)."""
     try:
         with pyhost.simulator_work(_host()):  # compiling is the simulator's work here (its real cost: below)
-            plan = lower(gm, list(example_inputs), **kwargs)
+            plan = lower(gm, list(example_inputs), graphed=graphed, **kwargs)
     except Unplannable as exc:
         _warn_once(str(exc), f"a compiled graph runs eagerly under simulation ({exc})")
         return _eager(gm)
@@ -73,7 +76,12 @@ def inner_compile(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: Any)
     PLANS.append(plan)
     log.info("compiled graph %s (%s): %d Triton kernels, %d extern calls", plan.graph_id,
              "backward" if plan.is_backward else "forward", plan.triton_kernels, plan.extern_kernels)
-    return _boxed(PlanRunner(plan, _capture_mode))
+    runner = PlanRunner(plan, _capture_mode)
+    if not graphed:
+        return _boxed(runner)
+    if plan.cudagraph_skip:
+        return _boxed(SkippedGraph(runner, plan.cudagraph_skip))
+    return _boxed(GraphedCall(runner))
 
 
 def _eager(gm: torch.fx.GraphModule) -> Callable:
@@ -85,17 +93,21 @@ def _eager(gm: torch.fx.GraphModule) -> Callable:
     return _boxed(run)
 
 
-def simulated_inductor(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+def simulated_inductor(gm: torch.fx.GraphModule, example_inputs: list, cudagraphs: bool | None = None) -> Callable:
     """The "inductor" backend under simulation. AOTAutograd and Inductor's Python are the
     simulator's work here (their host time is charged as `compile_cost_ns`, not by counting
-    the simulator's instructions)."""
+    the simulator's instructions). `cudagraphs`: CUDA graph trees (mode="reduce-overhead");
+    None: as Inductor's config says (`torch._inductor.config.triton.cudagraphs`)."""
+    from torch._inductor import config as inductor_config
     from torch._inductor.compile_fx import compile_fx
 
+    graphed = bool(inductor_config.triton.cudagraphs) if cudagraphs is None else cudagraphs
     with pyhost.simulator_work(_host()):
         try:
             # shape_padding: Inductor's pad_mm pass times padded and unpadded GEMMs on the GPU to
-            # choose; nothing runs here, so misaligned GEMMs stay unpadded (as with padding off)
-            compiled = compile_fx(gm, example_inputs, inner_compile=inner_compile,
+            # choose; nothing runs here, so misaligned GEMMs stay unpadded (as with padding off).
+            # triton.cudagraphs: CUDA graphs are the runner's (runtime/compile/cudagraphs.py)
+            compiled = compile_fx(gm, example_inputs, inner_compile=functools.partial(inner_compile, graphed=graphed),
                                   config_patches={"triton.cudagraphs": False, "shape_padding": False})
         except Exception as exc:  # noqa: BLE001 - AOTAutograd / Inductor could not trace it here: eager, say why
             log.debug("compile_fx failed", exc_info=True)
@@ -223,6 +235,11 @@ def compile_cost_ns(gm: torch.fx.GraphModule) -> int:
     return COMPILE_NS_PER_NODE * len(gm.graph.nodes)
 
 
+# Settings of torch.compile's modes that change nothing in a plan: autotuning picks among
+# kernels by running them, which cannot happen here, so the default choices stand (extern GEMMs).
+_PLANNED_ALIKE = frozenset({"max_autotune", "coordinate_descent_tuning"})
+
+
 def simulated_compile(model: Any = None, *, fullgraph: bool = False, dynamic: bool | None = None,
             backend: Any = "inductor", mode: str | None = None, options: dict | None = None,
             disable: bool = False, **kwargs: Any) -> Any:
@@ -234,12 +251,15 @@ def simulated_compile(model: Any = None, *, fullgraph: bool = False, dynamic: bo
         # No pool of compile workers: nothing is compiled for a GPU here, and the pool's idle
         # timer thread would sleep on the simulated clock (30 s at a time).
         inductor_config.compile_threads = 1
-        if mode == "reduce-overhead":
-            _warn_once("reduce-overhead", "torch.compile(mode='reduce-overhead'): CUDA graphs are not "
-                                          "simulated for compiled graphs; launches keep their host time")
-        if options:
-            _warn_once("options", f"torch.compile options {sorted(options)} are not simulated")
-        backend = simulated_inductor
+        # what the mode means, from Inductor's own table (reduce-overhead and max-autotune use CUDA graphs)
+        settings = dict(torch._inductor.list_mode_options(mode) if mode else {})
+        settings.update(options or {})
+        graphed = settings.pop("triton.cudagraphs", None)
+        settings = {k: v for k, v in settings.items() if k not in _PLANNED_ALIKE}
+        if settings:
+            _warn_once("options", f"torch.compile options {sorted(settings)} are not simulated")
+        backend = simulated_inductor if graphed is None else functools.partial(simulated_inductor,
+                                                                               cudagraphs=bool(graphed))
         mode = None
         options = None
     return _real_compile(model, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,

@@ -62,9 +62,11 @@ def _triton_present() -> Iterator[None]:
         scheduler.has_triton = prev
 
 
-def lower(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: Any) -> CompiledGraphPlan:
+def lower(gm: torch.fx.GraphModule, example_inputs: list, graphed: bool = False,
+          **kwargs: Any) -> CompiledGraphPlan:
     """Lower `gm` (an AOTAutograd forward, backward or inference graph) as Inductor's
-    inner_compile would, and read its schedule into a plan."""
+    inner_compile would, and read its schedule into a plan. `graphed`: the graph is compiled
+    for CUDA graph trees (mode="reduce-overhead"): the plan says whether Inductor would skip them."""
     from torch._guards import detect_fake_mode
     from torch._inductor import compile_fx as cfx
     from torch._inductor.debug import DebugContext
@@ -97,7 +99,42 @@ def lower(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: Any) -> Comp
                 props = torch.cuda.get_device_properties(torch.cuda.current_device())
                 plan = _read_schedule(graph, sched, graph_id, is_backward, props.multi_processor_count)
                 plan.is_inference = is_inference
+                plan.static_inputs = tuple(sorted(set(kwargs.get("static_input_idxs") or ())))
+                if graphed:
+                    plan.cudagraph_skip = _cudagraph_skip(gm, graph, example_inputs, plan.static_inputs)
                 return plan
+
+
+def _cudagraph_skip(gm: torch.fx.GraphModule, graph: Any, example_inputs: list, static: tuple) -> str | None:
+    """Why Inductor would not put this graph in a CUDA graph (its message), or None: the checks
+    of compile_fx and CompiledFxGraph, with Inductor's own functions where this torch has them.
+    Approximate: a mutated input that is neither static nor another graph's output is checked
+    here, at compile time; CUDA graph trees check it per call (and accept outputs of graphs)."""
+    from torch._inductor import cudagraph_utils as cgu
+    from torch._inductor import utils as ind_utils
+
+    fmt = getattr(cgu, "format_default_skip_message", lambda r: f"skipping cudagraphs due to {r}")
+    if graph.disable_cudagraphs_reason:
+        return graph.disable_cudagraphs_reason
+    incompatible = getattr(ind_utils, "get_first_incompatible_cudagraph_node", None)
+    node = incompatible(gm) if incompatible is not None else None
+    if node is not None:
+        return f"disabling cudagraphs due to incompatible op {node.target}"
+    devices = getattr(cgu, "check_multiple_devices_or_any_cpu_nodes", None)
+    reason = devices(dict(graph.device_node_mapping)) if devices is not None else None
+    if reason:
+        return reason
+    storage = getattr(cgu, "get_input_storage_mutation_info", None)
+    if storage is not None:
+        reason = cgu.get_input_storage_mutation_reason(storage(gm))
+        if reason:
+            return fmt(reason)
+    mutated = [i for i in getattr(graph, "mutated_input_idxs", ()) if i not in set(static)]
+    if mutated:
+        return fmt(f"mutated inputs ({len(mutated)} instances)")
+    if not all(isinstance(t, (torch.Tensor, torch.SymInt, torch.Generator)) for t in example_inputs):
+        return fmt("non-Tensor inputs")
+    return None
 
 
 def _layout(node: Any) -> BufferLayout:

@@ -85,6 +85,8 @@ class CompiledGraphPlan:
     input_frees: tuple[str, ...] = ()  # inputs no step reads (dropped at once)
     aliases: dict[str, Ref] = field(default_factory=dict)  # buffer name -> the view of another it is
     is_inference: bool = False  # a forward with no backward (no grad): no autograd Function around it
+    static_inputs: tuple[int, ...] = ()  # inputs at a fixed address every call (parameters, buffers, saved tensors)
+    cudagraph_skip: str | None = None  # compiled for CUDA graphs: why Inductor would not use them (None: it would)
 
     @property
     def triton_kernels(self) -> int:

@@ -128,6 +128,32 @@ class PlanRunner:
                 env.pop(name, None)
         return [self._value(o, env) for o in plan.outputs]
 
+    def outputs_only(self, args: list) -> list:
+        """The call's outputs without running its steps (a CUDA graph replay ran them:
+        runtime/compile/cudagraphs.py): each output buffer allocated anew, or the view of the
+        input a kernel wrote it over."""
+        plan = self.plan
+        env: dict[str, Any] = dict(zip(plan.inputs, args))
+        args.clear()
+        device = self._device(env)
+        reused = {out: src for step in plan.steps if isinstance(step, TritonStep) for out, src in step.reuses.items()}
+        # inputs no output is (or is written over) die before the outputs are allocated, as the
+        # steps would have freed them (a backward's saved activations before its gradients)
+        needed = {o.name for o in plan.outputs if isinstance(o, Ref)}
+        needed |= {reused[n] for n in needed if n in reused}
+        for name in plan.inputs:
+            if name not in needed:
+                env.pop(name, None)
+        values = []
+        for o in plan.outputs:
+            if isinstance(o, Ref) and o.name not in env and o.name in plan.buffers:
+                lay = plan.buffers[o.name]
+                src = env.get(reused.get(o.name, ""))
+                env[o.name] = (_in_layout(src, lay.size, lay.stride, src.storage_offset()) if src is not None else
+                               self.mode.allocate_buffer(lay.size, lay.stride, _torch_dtype(lay.dtype), device))
+            values.append(self._value(o, env))
+        return values
+
     def _arg(self, a: Any, env: dict, device: int) -> Any:
         """An argument as an OpCall holds it: a Ref as the TensorArg of what it reads, anything
         else as the capture mode records eager arguments (`capture._to_arg`)."""

@@ -14,7 +14,10 @@ with the ops' GPU work removed (nothing runs on the GPU during capture); GPU-sid
 the graph. `replay()` sends them again at the host time of the launch: each captured op
 becomes a zero-length host op whose kernels run on the replay stream, each collective
 gets the next sequence number of its process group (every rank replays the same graph, so
-the numbers agree), and the host pays one cudaGraphLaunch plus each node's launch cost.
+the numbers agree), and the host pays one cudaGraphLaunch. As torch.profiler shows a replay,
+the trace has that one `cudaGraphLaunch` and the nodes' kernels correlated with it, no host
+op per node (engine/rank_timeline.py), and a node's kernels follow the previous node's at
+the GPU profile's `graph_node_gap_ns`.
 
 Approximate: replayed kernels keep the durations measured at capture; ops replayed do not
 run on the CPU, so small tensors' real values (runtime/dispatch/values.py) are those of the
@@ -35,6 +38,7 @@ from phantora_prof.protocol import (
     CollectiveCall,
     CollectiveWait,
     EventRecord,
+    HIDDEN_DEPTH,
     OpCall,
     OpKind,
     StreamWaitEvent,
@@ -44,8 +48,8 @@ from phantora_prof.runtime.process import state as _state
 
 log = logging.getLogger(__name__)
 
-GRAPH_LAUNCH_NS = 8_000  # host time of one cudaGraphLaunch (approximate, small graphs)
 _pool_ids = itertools.count(1)
+_replay_ids = itertools.count(1)  # OpCall.graph of each replay's nodes (never 0: that is "no graph")
 _capturing: "SimCUDAGraph | None" = None
 _lock = threading.RLock()
 
@@ -135,21 +139,26 @@ class SimCUDAGraph:
 
         st = _state.get()
         replay_stream = st.stream_of(st.current_device)
-        st.clock.advance(GRAPH_LAUNCH_NS)
-        t = st.clock.now_ns
+        launch = st.clock.now_ns
+        nodes = [item for item in self._items if isinstance(item, OpCall)]
+        triton = sum(1 for item in nodes for k in item.kernels if k.name.startswith("triton_"))
+        t = launch + hostcost.graph_launch_ns(triton, sum(len(item.kernels) for item in nodes) - triton)
+        replay_id = next(_replay_ids)
+        first = True
         seqs: dict[tuple[str, int], int] = {}
 
         def stream(s: int) -> int:
             return replay_stream if s == self._capture_stream else s
 
-        # The graph's nodes are launched one after the other at the API cost of each launch
-        # (kernel nodes ~0.2 us: host spans in the trace stay sequential, as torch.profiler's are).
+        # Kernel nodes are all launched by the one cudaGraphLaunch at `launch` (no host op each);
+        # collectives keep the host span of their captured c10d call, after the launch.
         for item in self._items:
             if isinstance(item, OpCall):
-                end = t + sum(hostcost.api_ns(k.launch_api) for k in item.kernels)
-                msg = dataclasses.replace(item, external_id=st.next_external_id(), start_ns=t, end_ns=end,
-                                          launch_ns=t, stream=stream(item.stream), seq_nr=-1)
-                t = end
+                # the first node carries the launch call's span: [launch, t]
+                msg = dataclasses.replace(item, external_id=st.next_external_id(), start_ns=launch,
+                                          end_ns=t if first else launch, launch_ns=launch, stream=stream(item.stream),
+                                          seq_nr=-1, depth=HIDDEN_DEPTH, graph=replay_id)
+                first = False
             elif isinstance(item, CollectiveCall):
                 seq = backend.next_seq(item)
                 seqs[(item.group, item.seq)] = seq

@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from phantora_prof import hostcost
 from phantora_prof.cost.model import CostModel
 from phantora_prof.errors import UnsupportedOpError
-from phantora_prof.protocol import CPU_DEVICE, AutogradSpan, OpCall, OpKind, SyncKind, TensorArg
+from phantora_prof.protocol import CPU_DEVICE, HIDDEN_DEPTH, AutogradSpan, OpCall, OpKind, SyncKind, TensorArg
 from phantora_prof.runtime.device import allocator, op_allocations, pinned
 from phantora_prof.runtime.dispatch import annotations, conv_layout, cuda_dispatch, meta_cache, op_recorder, sdpa, values
 from phantora_prof.runtime.host import dataloader
@@ -55,7 +55,6 @@ _MEMSET_OPS = {"aten::zero_", "aten::zeros", "aten::zeros_like", "aten::new_zero
 
 _PRIM_DEVICE = torch.ops.prim.device.default
 _SDP_CHOICE = aten._fused_sdp_choice.default
-HIDDEN_DEPTH = -2  # OpCall.depth of a call no dispatcher call stands for: host time, no trace span
 _ADD = torch.ops.aten.add.Tensor
 _ADD_ = torch.ops.aten.add_.Tensor
 _EVALUATE_FUNCTION = "autograd::engine::evaluate_function: "

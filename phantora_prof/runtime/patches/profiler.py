@@ -149,6 +149,14 @@ def _event_list(start_ns: int, end_ns: int, profile_memory: bool, with_flops: bo
     device_events = []
     next_id = len(ops)
     for i, (name, tid, s, e, dims, is_annotation, kernels) in enumerate(ops):
+        if tid is None:  # a GPU activity no host op launched (a CUDA graph's node): the device-side event only
+            for kname, device, dur_ns, k_start, stream in kernels:
+                device_events.append(FunctionEvent(
+                    id=next_id, name=kname, thread=stream, start_us=k_start / 1e3,
+                    end_us=(k_start + dur_ns) / 1e3, input_shapes=[], stack=[], use_device="cuda",
+                    device_type=DeviceType.CUDA, device_index=device))
+                next_id += 1
+            continue
         fe = FunctionEvent(id=i, name=name, thread=tid, start_us=s / 1e3, end_us=e / 1e3,
                            input_shapes=[list(d) for d in dims], stack=[], use_device="cuda",
                            is_user_annotation=is_annotation)

@@ -187,8 +187,12 @@ class _LoadPackageFirst(importlib.abc.MetaPathFinder):
             return None
         self.package.load(fullname)
         self._leave()
-        if fullname in sys.modules:  # the package imported it: hand that module to this import
-            return importlib.util.spec_from_loader(fullname, _AlreadyLoaded(sys.modules[fullname]))
+        if fullname in sys.modules:
+            # The package imported it: hand that module to this import. It leaves sys.modules until
+            # the import puts it back: else the import system takes the module's own spec over
+            # this one and executes the file again into a second module (two `counters`, two
+            # caches: what the program imported would not be what Dynamo uses).
+            return importlib.util.spec_from_loader(fullname, _AlreadyLoaded(sys.modules.pop(fullname)))
         return None  # the usual finders find it
 
     def _leave(self) -> None:
