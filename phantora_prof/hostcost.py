@@ -127,6 +127,8 @@ def _apply(table: dict, prof: dict) -> dict:
     # measured as whole compiled-graph calls, scaled to the reference host (compiled_host.py): the speed applies
     t["compiled_calls"] = {k: int(v * speed) for k, v in t["compiled_calls"].items() if k != "comment"}
     # measured like compiled_calls (tools/holdout/cudagraph_host.py): the speed applies
+    # the launch call's fixed part is a CUDA API call like the others (its per-node part: graph_launch_ns)
+    t["api_ns"]["cudaGraphLaunch"] = int(t["cuda_graphs"]["launch_ns"] * api)
     t["cuda_graphs"] = {k: int(v * speed) for k, v in t["cuda_graphs"].items() if k != "comment"}
     return t
 
@@ -178,7 +180,8 @@ def graph_launch_ns(triton_nodes: int, other_nodes: int) -> int:
     """Host time of one cudaGraphLaunch: a fixed part and a part per kernel node (a Triton
     kernel's node is cheaper than a cuBLAS or aten kernel's)."""
     c = CUDA_GRAPHS
-    return c["launch_ns"] + c["launch_per_triton_node_ns"] * triton_nodes + c["launch_per_extern_node_ns"] * other_nodes
+    return (api_ns("cudaGraphLaunch") + c["launch_per_triton_node_ns"] * triton_nodes
+            + c["launch_per_extern_node_ns"] * other_nodes)
 
 
 def graph_replay_ns(is_backward: bool, is_inference: bool, n_inputs: int, n_outputs: int, n_copied: int,

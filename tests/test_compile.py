@@ -144,7 +144,8 @@ def test_dynamo_loads_when_the_program_first_compiles(cli):
 
 def test_what_real_scripts_do_with_compile(cli):
     """Graph breaks (the broken part runs eagerly, both graphs compile), small constant tensors
-    made on the device inside the compiled function, and non-Inductor backends (eager ops)."""
+    made on the device inside the compiled function, a CPU tensor moved to the GPU inside it
+    (prims.device_put comes through the capture mode), and non-Inductor backends (eager ops)."""
     r = cli("--out", "gb", PY, SCRIPT, "graph_break")
     assert r.returncode == 0, r.stderr[-3000:]
     assert "runs eagerly" not in r.stderr
@@ -155,6 +156,10 @@ def test_what_real_scripts_do_with_compile(cli):
     r = cli("--no-trace", PY, SCRIPT, "constant")
     assert r.returncode == 0, r.stderr[-3000:]
     assert "runs eagerly" not in r.stderr and "shape (1024,)" in r.stdout
+
+    r = cli("--no-trace", PY, SCRIPT, "cpu_attribute")  # `.to(device)` of a CPU tensor in a graph run eagerly
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert len(_steps(r.stdout)) == 2
 
     r = cli("--out", "eager", PY, SCRIPT, "backend_eager")
     assert r.returncode == 0, r.stderr[-3000:]

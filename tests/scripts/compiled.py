@@ -87,6 +87,17 @@ elif mode == "dynamo_submodule_first":
     f(torch.randn(64, device="cuda"))
     copies = [m for m in gc.get_objects() if type(m).__name__ == "module" and m.__name__ == "torch._dynamo.utils"]
     print("utils modules", len(copies), "graphs counted", counters["stats"]["unique_graphs"])
+elif mode == "cpu_attribute":
+    # a plain tensor attribute stays on the CPU and is moved inside the compiled forward
+    class Scaled(Block):
+        def __init__(self):
+            super().__init__()
+            self.scale = torch.full((512,), 0.5)  # not a buffer: .cuda() leaves it on the CPU
+
+        def forward(self, x):
+            return super().forward(x) * self.scale.to(x.device)
+
+    train(torch.compile(Scaled().cuda()), steps=2)
 elif mode == "backend_eager":
     train(torch.compile(nn.Sequential(Block()).cuda(), backend="eager"))
 elif mode == "graph_break":

@@ -6,6 +6,7 @@
 #           in both modes (trace format, kernel gaps inside a graph)
 #   PART b: held out (chosen before any run, never fitted): zoo.py models compiled in both modes
 #           at small, host-bound batches, 10 steps each, unprofiled
+#   PART c: profiles of those cases (after they were compared), to see where the time goes
 # Usage: tools/holdout/device_session16.sh OUTDIR PART WORKLOADS_DIR  (WORKLOADS_DIR: a copy of the
 # reference workloads inside the working tree, so that it travels)
 set -u
@@ -33,6 +34,17 @@ PY
     name=${spec%%:*}; rest=${spec#*:}; mode=${rest%%:*}; args=${rest#*:}
     (cd "$wl" && timeout 200 python3 "$tmp/mode.py" "$mode" gpt.py --compile --steps 8 $args --profile-dir "$tmp/$name") > "$tmp/$name.log" 2>&1
     echo "== $name rc=$? $(grep '^RESULT' "$tmp/$name.log" | head -c 700)" >> "$log"
+    f=$(ls "$tmp/$name"/*.pt.trace.json* 2>/dev/null | head -1)
+    case "$f" in *.gz) cp "$f" "$out/$name.pt.trace.json.gz";; "") ;; *) gzip -c "$f" > "$out/$name.pt.trace.json.gz";; esac
+  done
+elif [ "$part" = c ]; then
+  # profiles of the held-out zoo cases, after their comparison (compare_2026-12-03_ro.json)
+  for spec in "hf_gpt2_b1_c:hf_gpt2:--batch 1 --seq 128" "timm_vit_b8_c:timm_vit:--batch 8" \
+              "tv_resnet50_b8_c:tv_resnet50:--batch 8" "timm_vit_b8_ro:timm_vit:--batch 8 --compile-mode reduce-overhead" \
+              "tv_resnet50_b8_ro:tv_resnet50:--batch 8 --compile-mode reduce-overhead"; do
+    name=${spec%%:*}; rest=${spec#*:}; model=${rest%%:*}; args=${rest#*:}
+    (cd "$H" && timeout 240 python3 zoo.py --model $model $args --compile --steps 8 --profile-dir "$tmp/$name" > "$tmp/$name.log" 2>&1)
+    echo "== $name rc=$? $(grep '^RESULT' "$tmp/$name.log" | grep -o '"step_ms.*' | head -c 400)" >> "$log"
     f=$(ls "$tmp/$name"/*.pt.trace.json* 2>/dev/null | head -1)
     case "$f" in *.gz) cp "$f" "$out/$name.pt.trace.json.gz";; "") ;; *) gzip -c "$f" > "$out/$name.pt.trace.json.gz";; esac
   done

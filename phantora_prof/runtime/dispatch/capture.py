@@ -54,6 +54,7 @@ _VIEW_OPS = {
 _MEMSET_OPS = {"aten::zero_", "aten::zeros", "aten::zeros_like", "aten::new_zeros"}
 
 _PRIM_DEVICE = torch.ops.prim.device.default
+_DEVICE_PUT = torch.ops.prims.device_put.default
 _SDP_CHOICE = aten._fused_sdp_choice.default
 _ADD = torch.ops.aten.add.Tensor
 _ADD_ = torch.ops.aten.add_.Tensor
@@ -190,6 +191,14 @@ class CaptureMode(TorchDispatchMode):
             # tensor kind (fake, DTensor) and under any FakeTensorMode, as the CUDA build's C++
             # answers it. It launches no kernel and a real profile has no op for it: not recorded.
             return sdpa.fused_sdp_choice(*args, **kwargs)
+        if func is _DEVICE_PUT:
+            # what tracing makes of `.to(device)`: a graph that runs eagerly (a compiled graph this
+            # simulation cannot plan) calls it; its implementation is `a.to(device)`, which must
+            # come through this mode like any other device move (it would reach the absent GPU)
+            a, device = args[0], args[1]
+            return self._dispatch(aten._to_copy.default, types, (a,),
+                                  {"device": device, "non_blocking": bool(args[2]) if len(args) > 2 else
+                                   bool(kwargs.get("non_blocking", False))})
         if types and any(not issubclass(t, FakeTensor) and t is not torch.Tensor and
                          not issubclass(t, torch.nn.Parameter) for t in types):
             # Other tensor subclasses (e.g. DTensor) dispatch themselves. The round trip through
