@@ -76,7 +76,7 @@ class GraphedCall:
         of the rank's program, captured like any other), then the graph reads the buffers."""
         if not self.copied:
             return
-        torch._foreach_copy_([self.buffers[j] for j in range(len(self.copied))], [args[i] for i in self.copied])
+        torch._foreach_copy_(self.buffers, [args[i] for i in self.copied])
         for j, i in enumerate(self.copied):
             args[i] = self.buffers[j]
 
