@@ -94,25 +94,20 @@ def _lstsq(X: list, y: list, names: tuple, speed: float) -> tuple[dict[str, int]
 
 
 def _group(gs: list[Graph], real: dict, sim: dict, scale: float, names: tuple, feats, value, used,
-           current: dict[str, float], speed: float, fixed: dict[str, int] | None = None):
-    """Least squares of one group of constants over the graphs `used` selects; constants in
-    `fixed` (an earlier stage's) are not fitted again. Returns (constants, rows)."""
-    fixed = fixed or {}
+           current: dict[str, float], speed: float) -> tuple[dict[str, int], list]:
+    """Least squares of one group of constants over the graphs `used` selects. Returns
+    (constants, (case, real scaled, fitted) rows for every graph; unused ones marked '(held)')."""
     cur = np.array([current.get(n, 0) * speed for n in names])
-    known = np.array([fixed.get(n, 0) * speed / 1e3 for n in names])
-    free = [i for i, n in enumerate(names) if n not in fixed]
     X, y, base = [], [], []
     for g in gs:
         f = np.array(feats(g))
         b = value(sim[MODE][g.case]) - f @ cur / 1e3
         X.append(f)
-        y.append(value(real[MODE][g.case]) * scale - b - f @ known)
+        y.append(value(real[MODE][g.case]) * scale - b)
         base.append((g.case, value(real[MODE][g.case]) * scale, b))
     keep = [i for i, g in enumerate(gs) if used(g)]
-    c, coef = _lstsq([X[i][free] for i in keep], [y[i] for i in keep], tuple(names[i] for i in free), speed)
-    full = known.copy()
-    full[free] = coef
-    rows = [(case + ("" if used(g) else " (held)"), rv, b + float(np.array(x) @ full))
+    c, coef = _lstsq([X[i] for i in keep], [y[i] for i in keep], names, speed)
+    rows = [(case + ("" if used(g) else " (held)"), rv, b + float(np.array(x) @ coef))
             for g, (case, rv, b), x in zip(gs, base, X)]
     return c, rows
 
