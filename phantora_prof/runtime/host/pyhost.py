@@ -196,7 +196,7 @@ def install(py_call_ns: float, opcode_ns: float, subclass_opcode_ns: float | Non
         return None
     exempt = [str(PACKAGE_DIR / "runtime" / "process" / "bootstrap.py")]
     native.configure(str(PACKAGE_DIR) + os.sep, exempt)
-    for code in _mode_only_code():
+    for code in _mode_only_code() + _blocking_wait_code():
         native.mark_ours(code)
     host = PythonHostTime(native, py_call_ns, opcode_ns, subclass_opcode_ns)
     profile_dir = os.environ.get(ENV_PROFILE)
@@ -206,6 +206,17 @@ def install(py_call_ns: float, opcode_ns: float, subclass_opcode_ns: float | Non
     os.register_at_fork(after_in_child=host.after_fork)
     gc.callbacks.append(_gc_pause(native))
     return host
+
+
+def _blocking_wait_code() -> list[Any]:
+    """threading's blocking waits (`Event.wait`, `Condition.wait`: Thread.start waiting for the
+    thread to run, queues, DataLoader's workers). How much of their Python runs depends on
+    whether the other thread got there first (an Event already set returns at once), so
+    counting it made two runs differ (a DataLoader's start-up by ~0.7 us, under load); a
+    blocked thread uses no CPU, and how long it waits is the simulation's to model."""
+    import threading
+
+    return [threading.Event.wait.__code__, threading.Condition.wait.__code__]
 
 
 def _mode_only_code() -> list[Any]:
