@@ -126,9 +126,9 @@ def _apply(table: dict, prof: dict) -> dict:
     t["tensor_lists"] = {k: float(v) * speed for k, v in t["tensor_lists"].items() if k != "comment"}
     # measured as whole compiled-graph calls, scaled to the reference host (compiled_host.py): the speed applies
     t["compiled_calls"] = {k: int(v * speed) for k, v in t["compiled_calls"].items() if k != "comment"}
-    # measured like compiled_calls (tools/holdout/cudagraph_host.py): the speed applies
     # the launch call's fixed part is a CUDA API call like the others (its per-node part: graph_launch_ns)
     t["api_ns"]["cudaGraphLaunch"] = int(t["cuda_graphs"]["launch_ns"] * api)
+    # measured like compiled_calls (tools/holdout/cudagraph_host.py): the speed applies
     t["cuda_graphs"] = {k: int(v * speed) for k, v in t["cuda_graphs"].items() if k != "comment"}
     return t
 
@@ -184,22 +184,18 @@ def graph_launch_ns(triton_nodes: int, other_nodes: int) -> int:
             + c["launch_per_extern_node_ns"] * other_nodes)
 
 
-def graph_replay_ns(is_backward: bool, is_inference: bool, n_inputs: int, n_outputs: int, n_copied: int,
-                    first: bool = False) -> int:
+def graph_replay_ns(is_backward: bool, is_inference: bool, n_outputs: int, n_copied: int, first: bool = False) -> int:
     """Host time of one replayed call of a compiled graph under CUDA graph trees besides its
     input copy and its cudaGraphLaunch: the call's wrappers (guards, AOTAutograd, the autograd
     Function of a training graph, as in `compiled_call_ns` but with no per-saved-tensor cost),
     the trees' checks, per copied input and per rebuilt output; the first replay also caches its
     outputs' metadata."""
-    c, cc = CUDA_GRAPHS, COMPILED_CALLS
-    ns = cc["call_ns"] + c["replay_adjust_ns"] + c["per_copied_input_ns"] * n_copied + c["per_output_ns"] * n_outputs
-    # a training graph's autograd Function: its fixed costs as in the default mode; per saved
-    # tensor only the rebuild above (the default mode's per-tensor cost is mostly the generated
-    # wrapper allocating it, which a replay does not run; approximate: calibrate/cuda_graphs.py)
-    if is_backward:
-        ns += cc["backward_ns"]
-    elif not is_inference:
-        ns += cc["training_forward_ns"]
+    c = CUDA_GRAPHS
+    # the call's fixed costs as in the default mode (a training graph's autograd Function too), but
+    # per saved tensor only the rebuild below: the default mode's per-tensor cost is mostly the
+    # generated wrapper allocating it, which a replay does not run (approximate: calibrate/cuda_graphs.py)
+    ns = compiled_call_ns(is_backward, is_inference, 0, 0) + c["replay_adjust_ns"]
+    ns += c["per_copied_input_ns"] * n_copied + c["per_output_ns"] * n_outputs
     if first:
         ns += c["first_replay_ns"] + c["first_replay_per_output_ns"] * n_outputs
     return max(0, ns)

@@ -43,15 +43,22 @@ class Case:
                 float(self.triton), float(self.extern)]
 
 
-def read_log(path: Path) -> tuple[dict[str, float], list[dict]]:
-    """(RESULT, [PLAN ...]) of one run's log."""
-    result: dict[str, float] = {}
+def result_and_plans(path: Path) -> tuple[dict, list[dict]]:
+    """The `RESULT {json}` line (empty if none) and every `PLAN {json}` line of a measuring
+    script's log (compiled_host.py, cudagraph_host.py)."""
+    result: dict = {}
     plans: list[dict] = []
     for line in path.read_text().splitlines():
         if line.startswith("RESULT "):
             result = json.loads(line[7:])
         elif line.startswith("PLAN "):
             plans.append(json.loads(line[5:]))
+    return result, plans
+
+
+def read_log(path: Path) -> tuple[dict[str, float], list[dict]]:
+    """(RESULT, [PLAN ...]) of one run's log."""
+    result, plans = result_and_plans(path)
     if not result:
         raise ValueError(f"{path}: no RESULT line (is it compiled_host.py's output?)")
     return result, plans

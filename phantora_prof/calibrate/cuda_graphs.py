@@ -24,11 +24,12 @@ reference host's (divided by the profile's `all` speed).
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from phantora_prof.calibrate.compiled_host import result_and_plans
 
 STEADY = ("replay_adjust_ns", "launch_per_triton_node_ns", "launch_per_extern_node_ns", "per_copied_input_ns",
           "per_output_ns")
@@ -67,13 +68,7 @@ class Graph:
 
 def read_log(path: Path) -> tuple[dict, list[dict]]:
     """(RESULT, [PLAN ...]) of one cudagraph_host.py run's log."""
-    result: dict = {}
-    plans: list[dict] = []
-    for line in path.read_text().splitlines():
-        if line.startswith("RESULT "):
-            result = json.loads(line[7:])
-        elif line.startswith("PLAN "):
-            plans.append(json.loads(line[5:]))
+    result, plans = result_and_plans(path)
     if MODE not in result:
         raise ValueError(f"{path}: no RESULT line with {MODE!r} cases (is it cudagraph_host.py's output?)")
     return result, plans

@@ -330,34 +330,20 @@ class RankTimeline:
             corr = self._api_span("cudaGraphLaunch", tid, t, max(0, op.end_ns - t), None)  # the first node spans the call
             self._graph_launch = (op.graph, corr, t, tid, set())
         _, corr, t, launch_tid, streams = self._graph_launch
-        streams_started = bool(streams)
         gpu = self.gpu(op.device)
         for k in op.kernels:
-            finish = None
-            if k.kind == "kernel":
-                cat = kernel_category(k.name, op.name)
-                finish = lambda s, w, cat=cat: self.contention.finish(op.device, cat, s, w)  # noqa: E731
-            follows = op.stream in streams
-            if follows:
+            # kineto: one flow start on the launch (with its first kernel), an end on every kernel
+            flow_start = None if streams else FlowEnd(False, launch_tid, t)
+            if op.stream in streams:
                 gap = (self.profile.graph_cudnn_sdpa_gap_ns if k.name.startswith(_CUDNN_SDPA)
                        else self.profile.graph_node_gap_ns)
-                act = gpu.enqueue(op.stream, t, k.duration_ns, finish, gap)
+                act = gpu.enqueue(op.stream, t, k.duration_ns, self._finish(k, op), gap)
             else:  # the graph's first node on this stream: the launch's own latency
                 act = gpu.enqueue(op.stream, t + self.profile.graph_launch_latency_ns - gpu.launch_latency_ns,
-                                  k.duration_ns, finish)
+                                  k.duration_ns, self._finish(k, op))
             streams.add(op.stream)
-            self.add_gpu_work(t, act.start_ns, act.end_ns, op.stream, op.device)
-            self._gpu_span(k, op, corr, act.start_ns, act.end_ns - act.start_ns)
-            self.spans[-1].graph_node = True
-            # kineto: one flow start on the launch, an end on every kernel of the graph
-            first = not streams_started
-            self.flows.append(Flow("ac2g", corr, FlowEnd(False, launch_tid, t) if first else None,
-                                   FlowEnd(True, op.stream, act.start_ns, op.device)))
-            streams_started = True
-            self.stats.gpu_ns += act.end_ns - act.start_ns
-            self.stats.flops += getattr(k, "flops", 0.0) or 0.0
-            source = getattr(k, "source", "roofline")
-            self.stats.estimated_ops[source] = self.stats.estimated_ops.get(source, 0) + act.end_ns - act.start_ns
+            self._ran(k, op, corr, t, act).graph_node = True
+            self.flows.append(Flow("ac2g", corr, flow_start, FlowEnd(True, op.stream, act.start_ns, op.device)))
 
     def _children(self, op: OpCall, span: Span, launches: list, types: list | None) -> None:
         """What a CUDA build's kernel of `op` dispatches inside it (engine/op_children.py)."""
@@ -373,20 +359,29 @@ class RankTimeline:
         """One launch of `op`'s GPU work at host time `t`: (runtime call span, [GPU span])."""
         corr = self._api_span(k.launch_api, tid, t, hostcost.api_ns(k.launch_api), op.external_id)
         api_span = self.spans[-1]
-        finish = None
-        if k.kind == "kernel":  # slowed while NCCL kernels hold SMs of this GPU (engine/contention.py)
-            cat = kernel_category(k.name, op.name)
-            finish = lambda s, w, cat=cat: self.contention.finish(op.device, cat, s, w)  # noqa: E731
-        act = gpu.enqueue(op.stream, t, k.duration_ns, finish)
-        self.add_gpu_work(t, act.start_ns, act.end_ns, op.stream, op.device)
-        self._gpu_span(k, op, corr, act.start_ns, act.end_ns - act.start_ns)
-        gpu_span = self.spans[-1]
+        act = gpu.enqueue(op.stream, t, k.duration_ns, self._finish(k, op))
+        gpu_span = self._ran(k, op, corr, t, act)
         self.flows.append(Flow("ac2g", corr, FlowEnd(False, tid, t), FlowEnd(True, op.stream, act.start_ns, op.device)))
+        return api_span, [gpu_span]
+
+    def _finish(self, k: Any, op: OpCall) -> Any:
+        """How a kernel of `op` ends when NCCL kernels hold SMs of its GPU (engine/contention.py);
+        None for copies and memsets."""
+        if k.kind != "kernel":
+            return None
+        cat = kernel_category(k.name, op.name)
+        return lambda s, w: self.contention.finish(op.device, cat, s, w)
+
+    def _ran(self, k: Any, op: OpCall, corr: int, launch_ns: int, act: Any) -> Span:
+        """The GPU span of `k`, run as `act` after a launch at `launch_ns`, and its share of
+        the rank's work and statistics."""
+        self.add_gpu_work(launch_ns, act.start_ns, act.end_ns, op.stream, op.device)
+        self._gpu_span(k, op, corr, act.start_ns, act.end_ns - act.start_ns)
         self.stats.gpu_ns += act.end_ns - act.start_ns
         self.stats.flops += getattr(k, "flops", 0.0) or 0.0
         source = getattr(k, "source", "roofline")
         self.stats.estimated_ops[source] = self.stats.estimated_ops.get(source, 0) + act.end_ns - act.start_ns
-        return api_span, [gpu_span]
+        return self.spans[-1]
 
     def _gpu_span(self, k: Any, op: OpCall, corr: int, start: int, dur: int) -> None:
         cat = _GPU_CATEGORY[k.kind]
@@ -654,13 +649,12 @@ class RankTimeline:
         out = []
         for s in spans:
             if s.cat == "cpu_op":
-                kernels = gpu_by_ext.pop(s.args.get("External id"), []) if "Input Dims" in s.args else []
+                kernels = gpu_by_ext.get(s.args.get("External id"), []) if "Input Dims" in s.args else []
                 out.append((s.name, s.tid, s.ts_ns, s.ts_ns + s.dur_ns, s.args.get("Input Dims", []), False, kernels))
             elif s.cat == "user_annotation":
                 out.append((s.name, s.tid, s.ts_ns, s.ts_ns + s.dur_ns, [], True,
                             annotation_gpu.get(s.args.get("External id"), [])))
-        for s in spans:
-            if s.graph_node:
+            elif s.graph_node:
                 out.append((s.name, None, s.ts_ns, s.ts_ns + s.dur_ns, [], False,
                             [(s.name, s.device, s.dur_ns, s.ts_ns, s.tid)]))
         out.sort(key=lambda t: (t[2], -(t[3] - t[2])))

@@ -21,18 +21,9 @@ if [ "$part" = a ]; then
   timeout 300 python3 "$H/cudagraph_host.py" --trace "$tmp" > "$out/cudagraph_host.log" 2>&1
   echo "== cudagraph_host rc=$?" >> "$log"
   for f in "$tmp"/lin8_*.json; do gzip -c "$f" > "$out/$(basename "$f").gz"; done
-  cat > "$tmp/mode.py" <<'PY'
-import os, runpy, sys, torch
-mode = sys.argv.pop(1)
-sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[1])))
-real = torch.compile
-torch.compile = lambda m, *a, **k: real(m, *a, **{**k, **({"mode": mode} if mode != "default" else {})})
-sys.argv = sys.argv[1:]
-runpy.run_path(sys.argv[0], run_name="__main__")
-PY
   for spec in "gpt_b1_ro:reduce-overhead:--batch 1 --seq 64" "gpt_b8_ro:reduce-overhead:" "gpt_b1_default:default:--batch 1 --seq 64"; do
     name=${spec%%:*}; rest=${spec#*:}; mode=${rest%%:*}; args=${rest#*:}
-    (cd "$wl" && timeout 200 python3 "$tmp/mode.py" "$mode" gpt.py --compile --steps 8 $args --profile-dir "$tmp/$name") > "$tmp/$name.log" 2>&1
+    (cd "$wl" && timeout 200 python3 "$H/compile_mode.py" "$mode" gpt.py --compile --steps 8 $args --profile-dir "$tmp/$name") > "$tmp/$name.log" 2>&1
     echo "== $name rc=$? $(grep '^RESULT' "$tmp/$name.log" | head -c 700)" >> "$log"
     f=$(ls "$tmp/$name"/*.pt.trace.json* 2>/dev/null | head -1)
     case "$f" in *.gz) cp "$f" "$out/$name.pt.trace.json.gz";; "") ;; *) gzip -c "$f" > "$out/$name.pt.trace.json.gz";; esac

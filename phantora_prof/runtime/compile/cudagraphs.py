@@ -110,8 +110,8 @@ class GraphedCall:
 
         mode = self.runner.mode
         plan = self.runner.plan
-        ns = hostcost.graph_replay_ns(plan.is_backward, plan.is_inference, len(plan.inputs), len(plan.outputs),
-                                      len(self.copied), first=self.calls == 3)
+        ns = hostcost.graph_replay_ns(plan.is_backward, plan.is_inference, len(plan.outputs), len(self.copied),
+                                      first=self.calls == 3)
         mode.st.clock.advance(ns)
         handle = annotations.range_start(self.runner.range_name)  # the wrapper's range is there in a replay too
         try:

@@ -129,7 +129,8 @@ def _cudagraph_skip(gm: torch.fx.GraphModule, graph: Any, example_inputs: list, 
         reason = cgu.get_input_storage_mutation_reason(storage(gm))
         if reason:
             return fmt(reason)
-    mutated = [i for i in getattr(graph, "mutated_input_idxs", ()) if i not in set(static)]
+    static_set = set(static)
+    mutated = [i for i in getattr(graph, "mutated_input_idxs", ()) if i not in static_set]
     if mutated:
         return fmt(f"mutated inputs ({len(mutated)} instances)")
     if not all(isinstance(t, (torch.Tensor, torch.SymInt, torch.Generator)) for t in example_inputs):

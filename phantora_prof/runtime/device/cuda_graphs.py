@@ -11,13 +11,13 @@ Here, while a graph captures, the messages a rank sends to the coordinator are s
 host-side ones (op spans, autograd spans, annotations, allocator events) go on as usual,
 with the ops' GPU work removed (nothing runs on the GPU during capture); GPU-side ones
 (kernels of each op, collectives and waits on them, event records and waits) are kept in
-the graph. `replay()` sends them again at the host time of the launch: each captured op
-becomes a zero-length host op whose kernels run on the replay stream, each collective
-gets the next sequence number of its process group (every rank replays the same graph, so
-the numbers agree), and the host pays one cudaGraphLaunch. As torch.profiler shows a replay,
-the trace has that one `cudaGraphLaunch` and the nodes' kernels correlated with it, no host
-op per node (engine/rank_timeline.py), and a node's kernels follow the previous node's at
-the GPU profile's `graph_node_gap_ns`.
+the graph. `replay()` sends them again at the host time of the launch: each captured op's
+kernels become a node of the replay (OpCall.graph) that runs on the replay stream, each
+collective gets the next sequence number of its process group (every rank replays the same
+graph, so the numbers agree), and the host pays one cudaGraphLaunch. As torch.profiler shows
+a replay, the trace has that one `cudaGraphLaunch` and the nodes' kernels correlated with it,
+no host op per node (engine/rank_timeline.py), and a node's kernels follow the previous
+node's at the GPU profile's `graph_node_gap_ns`.
 
 Approximate: replayed kernels keep the durations measured at capture; ops replayed do not
 run on the CPU, so small tensors' real values (runtime/dispatch/values.py) are those of the
@@ -104,6 +104,7 @@ class SimCUDAGraph:
         self._capture_stream: int | None = None
         self._captured = False
         self._channel: Any = None
+        self._launch_ns = 0  # host time of its cudaGraphLaunch (set when the capture ends)
 
     # ---- capture ----
     def capture_begin(self, pool: Any = None, capture_error_mode: str = "global", **options: Any) -> None:
@@ -129,6 +130,9 @@ class SimCUDAGraph:
             st.channel = self._channel
             _capturing = None
             self._captured = True
+            kernels = [k for item in self._items if isinstance(item, OpCall) for k in item.kernels]
+            triton = sum(1 for k in kernels if k.name.startswith("triton_"))
+            self._launch_ns = hostcost.graph_launch_ns(triton, len(kernels) - triton)
             log.debug("CUDA graph captured: %d GPU items", len(self._items))
 
     # ---- replay ----
@@ -140,9 +144,7 @@ class SimCUDAGraph:
         st = _state.get()
         replay_stream = st.stream_of(st.current_device)
         launch = st.clock.now_ns
-        nodes = [item for item in self._items if isinstance(item, OpCall)]
-        triton = sum(1 for item in nodes for k in item.kernels if k.name.startswith("triton_"))
-        t = launch + hostcost.graph_launch_ns(triton, sum(len(item.kernels) for item in nodes) - triton)
+        t = launch + self._launch_ns
         replay_id = next(_replay_ids)
         first = True
         seqs: dict[tuple[str, int], int] = {}
