@@ -53,16 +53,17 @@ def test_every_data_file_is_checked():
 
 def test_triton_curve_is_the_fit_of_its_sweep():
     """cost/data/triton_h200.json is what `phantora-prof calibrate triton` fits from the session-12
-    sweep (measured on the H200, and the simulator's features of the same kernels)."""
+    and session-17 sweeps (measured on the H200, and the simulator's features of the same kernels)."""
     from phantora_prof.calibrate import triton
     from phantora_prof.cost.gpus import get_gpu
 
-    sweep = HOLDOUT / "session12"
-    pairs = triton.pair(triton.read_jsonl(sweep / "triton_sweep_h200.jsonl"),
-                        triton.read_jsonl(sweep / "triton_sweep_sim.jsonl"))
+    files = [(HOLDOUT / "session12" / "triton_sweep_h200.jsonl", HOLDOUT / "session12" / "triton_sweep_sim.jsonl"),
+             (HOLDOUT / "session17" / "triton_inmodel_h200.jsonl", HOLDOUT / "session17" / "triton_inmodel_sim.jsonl")]
+    pairs = [p for rank, (real, sim) in enumerate(files)
+             for p in triton.pair(triton.read_jsonl(real), triton.read_jsonl(sim), rank)]
     fresh = triton.fit(pairs, "h200", get_gpu("h200").hbm_bandwidth)
     assert json.loads((DATA / "triton_h200.json").read_text()) == json.loads(json.dumps(fresh)), \
-        "stale: rerun `phantora-prof calibrate triton` (tools/holdout/real_h200/session12/README.md)"
+        "stale: rerun `phantora-prof calibrate triton` (tools/holdout/real_h200/session17/README.md)"
 
 
 def test_source_errors_are_fresh():

@@ -55,7 +55,7 @@ def test_kernel_names_follow_inductor():
 def test_other_gpu_scales_by_bandwidth():
     h200 = get_gpu("h200")
     other = get_gpu("h100")
-    big = _shape(1 << 30)
+    big = _shape(8 << 30)  # past the last measured point on both GPUs: the bandwidth alone
     t_h200, src_h200 = triton.kernel_time_ns(big, h200)
     t_other, src_other = triton.kernel_time_ns(big, other)
     assert src_h200 == "triton" and src_other == "triton_scaled"
@@ -100,3 +100,31 @@ def test_fit_reproduces_a_known_bandwidth(tmp_path):
 def test_fit_refuses_too_few_points():
     with pytest.raises(ConfigError, match="too few"):
         fit_triton.fit([], "h200", 4.8e12)
+
+
+def _pair(nbytes: int, ns: float, sweep: int, category: str = "pointwise", welford: bool = False) -> dict:
+    return {"case": f"c{nbytes}", "kernel": "k", "category": category, "bytes": nbytes, "ns": ns,
+            "points": nbytes, "compute": "plain", "welford": welford, "sweep": sweep}
+
+
+def test_fit_takes_the_later_sweep_where_both_cover_a_size():
+    """The session-12 sweep re-reads inputs that stay in L2 between calls (its 34 MB kernels ran
+    at 5.9 TB/s, above the H200's HBM); the training kernels of the later sweep stand for the
+    sizes they cover, the earlier sweep for the rest."""
+    pairs = [_pair(1 << p, 100.0 * (1 + p), 0) for p in range(10, 30)]
+    pairs += [_pair(1 << 20, 9999.0, 1), _pair(1 << 20, 9999.0, 1)]
+    curve = triton.curve_from_doc(fit_triton.fit(pairs, "h200", 4.8e12))
+    assert curve.time_ns(_shape(1 << 20)) == pytest.approx(9999.0, rel=1e-3)
+    assert curve.time_ns(_shape(1 << 12)) == pytest.approx(1300.0, rel=1e-3)  # the base sweep only there
+
+
+def test_welford_reductions_get_their_own_curve_when_measured():
+    pairs = [_pair(1 << p, 1000.0 * (1 + p), 0, "reduction") for p in range(10, 30)]
+    pairs += [_pair(1 << p, 1000.0 * (1 + p), 0) for p in range(10, 30)]
+    doc = fit_triton.fit(pairs, "h200", 4.8e12)
+    assert "reduction/welford" not in doc["points"]  # none measured: the category's curve
+    pairs += [_pair(1 << p, 3000.0 * (1 + p), 1, "reduction", welford=True) for p in range(10, 20)]
+    curve = triton.curve_from_doc(fit_triton.fit(pairs, "h200", 4.8e12))
+    plain = triton.TritonKernelShape("reduction", 1 << 15, 1, 1 << 15, 0)
+    welford = triton.TritonKernelShape("reduction", 1 << 15, 1, 1 << 15, 0, welford=True)
+    assert curve.time_ns(welford) == pytest.approx(3 * curve.time_ns(plain), rel=1e-3)

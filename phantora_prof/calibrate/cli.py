@@ -7,7 +7,7 @@ Shipped model data (phantora_prof/cost/data), each with `--check` where its inpu
     phantora-prof calibrate host-costs [--check]                               # host_costs.json
     phantora-prof calibrate families SWEEP.pt.trace.json.gz ... [--out FILE]   # h200_families.json.gz
     phantora-prof calibrate errors TRACE ... [--out FILE]                      # source_errors.json
-    phantora-prof calibrate triton REAL.jsonl SIM.jsonl [--out FILE]           # triton_h200.json
+    phantora-prof calibrate triton REAL.jsonl SIM.jsonl ... [--out FILE]       # triton_h200.json
     phantora-prof calibrate compiled-host SIM.log REAL.log ... [--write]       # host_model.json compiled_calls
     phantora-prof calibrate cuda-graphs SIM.log REAL.log [--write]             # host_model.json cuda_graphs
     phantora-prof calibrate schema-args [--check]                              # aten_arg_positions.json
@@ -87,18 +87,21 @@ def families_cmd(traces: tuple[Path, ...], out: Path) -> None:
 
 
 @calibrate.command("triton")
-@click.argument("real", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.argument("sim", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=DATA / "triton_h200.json",
               show_default=True)
-@click.option("--gpu", default="h200", show_default=True, help="GPU the real file was measured on")
-def triton_cmd(real: Path, sim: Path, out: Path, gpu: str) -> None:
-    """Triton kernel curve (torch.compile) from tools/holdout/triton_sweep.py: REAL measured on the
-    GPU, SIM the same sweep under phantora-prof (its kernels' bytes)."""
+@click.option("--gpu", default="h200", show_default=True, help="GPU the real files were measured on")
+def triton_cmd(files: tuple[Path, ...], out: Path, gpu: str) -> None:
+    """Triton kernel curve (torch.compile) from tools/holdout/triton_sweep.py: FILES are pairs REAL
+    SIM (REAL measured on the GPU, SIM the same sweep under phantora-prof: its kernels' bytes), one
+    pair per sweep; where two sweeps cover the same sizes, the later pair's kernels make the curve."""
     from phantora_prof.calibrate import triton
     from phantora_prof.cost.gpus import get_gpu
 
-    pairs = triton.pair(triton.read_jsonl(real), triton.read_jsonl(sim))
+    if len(files) % 2:
+        raise click.UsageError("give the files in pairs: REAL.jsonl SIM.jsonl [REAL.jsonl SIM.jsonl ...]")
+    pairs = [p for rank in range(len(files) // 2)
+             for p in triton.pair(triton.read_jsonl(files[2 * rank]), triton.read_jsonl(files[2 * rank + 1]), rank)]
     doc = triton.fit(pairs, gpu, get_gpu(gpu).hbm_bandwidth)
     out.write_text(json.dumps(doc, indent=1) + "\n")
     for cat, r in triton.residuals(pairs, doc).items():

@@ -24,8 +24,10 @@ import math
 from pathlib import Path
 from statistics import median
 
-from phantora_prof.cost.triton import CATEGORIES, SCHEMA, TritonKernelShape, compute_class, curve_from_doc
+from phantora_prof.cost.triton import CATEGORIES, SCHEMA, WELFORD_SUFFIX, TritonKernelShape, compute_class, curve_from_doc
 from phantora_prof.errors import ConfigError
+
+MIN_CLASS_PAIRS = 8  # measured kernels a class needs for a curve of its own
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -39,8 +41,9 @@ def read_jsonl(path: Path) -> list[dict]:
     return rows
 
 
-def pair(real: list[dict], sim: list[dict]) -> list[dict]:
-    """(category, bytes, real ns) per kernel present in both files."""
+def pair(real: list[dict], sim: list[dict], sweep: int = 0) -> list[dict]:
+    """(category, bytes, real ns, ...) per kernel present in both files; `sweep` ranks the sweep
+    the files come from (a bin covered by a higher-ranked sweep takes only its points, see fit)."""
     feats = {(r["case"], r["kernel"]): r for r in sim if "category" in r}
     out = []
     for r in real:
@@ -49,18 +52,22 @@ def pair(real: list[dict], sim: list[dict]) -> list[dict]:
             continue
         out.append({"case": r["case"], "kernel": r["kernel"], "category": f["category"],
                     "bytes": int(f["bytes_read"]) + int(f["bytes_written"]), "ns": float(r["us"]) * 1e3,
-                    "points": int(f["numel"]) * int(f["rnumel"]), "compute": compute_class(r["kernel"], f["category"])})
+                    "points": int(f["numel"]) * int(f["rnumel"]), "compute": compute_class(r["kernel"], f["category"]),
+                    "welford": bool(f.get("welford", False)), "sweep": sweep})
     return out
 
 
-def _binned(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
-    bins: dict[int, list[tuple[int, float]]] = {}
-    for b, ns in points:
+def _binned(points: list[tuple[int, float, int]]) -> list[tuple[int, float]]:
+    """(bytes, ns, sweep rank) -> a monotone curve of bin medians (bins of a factor 2 in bytes);
+    where several sweeps cover a bin, the highest-ranked one's points alone make it."""
+    bins: dict[int, list[tuple[int, float, int]]] = {}
+    for b, ns, rank in points:
         if b > 0 and ns > 0:
-            bins.setdefault(int(math.floor(math.log2(b))), []).append((b, ns))
+            bins.setdefault(int(math.floor(math.log2(b))), []).append((b, ns, rank))
     curve = []
     for k in sorted(bins):
-        pts = bins[k]
+        top = max(r for _, _, r in bins[k])
+        pts = [(b, ns) for b, ns, r in bins[k] if r == top]
         curve.append((int(median(b for b, _ in pts)), float(median(ns for _, ns in pts))))
     mono, best = [], 0.0
     for b, ns in curve:
@@ -69,26 +76,35 @@ def _binned(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
     return mono
 
 
+def _class_of(p: dict, classes: set[str]) -> str:
+    key = f"{p['category']}{WELFORD_SUFFIX}" if p["welford"] else p["category"]
+    return key if key in classes else p["category"]
+
+
 def fit(pairs: list[dict], gpu: str, hbm_bandwidth: float) -> dict:
-    by_cat: dict[str, list[tuple[int, float]]] = {c: [] for c in CATEGORIES}
-    for p in pairs:
-        if p["compute"] == "plain":
-            by_cat[p["category"]].append((p["bytes"], p["ns"]))
-    if len(by_cat["pointwise"]) < 4:
-        raise ConfigError(f"only {len(by_cat['pointwise'])} pointwise kernels paired: too few to fit a curve")
+    plain = [p for p in pairs if p["compute"] == "plain"]
+    # a Welford reduction gets a curve of its own where enough of them were measured
+    classes = set(CATEGORIES) | {f"{c}{WELFORD_SUFFIX}" for c in CATEGORIES if c != "pointwise" and
+                                 sum(1 for p in plain if p["category"] == c and p["welford"]) >= MIN_CLASS_PAIRS}
+    by_cls: dict[str, list[tuple[int, float, int]]] = {c: [] for c in sorted(classes)}
+    for p in plain:
+        by_cls[_class_of(p, classes)].append((p["bytes"], p["ns"], p["sweep"]))
+    if len(by_cls["pointwise"]) < 4:
+        raise ConfigError(f"only {len(by_cls['pointwise'])} pointwise kernels paired: too few to fit a curve")
     points = {}
-    pw = _binned(by_cat["pointwise"])
+    pw = _binned(by_cls["pointwise"])
     points["pointwise"] = pw
-    for cat in ("reduction", "persistent_reduction"):
-        own = _binned(by_cat[cat])
+    for cls in sorted(classes - {"pointwise"}):
+        own = _binned(by_cls[cls])
         if not own:
-            points[cat] = pw
+            points[cls] = pw
             continue
         floor = [(b, ns) for b, ns in pw if b < own[0][0] and ns <= own[0][1]]
-        points[cat] = floor + own
+        points[cls] = floor + own
     doc = {"schema": SCHEMA, "gpu": gpu, "hbm_bandwidth": hbm_bandwidth,
-           "source": "tools/holdout/triton_sweep.py (real H200 vs simulated features)",
-           "pairs": {c: len(v) for c, v in by_cat.items()},
+           "source": "tools/holdout/triton_sweep.py, sets base (session 12) and inmodel (session 17): "
+                     "real H200 vs simulated features",
+           "pairs": {c: len(v) for c, v in by_cls.items()},
            "points": {c: [[b, ns] for b, ns in v] for c, v in points.items()}}
     bytes_only = curve_from_doc(doc)
     per_point = {}
@@ -97,7 +113,8 @@ def fit(pairs: list[dict], gpu: str, hbm_bandwidth: float) -> dict:
         for p in pairs:
             if p["compute"] != cls or p["points"] < (1 << 22):
                 continue
-            t_bytes = bytes_only.bytes_ns(TritonKernelShape(p["category"], p["points"], 1, p["bytes"], 0))
+            t_bytes = bytes_only.bytes_ns(TritonKernelShape(p["category"], p["points"], 1, p["bytes"], 0,
+                                                            welford=p["welford"]))
             if t_bytes < 0.9 * p["ns"]:
                 ratios.append(p["ns"] / p["points"])
         if ratios:
@@ -112,8 +129,9 @@ def residuals(pairs: list[dict], doc: dict) -> dict:
     curve = curve_from_doc(doc)
     errs: dict[str, list[float]] = {}
     for p in pairs:
-        shape = TritonKernelShape(p["category"], p["points"], 1, p["bytes"], 0, p["compute"])
-        key = p["category"] if p["compute"] == "plain" else f"{p['category']} ({p['compute']})"
+        shape = TritonKernelShape(p["category"], p["points"], 1, p["bytes"], 0, p["compute"], welford=p["welford"])
+        key = p["category"] + (WELFORD_SUFFIX if p["welford"] else "")
+        key = key if p["compute"] == "plain" else f"{key} ({p['compute']})"
         errs.setdefault(key, []).append(curve.time_ns(shape) / p["ns"] - 1.0)
     return {c: {"n": len(v), "median_abs": median(abs(e) for e in v), "max_abs": max(abs(e) for e in v)}
             for c, v in errs.items()}

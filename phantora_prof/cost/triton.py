@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 
@@ -60,6 +60,7 @@ def compute_class(fused_name: str, category: str = "pointwise") -> str:
     return "plain"
 _PREFIX = {"pointwise": "poi", "reduction": "red", "persistent_reduction": "per"}
 SCHEMA = "phantora-prof/triton-curve/1"
+WELFORD_SUFFIX = "/welford"  # a curve key: the category's Welford reductions, where they have their own curve
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +73,9 @@ class TritonKernelShape:
     bytes_read: int
     bytes_written: int
     compute: str = "plain"  # one of COMPUTE_CLASSES: what each iteration point costs beyond its bytes
+    n_buffers: int = 0  # distinct buffers the kernel reads or writes in memory (0: not known)
+    reduction_hint: str = ""  # Inductor's ReductionHint of a reduction ("inner", "outer", ...; "" for pointwise)
+    welford: bool = False  # a Welford reduction (mean and variance in one pass: batch / layer norm statistics)
 
     def __post_init__(self) -> None:
         if self.compute not in COMPUTE_CLASSES:
@@ -110,7 +114,8 @@ class TritonCurve:
         return max(self.bytes_ns(shape), compute)
 
     def bytes_ns(self, shape: TritonKernelShape) -> float:
-        pts = self.points.get(shape.category) or self.points.get("pointwise")
+        pts = (shape.welford and self.points.get(shape.category + WELFORD_SUFFIX)) or \
+            self.points.get(shape.category) or self.points.get("pointwise")
         b = max(1, shape.nbytes)
         if b <= pts[0][0]:
             return float(pts[0][1])
@@ -152,8 +157,7 @@ def kernel_time_ns(shape: TritonKernelShape, gpu) -> tuple[float, str]:
     if ref is not None:
         # another GPU: the H200's curve with bytes scaled by the bandwidth ratio (approximate)
         scale = ref.hbm_bandwidth / gpu.hbm_bandwidth
-        scaled = TritonKernelShape(shape.category, shape.numel, shape.rnumel,
-                                   int(shape.bytes_read * scale), int(shape.bytes_written * scale), shape.compute)
+        scaled = replace(shape, bytes_read=int(shape.bytes_read * scale), bytes_written=int(shape.bytes_written * scale))
         return ref.time_ns(scaled), "triton_scaled"
     from phantora_prof.cost import roofline
 

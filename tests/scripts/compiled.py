@@ -116,6 +116,19 @@ elif mode == "constant":
     y = scale(torch.randn(1024, device="cuda"))
     torch.cuda.synchronize()
     print("shape", tuple(y.shape))
+elif mode == "embedding":
+    # a fused kernel that gathers 128 rows of a 50257 x 768 table (GPT-2's token embedding) and
+    # normalizes them, and its backward, which scatters into the table's gradient
+    table = torch.randn(50257, 768, device="cuda", requires_grad=True)
+    idx = torch.randint(0, 50257, (128,), device="cuda")
+
+    @torch.compile
+    def embed(idx, table):
+        return F.layer_norm(F.embedding(idx, table), (768,))
+
+    for _ in range(2):
+        embed(idx, table).sum().backward()
+    torch.cuda.synchronize()
 elif mode == "flex":
     # flex_attention inside a compiled function: Inductor's Triton template, forward and backward
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
