@@ -82,6 +82,21 @@ def test_gathering_kernels_cost_the_rows_they_touch_not_the_table(cli):
     assert zero and min(zero) > 20
 
 
+def test_misaligned_gemms_are_padded_when_the_cost_model_says_so(cli):
+    """Inductor's shape_padding pads a 50257-wide GEMM to 50264 when it is faster (it times both on
+    the GPU; here the cost model decides): the padding copies and the padded GEMM show in the trace
+    (the H200's compiled HF GPT-2 ran them, and its peak memory held two padded gradients)."""
+    r = cli("--out", "vocab", PY, SCRIPT, "vocab")
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = load_trace(cli.cwd / "vocab" / "rank0.pt.trace.json.gz")
+    kernels = {e["name"] for e in _events(doc, "kernel")}
+    # the copies are pointwise kernels Inductor names after the GEMM they feed (`triton_poi_fused_mm_t_0`,
+    # as in the real profile of HF GPT-2)
+    assert any(k.startswith("triton_poi_fused_mm") for k in kernels), sorted(kernels)
+    dims = [e["args"].get("Input Dims") for e in _events(doc, "cpu_op") if e["name"] == "aten::mm"]
+    assert any(d and any(50264 in (x or []) for x in d) for d in dims), dims
+
+
 @pytest.mark.slow  # two more simulations; the compiled step itself is checked by the default run
 def test_compiled_step_is_faster_and_smaller_than_eager(cli):
     compiled = cli("--no-trace", PY, SCRIPT, "compiled")

@@ -128,3 +128,40 @@ def test_welford_reductions_get_their_own_curve_when_measured():
     plain = triton.TritonKernelShape("reduction", 1 << 15, 1, 1 << 15, 0)
     welford = triton.TritonKernelShape("reduction", 1 << 15, 1, 1 << 15, 0, welford=True)
     assert curve.time_ns(welford) == pytest.approx(3 * curve.time_ns(plain), rel=1e-3)
+
+
+def test_column_sums_take_the_outer_curve_where_measured():
+    pairs = [_pair(1 << p, 1000.0 * (1 + p), 0, "reduction") for p in range(10, 30)]
+    pairs += [_pair(1 << p, 1000.0 * (1 + p), 0) for p in range(10, 30)]
+    outer = [dict(_pair(1 << p, 500.0 * (1 + p), 1, "reduction"), hint="outer") for p in range(10, 20)]
+    curve = triton.curve_from_doc(fit_triton.fit(pairs + outer, "h200", 4.8e12))
+    row = triton.TritonKernelShape("reduction", 1 << 15, 1, 1 << 15, 0, reduction_hint="inner")
+    col = triton.TritonKernelShape("reduction", 1 << 15, 1, 1 << 15, 0, reduction_hint="outer_tiny")
+    assert curve.time_ns(col) == pytest.approx(curve.time_ns(row) / 2, rel=1e-3)
+    assert triton.curve_keys("pointwise", False, "") == ("pointwise",)
+    assert triton.curve_keys("reduction", True, "outer") == ("reduction/welford", "reduction")
+
+
+def test_gemm_padding_is_decided_by_the_cost_model():
+    """runtime/compile/shape_padding.py: Inductor's pad_mm decision with the cost model's times
+    in place of its GPU benchmark: pad when the padded GEMM and its copies are >10% faster."""
+    torch = pytest.importorskip("torch")
+    pad_mm = pytest.importorskip("torch._inductor.fx_passes.pad_mm")
+    from phantora_prof.runtime.compile import shape_padding
+
+    mat1 = torch.empty(8192, 768, dtype=torch.bfloat16, device="meta")
+    odd = torch.empty(768, 50257, dtype=torch.bfloat16, device="meta")
+    seen = []
+
+    def cost(ns_odd, ns_padded):
+        def ns(call):
+            seen.append((call.name, call.outputs[0].shape))
+            if call.name == "aten::constant_pad_nd":
+                return 10.0
+            return ns_odd if call.outputs[0].shape[-1] == 50257 else ns_padded
+        return ns
+
+    aten = torch.ops.aten
+    assert shape_padding._should_pad(pad_mm, cost(3000.0, 1000.0), None, mat1, odd, aten.mm, None)
+    assert ("aten::mm", (8192, 50264)) in seen and ("aten::constant_pad_nd", (768, 50264)) in seen
+    assert not shape_padding._should_pad(pad_mm, cost(1050.0, 1000.0), None, mat1, odd, aten.mm, None)

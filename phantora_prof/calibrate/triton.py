@@ -24,7 +24,7 @@ import math
 from pathlib import Path
 from statistics import median
 
-from phantora_prof.cost.triton import CATEGORIES, SCHEMA, WELFORD_SUFFIX, TritonKernelShape, compute_class, curve_from_doc
+from phantora_prof.cost.triton import CATEGORIES, SCHEMA, TritonKernelShape, compute_class, curve_from_doc, curve_keys
 from phantora_prof.errors import ConfigError
 
 MIN_CLASS_PAIRS = 8  # measured kernels a class needs for a curve of its own
@@ -53,7 +53,7 @@ def pair(real: list[dict], sim: list[dict], sweep: int = 0) -> list[dict]:
         out.append({"case": r["case"], "kernel": r["kernel"], "category": f["category"],
                     "bytes": int(f["bytes_read"]) + int(f["bytes_written"]), "ns": float(r["us"]) * 1e3,
                     "points": int(f["numel"]) * int(f["rnumel"]), "compute": compute_class(r["kernel"], f["category"]),
-                    "welford": bool(f.get("welford", False)), "sweep": sweep})
+                    "welford": bool(f.get("welford", False)), "hint": f.get("reduction_hint", ""), "sweep": sweep})
     return out
 
 
@@ -76,16 +76,23 @@ def _binned(points: list[tuple[int, float, int]]) -> list[tuple[int, float]]:
     return mono
 
 
+def _keys(p: dict) -> tuple[str, ...]:
+    return curve_keys(p["category"], p["welford"], p.get("hint", ""))
+
+
 def _class_of(p: dict, classes: set[str]) -> str:
-    key = f"{p['category']}{WELFORD_SUFFIX}" if p["welford"] else p["category"]
-    return key if key in classes else p["category"]
+    return next(k for k in _keys(p) if k in classes)
 
 
 def fit(pairs: list[dict], gpu: str, hbm_bandwidth: float) -> dict:
     plain = [p for p in pairs if p["compute"] == "plain"]
-    # a Welford reduction gets a curve of its own where enough of them were measured
-    classes = set(CATEGORIES) | {f"{c}{WELFORD_SUFFIX}" for c in CATEGORIES if c != "pointwise" and
-                                 sum(1 for p in plain if p["category"] == c and p["welford"]) >= MIN_CLASS_PAIRS}
+    # a kind of reduction (cost/triton.py curve_keys) gets a curve of its own where enough of
+    # them were measured
+    kinds: dict[str, int] = {}
+    for p in plain:
+        k = _keys(p)[0]
+        kinds[k] = kinds.get(k, 0) + 1
+    classes = set(CATEGORIES) | {k for k, n in kinds.items() if n >= MIN_CLASS_PAIRS}
     by_cls: dict[str, list[tuple[int, float, int]]] = {c: [] for c in sorted(classes)}
     for p in plain:
         by_cls[_class_of(p, classes)].append((p["bytes"], p["ns"], p["sweep"]))
@@ -113,8 +120,7 @@ def fit(pairs: list[dict], gpu: str, hbm_bandwidth: float) -> dict:
         for p in pairs:
             if p["compute"] != cls or p["points"] < (1 << 22):
                 continue
-            t_bytes = bytes_only.bytes_ns(TritonKernelShape(p["category"], p["points"], 1, p["bytes"], 0,
-                                                            welford=p["welford"]))
+            t_bytes = bytes_only.bytes_ns(_shape(p))
             if t_bytes < 0.9 * p["ns"]:
                 ratios.append(p["ns"] / p["points"])
         if ratios:
@@ -124,13 +130,19 @@ def fit(pairs: list[dict], gpu: str, hbm_bandwidth: float) -> dict:
     return doc
 
 
+def _shape(p: dict) -> TritonKernelShape:
+    """The kernel shape of a pair as the curve sees it (bytes and points; the kind's keys)."""
+    return TritonKernelShape(p["category"], p["points"], 1, p["bytes"], 0, p["compute"],
+                             reduction_hint=p.get("hint", ""), welford=p["welford"])
+
+
 def residuals(pairs: list[dict], doc: dict) -> dict:
     """Relative error of the fitted curve on the points it was fitted on, per category."""
     curve = curve_from_doc(doc)
     errs: dict[str, list[float]] = {}
     for p in pairs:
-        shape = TritonKernelShape(p["category"], p["points"], 1, p["bytes"], 0, p["compute"], welford=p["welford"])
-        key = p["category"] + (WELFORD_SUFFIX if p["welford"] else "")
+        shape = _shape(p)
+        key = _class_of(p, set(doc["points"]))
         key = key if p["compute"] == "plain" else f"{key} ({p['compute']})"
         errs.setdefault(key, []).append(curve.time_ns(shape) / p["ns"] - 1.0)
     return {c: {"n": len(v), "median_abs": median(abs(e) for e in v), "max_abs": max(abs(e) for e in v)}

@@ -60,7 +60,22 @@ def compute_class(fused_name: str, category: str = "pointwise") -> str:
     return "plain"
 _PREFIX = {"pointwise": "poi", "reduction": "red", "persistent_reduction": "per"}
 SCHEMA = "phantora-prof/triton-curve/1"
-WELFORD_SUFFIX = "/welford"  # a curve key: the category's Welford reductions, where they have their own curve
+# Reductions run at different speeds per byte by kind: a Welford pass (norm statistics: mean and
+# variance together) is slower, a column sum (Inductor's hint "outer": the reduced dimension is
+# not the contiguous one) faster than a row reduction of the same bytes (the session-17 sweep).
+# A kind gets a curve of its own, keyed "<category>/<kind>", where enough kernels were measured.
+OUTER_HINTS = ("outer", "outer_tiny")
+
+
+def curve_keys(category: str, welford: bool, reduction_hint: str) -> tuple[str, ...]:
+    """The curve keys a kernel may take, most specific first (the last: its category)."""
+    if category == "pointwise":
+        return (category,)
+    if welford:
+        return (f"{category}/welford", category)
+    if reduction_hint in OUTER_HINTS:
+        return (f"{category}/outer", category)
+    return (category,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +129,8 @@ class TritonCurve:
         return max(self.bytes_ns(shape), compute)
 
     def bytes_ns(self, shape: TritonKernelShape) -> float:
-        pts = (shape.welford and self.points.get(shape.category + WELFORD_SUFFIX)) or \
-            self.points.get(shape.category) or self.points.get("pointwise")
+        pts = next((self.points[k] for k in curve_keys(shape.category, shape.welford, shape.reduction_hint)
+                    if k in self.points), None) or self.points.get("pointwise")
         b = max(1, shape.nbytes)
         if b <= pts[0][0]:
             return float(pts[0][1])

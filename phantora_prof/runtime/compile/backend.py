@@ -19,6 +19,7 @@ eagerly, with a warning naming the reason.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import warnings
@@ -28,6 +29,7 @@ import torch
 
 from phantora_prof.runtime.compile.cudagraphs import GraphedCall, SkippedGraph
 from phantora_prof.runtime.compile.lowering import lower
+from phantora_prof.runtime.compile import shape_padding
 from phantora_prof.runtime.compile.plan import Unplannable
 from phantora_prof.runtime.host import pyhost
 from phantora_prof.runtime.compile.runner import PlanRunner
@@ -93,6 +95,13 @@ def _eager(gm: torch.fx.GraphModule) -> Callable:
     return _boxed(run)
 
 
+def _gemm_cost_ns(call: Any) -> float:
+    """GPU time of a call as the capture mode would launch it (the pad_mm decision's timing)."""
+    from phantora_prof.runtime.dispatch.capture import _matmul_tf32
+
+    return float(sum(k.duration_ns for k in _capture_mode.costs.estimate(call, allow_tf32=_matmul_tf32())))
+
+
 def simulated_inductor(gm: torch.fx.GraphModule, example_inputs: list, cudagraphs: bool | None = None) -> Callable:
     """The "inductor" backend under simulation. AOTAutograd and Inductor's Python are the
     simulator's work here (their host time is charged as `compile_cost_ns`, not by counting
@@ -102,13 +111,17 @@ def simulated_inductor(gm: torch.fx.GraphModule, example_inputs: list, cudagraph
     from torch._inductor.compile_fx import compile_fx
 
     graphed = bool(inductor_config.triton.cudagraphs) if cudagraphs is None else cudagraphs
-    with pyhost.simulator_work(_host()):
+    # shape_padding: Inductor's pad_mm pass times padded and unpadded GEMMs on the GPU to choose;
+    # here the cost model decides (shape_padding.py). Without a capture mode to cost the calls,
+    # or on a torch whose pass this cannot replace, misaligned GEMMs stay unpadded.
+    # triton.cudagraphs: CUDA graphs are the runner's (runtime/compile/cudagraphs.py)
+    padding = _capture_mode is not None and shape_padding.available()
+    patches = {"triton.cudagraphs": False, **({} if padding else {"shape_padding": False})}
+    with pyhost.simulator_work(_host()), \
+            (shape_padding.decided_by(_gemm_cost_ns) if padding else contextlib.nullcontext()):
         try:
-            # shape_padding: Inductor's pad_mm pass times padded and unpadded GEMMs on the GPU to
-            # choose; nothing runs here, so misaligned GEMMs stay unpadded (as with padding off).
-            # triton.cudagraphs: CUDA graphs are the runner's (runtime/compile/cudagraphs.py)
             compiled = compile_fx(gm, example_inputs, inner_compile=functools.partial(inner_compile, graphed=graphed),
-                                  config_patches={"triton.cudagraphs": False, "shape_padding": False})
+                                  config_patches=patches)
         except Exception as exc:  # noqa: BLE001 - AOTAutograd / Inductor could not trace it here: eager, say why
             log.debug("compile_fx failed", exc_info=True)
             _warn_once(f"aot:{type(exc).__name__}",
