@@ -239,3 +239,17 @@ def test_nccl_ramp_constants_are_the_fit():
     assert float(lines["RAMP_EXPONENT"]) == ramp.RAMP_EXPONENT
     fitted = ast.literal_eval(lines["OWN_DATA_COST"])
     assert fitted == {op: ramp.OWN_DATA_COST[op] for op in fitted}
+
+
+def test_pad_mm_ratio_is_the_fit_of_its_probe():
+    """The h200 profile's `pad_mm_ratio` is what `phantora-prof calibrate pad-mm` fits from
+    tools/holdout/pad_probe.py's decisions on the H200 and the cost model's times for them."""
+    from phantora_prof.calibrate import pad_mm
+    from phantora_prof.cost.profiles import load_profile
+
+    probe = HOLDOUT / "session17"
+    ratio, agree, n = pad_mm.fit(pad_mm.read_real(probe / "pad_probe_h200.txt"),
+                                 pad_mm.read_sim(probe / "pad_probe_sim.txt"))
+    assert load_profile("h200").pad_mm_ratio == ratio, \
+        "stale: rerun `phantora-prof calibrate pad-mm ... --write` (tools/holdout/real_h200/session17/README.md)"
+    assert agree >= 0.9 * n

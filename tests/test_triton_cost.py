@@ -162,6 +162,7 @@ def test_gemm_padding_is_decided_by_the_cost_model():
         return ns
 
     aten = torch.ops.aten
-    assert shape_padding._should_pad(pad_mm, cost(3000.0, 1000.0), None, mat1, odd, aten.mm, None)
+    assert shape_padding._should_pad(pad_mm, cost(3000.0, 1000.0), None, mat1, odd, aten.mm, None, 1.1)
     assert ("aten::mm", (8192, 50264)) in seen and ("aten::constant_pad_nd", (768, 50264)) in seen
-    assert not shape_padding._should_pad(pad_mm, cost(1050.0, 1000.0), None, mat1, odd, aten.mm, None)
+    assert not shape_padding._should_pad(pad_mm, cost(1050.0, 1000.0), None, mat1, odd, aten.mm, None, 1.1)
+    assert not shape_padding._should_pad(pad_mm, cost(2000.0, 1000.0), None, mat1, odd, aten.mm, None, 2.6)

@@ -9,6 +9,7 @@ Shipped model data (phantora_prof/cost/data), each with `--check` where its inpu
     phantora-prof calibrate errors TRACE ... [--out FILE]                      # source_errors.json
     phantora-prof calibrate triton REAL.jsonl SIM.jsonl ... [--out FILE]       # triton_h200.json
     phantora-prof calibrate compiled-host SIM.log REAL.log ... [--write]       # host_model.json compiled_calls
+    phantora-prof calibrate pad-mm REAL.txt SIM.log [--write]                   # profiles/h200.json pad_mm_ratio
     phantora-prof calibrate cuda-graphs SIM.log REAL.log [--write]             # host_model.json cuda_graphs
     phantora-prof calibrate schema-args [--check]                              # aten_arg_positions.json
     phantora-prof calibrate host --measured DIR [--out FILE]                   # a host profile (hosts/*.json)
@@ -108,6 +109,29 @@ def triton_cmd(files: tuple[Path, ...], out: Path, gpu: str) -> None:
         click.echo(f"{cat}: {r['n']} kernels, |error| median {100 * r['median_abs']:.1f}%, "
                    f"max {100 * r['max_abs']:.1f}%")
     click.echo(f"{len(pairs)} kernels paired -> {out}")
+
+
+@calibrate.command("pad-mm")
+@click.argument("real", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("sim", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--write", is_flag=True, help="store the fit in the h200 profile (default: print it)")
+def pad_mm_cmd(real: Path, sim: Path, write: bool) -> None:
+    """The cost-model ratio at which Inductor's GEMM padding pads (profile entry `pad_mm_ratio`), from
+    tools/holdout/pad_probe.py: REAL its output on the GPU, SIM under phantora-prof --log-level debug."""
+    from phantora_prof.calibrate import pad_mm
+
+    ratio, agree, n = pad_mm.fit(pad_mm.read_real(real), pad_mm.read_sim(sim))
+    click.echo(f"pad_mm_ratio {ratio}: {agree} of {n} decisions as on the GPU")
+    if write:
+        path = DATA / "profiles" / "h200.json"
+        doc = json.loads(path.read_text())
+        doc["kernel"]["pad_mm_ratio"] = {
+            "value": ratio,
+            "source": f"fitted (phantora-prof calibrate pad-mm): the cost model's unpadded / padded GEMM time above which "
+                      f"Inductor's shape_padding pads; {agree} of {n} decisions of tools/holdout/pad_probe.py as the "
+                      f"H200 made them (tools/holdout/real_h200/session17/pad_probe_h200.txt)"}
+        path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+        click.echo(f"-> {path}")
 
 
 @calibrate.command("compiled-host")

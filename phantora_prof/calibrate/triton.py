@@ -28,6 +28,10 @@ from phantora_prof.cost.triton import CATEGORIES, SCHEMA, TritonKernelShape, com
 from phantora_prof.errors import ConfigError
 
 MIN_CLASS_PAIRS = 8  # measured kernels a class needs for a curve of its own
+# Column sums that stream at most this many buffers (a plain sum(0): its input and output, or a
+# bias gradient of a kernel's input) get a curve apart from those fused with more: in the
+# session-17 sweep the first ran at 0.88x the shared curve, the others at 1.35-1.39x (median).
+FEW_BUFFERS = 3
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -53,7 +57,8 @@ def pair(real: list[dict], sim: list[dict], sweep: int = 0) -> list[dict]:
         out.append({"case": r["case"], "kernel": r["kernel"], "category": f["category"],
                     "bytes": int(f["bytes_read"]) + int(f["bytes_written"]), "ns": float(r["us"]) * 1e3,
                     "points": int(f["numel"]) * int(f["rnumel"]), "compute": compute_class(r["kernel"], f["category"]),
-                    "welford": bool(f.get("welford", False)), "hint": f.get("reduction_hint", ""), "sweep": sweep})
+                    "welford": bool(f.get("welford", False)), "hint": f.get("reduction_hint", ""),
+                    "n_buffers": int(f.get("n_buffers", 0)), "sweep": sweep})
     return out
 
 
@@ -77,7 +82,7 @@ def _binned(points: list[tuple[int, float, int]]) -> list[tuple[int, float]]:
 
 
 def _keys(p: dict) -> tuple[str, ...]:
-    return curve_keys(p["category"], p["welford"], p.get("hint", ""))
+    return curve_keys(p["category"], p["welford"], p.get("hint", ""), p.get("n_buffers", 0), FEW_BUFFERS)
 
 
 def _class_of(p: dict, classes: set[str]) -> str:
@@ -112,6 +117,7 @@ def fit(pairs: list[dict], gpu: str, hbm_bandwidth: float) -> dict:
            "source": "tools/holdout/triton_sweep.py, sets base (session 12) and inmodel (session 17): "
                      "real H200 vs simulated features",
            "pairs": {c: len(v) for c, v in by_cls.items()},
+           "few_buffers": FEW_BUFFERS,
            "points": {c: [[b, ns] for b, ns in v] for c, v in points.items()}}
     bytes_only = curve_from_doc(doc)
     per_point = {}
@@ -133,7 +139,7 @@ def fit(pairs: list[dict], gpu: str, hbm_bandwidth: float) -> dict:
 def _shape(p: dict) -> TritonKernelShape:
     """The kernel shape of a pair as the curve sees it (bytes and points; the kind's keys)."""
     return TritonKernelShape(p["category"], p["points"], 1, p["bytes"], 0, p["compute"],
-                             reduction_hint=p.get("hint", ""), welford=p["welford"])
+                             p.get("n_buffers", 0), p.get("hint", ""), p["welford"])
 
 
 def residuals(pairs: list[dict], doc: dict) -> dict:

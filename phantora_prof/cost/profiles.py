@@ -79,6 +79,7 @@ class GpuProfile:
     emb_feature_ns_per_index: float
     rnn_step_ns: float
     l2_warm_weight: float
+    pad_mm_ratio: float  # cost-model unpadded / padded GEMM time above which Inductor's shape_padding pads
     # engine (engine/gpu.py, engine/contention.py)
     launch_latency_ns: int
     kernel_gap_ns: int

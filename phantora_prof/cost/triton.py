@@ -67,13 +67,20 @@ SCHEMA = "phantora-prof/triton-curve/1"
 OUTER_HINTS = ("outer", "outer_tiny")
 
 
-def curve_keys(category: str, welford: bool, reduction_hint: str) -> tuple[str, ...]:
-    """The curve keys a kernel may take, most specific first (the last: its category)."""
+def curve_keys(category: str, welford: bool, reduction_hint: str, n_buffers: int = 0,
+               few_buffers: int = 0) -> tuple[str, ...]:
+    """The curve keys a kernel may take, most specific first (the last: its category). Column
+    sums split by how many buffers they stream (`few_buffers`: the curve's boundary, 0: no
+    split): a plain sum(0) (2) runs faster per byte than one fused with the pointwise work
+    before it (a GELU's backward: 4-6)."""
     if category == "pointwise":
         return (category,)
     if welford:
         return (f"{category}/welford", category)
     if reduction_hint in OUTER_HINTS:
+        if n_buffers and few_buffers:
+            few = "few" if n_buffers <= few_buffers else "many"
+            return (f"{category}/outer/{few}", f"{category}/outer", category)
         return (f"{category}/outer", category)
     return (category,)
 
@@ -120,8 +127,9 @@ class TritonCurve:
 
     gpu: str
     hbm_bandwidth: float  # bytes/s of the GPU it was measured on
-    points: dict  # category -> ((bytes, ns), ...) sorted by bytes
+    points: dict  # curve key (cost/triton.py curve_keys) -> ((bytes, ns), ...) sorted by bytes
     ns_per_point: dict = None  # compute class -> ns per iteration point (absent: memory-bound)
+    few_buffers: int = 0  # column sums streaming at most this many buffers have their own curve (0: none)
 
     def time_ns(self, shape: TritonKernelShape) -> float:
         per_point = (self.ns_per_point or {}).get(shape.compute, 0.0)
@@ -129,8 +137,8 @@ class TritonCurve:
         return max(self.bytes_ns(shape), compute)
 
     def bytes_ns(self, shape: TritonKernelShape) -> float:
-        pts = next((self.points[k] for k in curve_keys(shape.category, shape.welford, shape.reduction_hint)
-                    if k in self.points), None) or self.points.get("pointwise")
+        keys = curve_keys(shape.category, shape.welford, shape.reduction_hint, shape.n_buffers, self.few_buffers)
+        pts = next((self.points[k] for k in keys if k in self.points), None) or self.points.get("pointwise")
         b = max(1, shape.nbytes)
         if b <= pts[0][0]:
             return float(pts[0][1])
@@ -160,7 +168,7 @@ def load_curve(gpu_key: str) -> TritonCurve | None:
 def curve_from_doc(doc: dict) -> TritonCurve:
     pts = {c: tuple((int(b), float(t)) for b, t in v) for c, v in doc["points"].items()}
     return TritonCurve(doc["gpu"], float(doc["hbm_bandwidth"]), pts,
-                       {k: float(v) for k, v in doc.get("ns_per_point", {}).items()})
+                       {k: float(v) for k, v in doc.get("ns_per_point", {}).items()}, int(doc.get("few_buffers", 0)))
 
 
 def kernel_time_ns(shape: TritonKernelShape, gpu) -> tuple[float, str]:

@@ -102,6 +102,12 @@ def _gemm_cost_ns(call: Any) -> float:
     return float(sum(k.duration_ns for k in _capture_mode.costs.estimate(call, allow_tf32=_matmul_tf32())))
 
 
+def _pad_mm_ratio() -> float:
+    from phantora_prof.cost.profiles import profile_for
+
+    return profile_for(_capture_mode.gpu).pad_mm_ratio
+
+
 def simulated_inductor(gm: torch.fx.GraphModule, example_inputs: list, cudagraphs: bool | None = None) -> Callable:
     """The "inductor" backend under simulation. AOTAutograd and Inductor's Python are the
     simulator's work here (their host time is charged as `compile_cost_ns`, not by counting
@@ -118,7 +124,7 @@ def simulated_inductor(gm: torch.fx.GraphModule, example_inputs: list, cudagraph
     padding = _capture_mode is not None and shape_padding.available()
     patches = {"triton.cudagraphs": False, **({} if padding else {"shape_padding": False})}
     with pyhost.simulator_work(_host()), \
-            (shape_padding.decided_by(_gemm_cost_ns) if padding else contextlib.nullcontext()):
+            (shape_padding.decided_by(_gemm_cost_ns, _pad_mm_ratio()) if padding else contextlib.nullcontext()):
         try:
             compiled = compile_fx(gm, example_inputs, inner_compile=functools.partial(inner_compile, graphed=graphed),
                                   config_patches=patches)

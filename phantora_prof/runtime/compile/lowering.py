@@ -20,8 +20,8 @@ with a warning that says why.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import replace
 import logging
+from dataclasses import replace
 from typing import Any, Iterator
 
 import torch
@@ -350,7 +350,7 @@ class _Reader:
 def _reduction_kind(node: Any) -> tuple[str, bool]:
     """(Inductor's reduction hint of the kernel's first reduction, lower case, "" without one;
     whether any of its reductions is a Welford one). A column sum (hint "outer") and a batch
-    norm's statistics (Welford) run slower per byte than a row sum."""
+    norm's statistics (Welford) run at other speeds per byte than a row sum (cost/triton.py)."""
     hint, welford = "", False
     for n in node.get_nodes():
         data = getattr(getattr(n, "node", None), "data", None)

@@ -11,8 +11,12 @@ Under simulation nothing runs, so the timing is the cost model's: the same condi
 Inductor's own decision (alignment, `force_shape_pad`, the compute-bound test, deterministic
 mode), then the kernels the cost model gives for the original call against those of
 `constant_pad_nd` on each input the pass pads at run time (an input whose padding Inductor
-expects to plan away costs nothing, as in its benchmark) plus the padded GEMM. Approximate:
-the benchmark's tiny fills of the padded corner and a bias's padding are not counted.
+expects to plan away costs nothing, as in its benchmark) plus the padded GEMM. The ratio at
+which it pads is the GPU profile's `pad_mm_ratio`, fitted to Inductor's decisions on the GPU
+(`phantora-prof calibrate pad-mm`, tools/holdout/pad_probe.py): on the H200 its benchmark kept
+GEMMs the cost model rated up to 2.6x faster padded (its margin on its own timings is 1.1), and
+2.6 reproduces 55 of 60 of its decisions (1.1: 45). Approximate: the benchmark's tiny fills of
+the padded corner and a bias's padding are not counted.
 Inductor's on-disk cache of padding decisions is neither read nor written (its entries are a
 real GPU's).
 """
@@ -28,6 +32,7 @@ from phantora_prof.protocol import OpCall, TensorArg
 
 log = logging.getLogger(__name__)
 
+INDUCTOR_MARGIN = 1.1  # Inductor pads when the padded GEMM is this much faster (pad_mm.is_padded_faster)
 # names of the benchmark-based decision in Inductor releases (replaced for the compile's duration)
 _DECISION_NAMES = ("_should_pad", "should_pad_bench")
 
@@ -42,14 +47,15 @@ def available() -> bool:
 
 
 @contextlib.contextmanager
-def decided_by(cost_ns: Callable[[OpCall], float]) -> Iterator[None]:
-    """Inside: pad_mm's decision uses `cost_ns` (the GPU time of a call) instead of timing."""
+def decided_by(cost_ns: Callable[[OpCall], float], ratio: float) -> Iterator[None]:
+    """Inside: pad_mm's decision uses `cost_ns` (the GPU time of a call) instead of timing, and
+    pads when unpadded / padded exceeds `ratio` (the GPU profile's `pad_mm_ratio`)."""
     from torch._inductor.fx_passes import pad_mm
 
     name = next(n for n in _DECISION_NAMES if hasattr(pad_mm, n))
     original = getattr(pad_mm, name)
     setattr(pad_mm, name, lambda match, mat1, mat2, op, input=None: _should_pad(
-        pad_mm, cost_ns, match, mat1, mat2, op, input))
+        pad_mm, cost_ns, match, mat1, mat2, op, input, ratio))
     try:
         yield
     finally:
@@ -73,7 +79,7 @@ def _call(name: str, args: tuple, out: TensorArg, kwargs: dict | None = None) ->
 
 
 def _should_pad(pad_mm: Any, cost_ns: Callable[[OpCall], float], match: Any, mat1: torch.Tensor,
-                mat2: torch.Tensor, op: Any, input: torch.Tensor | None) -> bool:
+                mat2: torch.Tensor, op: Any, input: torch.Tensor | None, ratio: float = INDUCTOR_MARGIN) -> bool:
     aten = torch.ops.aten
     bmm = op is aten.bmm
     if op not in (aten.mm, aten.addmm, aten.bmm):
@@ -92,6 +98,7 @@ def _should_pad(pad_mm: Any, cost_ns: Callable[[OpCall], float], match: Any, mat
         return False  # Inductor then pads only on its learned heuristic's say, which needs a GPU
     try:
         if not pad_mm.is_mm_compute_bound(int(m), int(k), int(n), mat1.dtype):
+            log.debug("pad_mm %s m=%s k=%s n=%s: not compute-bound -> keep", op, m, k, n)
             return False
     except Exception:  # noqa: BLE001 - a device query that fails here: Inductor's own fallback
         log.debug("is_mm_compute_bound failed", exc_info=True)
@@ -113,11 +120,10 @@ def _should_pad(pad_mm: Any, cost_ns: Callable[[OpCall], float], match: Any, mat
     if op is aten.addmm:
         padded = (_arg(input),) + padded
     pad_ns += cost_ns(_call(name, padded, padded_out))
-    multiplier = 1.1
     opts = getattr(config, "post_grad_fusion_options", {}) or {}
-    if "shape_padding_multiplier" in opts:
-        multiplier = opts["shape_padding_multiplier"].get("value", 1.1)
-    decision = ori_ns > pad_ns * multiplier
+    if "shape_padding_multiplier" in opts:  # the user's margin, relative to Inductor's default
+        ratio *= opts["shape_padding_multiplier"].get("value", INDUCTOR_MARGIN) / INDUCTOR_MARGIN
+    decision = ori_ns > pad_ns * ratio
     log.debug("pad_mm %s m=%s k=%s n=%s: %.1f us unpadded, %.1f us padded -> %s", name, m, k, n,
               ori_ns / 1e3, pad_ns / 1e3, "pad" if decision else "keep")
     return decision
