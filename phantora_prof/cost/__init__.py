@@ -359,6 +359,11 @@ def _family(op, base, gpu, allow_tf32, handler, cost, specs, total) -> list[Kern
         return None
     t, near = hit
     t *= w / max(w_ref, 1.0)
+    if _multi_tensor(specs):
+        # a foreach op: as many launches as ATen's multi_tensor_apply splits these tensors into
+        # (kernels.multi_tensor_launches), not as the nearest measured point had: the time is
+        # the family's, shared by the launches' elements
+        return materialize(cost, specs, t, gpu, "family")
     scale = t / max(near["t"], 1)
     out = []
     for kind, ni, gx, gy, gz, bx, by, bz, regs, smem, nbytes, ai, dur in near["k"]:
@@ -367,6 +372,10 @@ def _family(op, base, gpu, allow_tf32, handler, cost, specs, total) -> list[Kern
                           smem, nbytes, fam.apis[ai], cost.flops * (d / max(t, 1.0)) if kind == _K.KIND_KERNEL else 0.0,
                           "family"))
     return out
+
+
+def _multi_tensor(specs) -> bool:
+    return bool(specs) and all(s.kind == _K.KIND_KERNEL and "multi_tensor_apply_kernel" in s.name for s in specs)
 
 
 def _interpolated(op, base, gpu, allow_tf32, handler, cost, specs, total) -> list[Kernel] | None:
