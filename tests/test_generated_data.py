@@ -59,8 +59,7 @@ def test_triton_curve_is_the_fit_of_its_sweep():
 
     files = [(HOLDOUT / "session12" / "triton_sweep_h200.jsonl", HOLDOUT / "session12" / "triton_sweep_sim.jsonl"),
              (HOLDOUT / "session17" / "triton_inmodel_h200.jsonl", HOLDOUT / "session17" / "triton_inmodel_sim.jsonl")]
-    pairs = [p for rank, (real, sim) in enumerate(files)
-             for p in triton.pair(triton.read_jsonl(real), triton.read_jsonl(sim), rank)]
+    pairs = triton.pair_sweeps(files)
     fresh = triton.fit(pairs, "h200", get_gpu("h200").hbm_bandwidth)
     assert json.loads((DATA / "triton_h200.json").read_text()) == json.loads(json.dumps(fresh)), \
         "stale: rerun `phantora-prof calibrate triton` (tools/holdout/real_h200/session17/README.md)"

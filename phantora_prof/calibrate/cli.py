@@ -101,8 +101,7 @@ def triton_cmd(files: tuple[Path, ...], out: Path, gpu: str) -> None:
 
     if len(files) % 2:
         raise click.UsageError("give the files in pairs: REAL.jsonl SIM.jsonl [REAL.jsonl SIM.jsonl ...]")
-    pairs = [p for rank in range(len(files) // 2)
-             for p in triton.pair(triton.read_jsonl(files[2 * rank]), triton.read_jsonl(files[2 * rank + 1]), rank)]
+    pairs = triton.pair_sweeps(list(zip(files[::2], files[1::2])))
     doc = triton.fit(pairs, gpu, get_gpu(gpu).hbm_bandwidth)
     out.write_text(json.dumps(doc, indent=1) + "\n")
     for cat, r in triton.residuals(pairs, doc).items():

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from pathlib import Path
 from statistics import median
 
@@ -62,6 +63,11 @@ def pair(real: list[dict], sim: list[dict], sweep: int = 0) -> list[dict]:
     return out
 
 
+def pair_sweeps(sweeps: list[tuple[Path, Path]]) -> list[dict]:
+    """The pairs of several sweeps, each given as (REAL, SIM) files, ranked in the order given."""
+    return [p for rank, (real, sim) in enumerate(sweeps) for p in pair(read_jsonl(real), read_jsonl(sim), rank)]
+
+
 def _binned(points: list[tuple[int, float, int]]) -> list[tuple[int, float]]:
     """(bytes, ns, sweep rank) -> a monotone curve of bin medians (bins of a factor 2 in bytes);
     where several sweeps cover a bin, the highest-ranked one's points alone make it."""
@@ -93,10 +99,7 @@ def fit(pairs: list[dict], gpu: str, hbm_bandwidth: float) -> dict:
     plain = [p for p in pairs if p["compute"] == "plain"]
     # a kind of reduction (cost/triton.py curve_keys) gets a curve of its own where enough of
     # them were measured
-    kinds: dict[str, int] = {}
-    for p in plain:
-        k = _keys(p)[0]
-        kinds[k] = kinds.get(k, 0) + 1
+    kinds = Counter(_keys(p)[0] for p in plain)
     classes = set(CATEGORIES) | {k for k, n in kinds.items() if n >= MIN_CLASS_PAIRS}
     by_cls: dict[str, list[tuple[int, float, int]]] = {c: [] for c in sorted(classes)}
     for p in plain:

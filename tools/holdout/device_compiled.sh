@@ -10,13 +10,9 @@
 #           of a compiled graph's launches) and of the held-out compiled models (compared only)
 set -u
 out=$1; part=$2
-mkdir -p "$out"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-H=$PWD/tools/holdout
-log=$out/logs_$part.txt
+source "$(dirname "$0")/device_env.sh"
 tmp=$(mktemp -d)
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv >> "$log" 2>&1
-python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" >> "$log" 2>&1
 if [ "$part" = a ]; then
   for spec in "gpt_b8c:" "gpt_b32c:--batch 32"; do
     name=${spec%%:*}; args=${spec#*:}

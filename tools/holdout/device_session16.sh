@@ -11,12 +11,8 @@
 # reference workloads inside the working tree, so that it travels)
 set -u
 out=$1; part=$2; wl=${3:-}
-mkdir -p "$out"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-H=$PWD/tools/holdout
-log=$out/logs_$part.txt
+source "$(dirname "$0")/device_env.sh"
 tmp=$(mktemp -d)
-python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" >> "$log" 2>&1
 if [ "$part" = a ]; then
   timeout 300 python3 "$H/cudagraph_host.py" --trace "$tmp" > "$out/cudagraph_host.log" 2>&1
   echo "== cudagraph_host rc=$?" >> "$log"

@@ -9,11 +9,7 @@
 # Usage: tools/holdout/device_session17.sh OUTDIR PART
 set -u
 out=$1; part=$2
-mkdir -p "$out"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-H=$PWD/tools/holdout
-log=$out/logs_$part.txt
-python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" >> "$log" 2>&1
+source "$(dirname "$0")/device_env.sh"
 if [ "$part" = a ]; then
   python3 -m phantora_prof.measure.host_probe --out "$out/host_probe.json" > /dev/null 2>&1; echo "== probe rc=$?" >> "$log"
   timeout 480 python3 "$H/triton_sweep.py" --set inmodel --out "$out/triton_inmodel_h200.jsonl" >> "$log" 2>&1

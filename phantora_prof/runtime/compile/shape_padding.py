@@ -63,19 +63,18 @@ def decided_by(cost_ns: Callable[[OpCall], float], ratio: float) -> Iterator[Non
 
 
 def _arg(t: torch.Tensor, shape: tuple | None = None) -> TensorArg:
+    """`t` as the cost model sees it, or a contiguous tensor of its dtype with `shape`."""
+    from torch._prims_common import make_contiguous_strides_for
+
     from phantora_prof.runtime.dispatch.capture import _dtype_name
 
     if shape is None:
         return TensorArg(tuple(int(s) for s in t.shape), tuple(int(s) for s in t.stride()), _dtype_name(t.dtype), 0)
-    stride, acc = [], 1
-    for s in reversed(shape):
-        stride.append(acc)
-        acc *= s
-    return TensorArg(tuple(shape), tuple(reversed(stride)), _dtype_name(t.dtype), 0)
+    return TensorArg(tuple(shape), tuple(make_contiguous_strides_for(shape)), _dtype_name(t.dtype), 0)
 
 
-def _call(name: str, args: tuple, out: TensorArg, kwargs: dict | None = None) -> OpCall:
-    return OpCall(0, 0, name, args, kwargs or {}, (out,), 0, 0, 0, 0, 0)
+def _call(name: str, args: tuple, out: TensorArg) -> OpCall:
+    return OpCall(0, 0, name, args, {}, (out,), 0, 0, 0, 0, 0)
 
 
 def _should_pad(pad_mm: Any, cost_ns: Callable[[OpCall], float], match: Any, mat1: torch.Tensor,
