@@ -17,6 +17,7 @@ time (calibrate/host_costs.py's docstring says how it is fitted):
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from importlib import resources
 
 from phantora_prof.protocol import TensorArg
@@ -194,7 +195,7 @@ def graph_replay_ns(is_backward: bool, is_inference: bool, n_outputs: int, n_cop
     # the call's fixed costs as in the default mode (a training graph's autograd Function too), but
     # per saved tensor only the rebuild below: the default mode's per-tensor cost is mostly the
     # generated wrapper allocating it, which a replay does not run (approximate: calibrate/cuda_graphs.py)
-    ns = compiled_call_ns(is_backward, is_inference, 0, 0) + c["replay_adjust_ns"]
+    ns = compiled_call_ns(is_backward, is_inference) + c["replay_adjust_ns"]
     ns += c["per_copied_input_ns"] * n_copied + c["per_output_ns"] * n_outputs
     if first:
         ns += c["first_replay_ns"] + c["first_replay_per_output_ns"] * n_outputs
@@ -208,17 +209,44 @@ def graph_record_ns(nodes: int, inputs: int) -> int:
     return max(0, c["record_ns"] + c["record_per_node_ns"] * nodes + c["record_per_input_ns"] * inputs)
 
 
-def compiled_call_ns(is_backward: bool, is_inference: bool, n_inputs: int, n_outputs: int) -> int:
-    """Host time of one compiled graph call besides its launches: guards and AOTAutograd's
-    wrappers for every call; the autograd Function and its saved tensors (a training forward's
-    outputs, a backward's inputs) for training graphs."""
+def compiled_call_ns(is_backward: bool, is_inference: bool) -> int:
+    """Fixed host time of one compiled graph call besides its launches: guards and AOTAutograd's
+    wrappers for every call; the autograd Function of a training graph. The per-tensor part is
+    `compiled_tensor_costs`."""
     c = COMPILED_CALLS
     ns = c["call_ns"]
     if is_backward:
-        ns += c["backward_ns"] + c["per_backward_input_ns"] * n_inputs
+        ns += c["backward_ns"]
     elif not is_inference:
-        ns += c["training_forward_ns"] + c["per_forward_output_ns"] * n_outputs
+        ns += c["training_forward_ns"]
     return ns
+
+
+@dataclass(frozen=True)
+class CompiledTensorCosts:
+    """Host time per tensor of one compiled graph call, each charged where the real call spends
+    it (runtime/compile/runner.py; placement from profiled calls of tools/holdout/compiled_host.py,
+    tools/holdout/real_h200/session18/compiled_host_traces): per input before the first launch
+    (a training forward's: Dynamo's tensor guards, the autograd Function taking each input, the
+    generated wrapper's size and stride asserts; ~80% of it precedes the first launch), per
+    output where its buffer is allocated (a training forward's saved tensors, a backward's
+    gradients; most of it falls between the launches), per input of a backward (a saved tensor
+    unpacked) where it is freed. An inference graph's per-tensor costs are in its fixed and
+    per-extern costs, as compiled_host.py's chains measured them."""
+
+    per_input_ns: int
+    per_output_ns: int
+    per_freed_input_ns: int
+
+
+def compiled_tensor_costs(is_backward: bool, is_inference: bool) -> CompiledTensorCosts:
+    """The per-tensor costs of a graph of this kind (host_model.json "compiled_calls")."""
+    c = COMPILED_CALLS
+    if is_backward:
+        return CompiledTensorCosts(0, c.get("per_backward_output_ns", 0), c["per_backward_input_ns"])
+    if is_inference:
+        return CompiledTensorCosts(0, 0, 0)
+    return CompiledTensorCosts(c.get("per_forward_input_ns", 0), c["per_forward_output_ns"], 0)
 
 
 # Python interpreter work between ops (runtime/host/pyhost.py): per Python-level function call and

@@ -8,6 +8,7 @@ Accuracy against the H200 is in tools/holdout (README, "torch.compile").
 """
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -202,14 +203,18 @@ def test_what_real_scripts_do_with_compile(cli):
 def test_compiled_calls_cost_host_time_as_measured(cli):
     """A compiled call's host time (host_model.json "compiled_calls", measured unprofiled on the
     H200 host with tools/holdout/compiled_host.py, run here as it ran there): each Triton launch
-    costs the launcher's time plus cuLaunchKernel; a training forward pays the autograd Function
-    and each tensor it returns (saved for backward); a backward its call and each saved tensor it
-    unpacks."""
+    costs the launcher's time plus cuLaunchKernel; a training forward pays the autograd Function,
+    each input it takes (a model's parameters) and each tensor it returns (saved for backward);
+    a backward its call, each saved tensor it unpacks and each gradient it returns. Where: a
+    forward's per-input cost before its first launch, its saved outputs' between the launches
+    (where the wrapper allocates them), so the GPU is not held back by what the host does after
+    the first kernel is queued."""
     import json
 
     from phantora_prof import hostcost
 
-    r = cli("--no-trace", PY, str(ROOT / "tools" / "holdout" / "compiled_host.py"), "--ks", "1,4", "--calls", "1")
+    r = cli("--out", "ch", PY, str(ROOT / "tools" / "holdout" / "compiled_host.py"), "--ks", "1,4", "--pars", "1,16",
+            "--calls", "1")
     assert r.returncode == 0, r.stderr[-3000:]
     res = json.loads(re.search(r"^RESULT (.*)$", r.stdout, re.M).group(1))
     t = {k: (res[f"pw{k}"], res[f"pw{k}_fwd"], res[f"pw{k}_bwd"]) for k in (1, 4)}
@@ -220,6 +225,23 @@ def test_compiled_calls_cost_host_time_as_measured(cli):
     assert t[1][1] - t[1][0] >= (c["training_forward_ns"] + c["per_forward_output_ns"]) / 1e3
     assert t[1][2] >= (c["call_ns"] + c["backward_ns"] + c["per_backward_input_ns"]) / 1e3
     assert t[4][1] > t[1][1] and t[4][2] > t[1][2]  # more saved tensors, more kernels
+    # 15 more parameters: 15 more inputs to the forward, 15 more gradients out of the backward
+    assert c["per_forward_input_ns"] > 1000 and c["per_backward_output_ns"] >= 0
+    assert res["par16_fwd"] - res["par1_fwd"] == pytest.approx(15 * c["per_forward_input_ns"] / 1e3, rel=0.25)
+    assert res["par16_bwd"] - res["par1_bwd"] >= 15 * c["per_backward_output_ns"] / 1e3
+
+    doc = load_trace(cli.cwd / "ch" / "rank0.pt.trace.json.gz")
+    launches = sorted(e["ts"] for e in _events(doc, "cuda_driver") if e["name"] == "cuLaunchKernel")
+    heads = {}
+    for e in (e for e in _events(doc, "cpu_op") if e["name"] == "CompiledFunction"):
+        inside = [ts for ts in launches if e["ts"] <= ts <= e["ts"] + e["dur"]]
+        heads.setdefault(len(inside), []).append((inside[0] - e["ts"], e["dur"]))
+    # par16's forward (17 inputs, one kernel) waits for its inputs' cost before its launch
+    assert max(h for h, _ in heads[1]) >= 17 * c["per_forward_input_ns"] / 1e3
+    # pw4's forward (the most kernels; one input, its saved tensors out): its first kernel is
+    # queued before most of the saved outputs are paid for
+    pw4_head, pw4_dur = min(heads[max(heads)])
+    assert pw4_head < pw4_dur - 4 * c["per_forward_output_ns"] / 1e3
 
 
 def test_flex_attention_compiles_to_its_template_kernels(cli):
@@ -244,3 +266,39 @@ def test_flex_attention_compiles_to_its_template_kernels(cli):
     inside = {e["name"] for c in calls for e in _events(doc, "cpu_op")
               if e["tid"] == c["tid"] and c["ts"] <= e["ts"] <= c["ts"] + c["dur"]}
     assert calls and inside and all(n.startswith("triton_") for n in inside), inside
+
+
+def _float8_run(cli, out: str, *args: str):
+    pytest.importorskip("torchao.float8")
+    r = cli("--out", out, PY, str(ROOT / "tools" / "holdout" / "float8_mlp.py"), "--steps", "4", "--layers", "1",
+            "--dim", "2048", "--hidden", "8192", "--tokens", "8192", *args)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(re.search(r"^RESULT (.*)$", r.stdout, re.M).group(1))
+    return r, res
+
+
+def test_float8_training_compiles_to_fp8_gemms(cli):
+    """torchao's Float8 training (tensorwise scaling), compiled: Inductor fuses the casts to
+    float8 into Triton kernels and calls `torch._scaled_mm` as an extern kernel, which runs as
+    cuBLASLt's FP8 GEMMs (timed from the measured FP8 table). On the H200 the full-size
+    float8_mlp.py ran 32.25 ms (simulated 29.68) against 49.21 in bf16 (44.02)."""
+    r, res = _float8_run(cli, "f8", "--float8", "--compile")
+    assert "runs eagerly under simulation" not in r.stderr
+    doc = load_trace(cli.cwd / "f8" / "rank0.pt.trace.json.gz")
+    calls = [e for e in _events(doc, "user_annotation") if e["name"].startswith("## Call CompiledFxGraph")]
+    scaled = [e for e in _events(doc, "cpu_op") if e["name"] == "aten::_scaled_mm"
+              and any(c["tid"] == e["tid"] and c["ts"] <= e["ts"] <= c["ts"] + c["dur"] for c in calls)]
+    assert len(scaled) >= 3 * 4  # three GEMMs forward, six backward per layer and step: inside the graphs
+    kernels = [e["name"] for e in _events(doc, "kernel")]
+    fp8 = [k for k in kernels if k.startswith("nvjet_") and ("_qqtst_" in k or "_qrtst_" in k)]
+    assert len(fp8) >= len(scaled) // 2, sorted(set(kernels))[:20]
+    assert any(k.startswith("triton_") and "_scaled_mm_" in k for k in kernels)  # the fused casts
+
+
+@pytest.mark.slow
+def test_float8_training_is_faster_than_bf16_as_on_the_h200(cli):
+    """The same model in bf16, compiled: Float8 is faster (H200, full size: 1.53x; here 1.48x)."""
+    _, f8 = _float8_run(cli, "f8", "--float8", "--compile")
+    _, bf16 = _float8_run(cli, "bf16", "--compile")
+    assert f8["median_steady_ms"] < 0.9 * bf16["median_steady_ms"]
+    assert f8["peak_mem_bytes"] < bf16["peak_mem_bytes"]

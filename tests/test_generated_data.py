@@ -197,16 +197,17 @@ def test_host_model_and_profiles_say_where_they_come_from():
 
 def test_compiled_call_host_costs_are_the_fit():
     """host_model.json "compiled_calls" is what `phantora-prof calibrate compiled-host` fits to
-    the committed runs of tools/holdout/compiled_host.py (two on the H200 host, one simulated)."""
+    the committed runs of tools/holdout/compiled_host.py (two on each of two H200 hosts, sessions
+    13 and 18, one simulated)."""
     from phantora_prof.calibrate import compiled_host as ch
 
-    d = HOLDOUT / "session13"
     shipped = json.loads((DATA / "host_model.json").read_text())["compiled_calls"]
-    assert d.name in shipped["comment"]
-    consts, rows = ch.refit(d / "compiled_host_sim.log", [d / f"compiled_host_run{i}.log" for i in (1, 2)], shipped)
+    reals = [HOLDOUT / s / f"compiled_host_run{i}.log" for s in ("session18", "session13") for i in (1, 2)]
+    assert "session18" in shipped["comment"] and "session13" in shipped["comment"]
+    consts, rows = ch.refit(HOLDOUT / "session18" / "compiled_host_sim.log", reals, shipped)
     for k, v in consts.items():
         assert v == pytest.approx(shipped[k], rel=0.01, abs=50), k
-    assert sum(abs(f - r) / r for _, r, f in rows) / len(rows) < 0.12
+    assert sum(abs(f - r) / r for _, r, f in rows) / len(rows) < 0.16
 
 
 def test_cuda_graph_host_costs_are_the_fit():
