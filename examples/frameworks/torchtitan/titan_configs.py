@@ -38,3 +38,18 @@ def llama3_70b():
     config = llama3_8b()  # noqa: F405 - from torchtitan's config registry above
     config.model_spec = model_registry("70B")
     return config
+
+
+def llama3_8b_float8():
+    """torchtitan's llama3_8b with its Float8 converter (torchao; torchtitan 0.3.0 offers the
+    rowwise recipes only) and the model compiled, which Float8 needs to be fast: the third rung
+    of torchtitan's published ladder (eager, compile, compile + Float8; README "torch.compile").
+    torchtitan 0.3.0 ships this for the debug model only (llama3_debugmodel_float8)."""
+    from torchtitan.components.quantization import Float8LinearConverter
+    from torchtitan.config import CompileConfig
+    from torchtitan.models.llama3 import model_registry
+
+    config = llama3_8b()  # noqa: F405 - from torchtitan's config registry above
+    config.compile = CompileConfig(enable=True, components=["model"])
+    config.model_spec = model_registry("8B", converters=[Float8LinearConverter.Config(model_compile_enabled=True)])
+    return config
