@@ -87,15 +87,18 @@ def kernels_per_call(fn) -> int:
                if e.device_type == torch.autograd.DeviceType.CUDA and not e.name.startswith("## "))
 
 
+def drop_grads(params) -> None:
+    """Drop the parameters' gradients, as `zero_grad(set_to_none=True)` does."""
+    for p in params:
+        p.grad = None
+
+
 def training_case(f, x, g, calls: int, params=()) -> tuple[float, float]:
     """Median host time of a compiled training forward `f(x)` and of its `backward(g)` after
-    three warm-up steps (gradients of `params` dropped between calls, as zero_grad does)."""
-    def drop() -> None:
-        for p in params:
-            p.grad = None
+    three warm-up steps (gradients of `params` dropped between calls)."""
     for _ in range(3):
         f(x).backward(g)
-        drop()
+        drop_grads(params)
     torch.cuda.synchronize()
     fw, bw = [], []
     for _ in range(calls):
@@ -106,7 +109,7 @@ def training_case(f, x, g, calls: int, params=()) -> tuple[float, float]:
         t2 = time.perf_counter()
         fw.append(t1 - t0)
         bw.append(t2 - t1)
-        drop()
+        drop_grads(params)
     torch.cuda.synchronize()
     return statistics.median(fw) * 1e6, statistics.median(bw) * 1e6
 
@@ -120,8 +123,7 @@ def write_trace(trace_dir, name: str, f, x, g, params=()) -> None:
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(5):
             f(x).backward(g)
-            for p in params:
-                p.grad = None
+            drop_grads(params)
             torch.cuda.synchronize()
     prof.export_chrome_trace(f"{trace_dir}/{name}.json")
 
@@ -182,8 +184,7 @@ def main() -> None:
         y = f(xp)
         kernels[f"par{n}_fwd"] = kernels_per_call(lambda: f(xp))
         kernels[f"par{n}_bwd"] = kernels_per_call(lambda: y.backward(g))
-        for p in params:
-            p.grad = None
+        drop_grads(params)
         torch.cuda.synchronize()
         print(f"par{n}: fwd {out[f'par{n}_fwd']:.1f} us, bwd {out[f'par{n}_bwd']:.1f}", flush=True)
     with torch.no_grad():

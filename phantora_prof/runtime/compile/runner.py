@@ -30,6 +30,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -67,6 +68,38 @@ def _arg_of(layout: BufferLayout, device: int) -> TensorArg:
     return TensorArg(layout.size, layout.stride, layout.dtype, device)
 
 
+@dataclass(frozen=True)
+class _TensorCharges:
+    """Where a call's per-tensor host time is charged (ns), fixed by its plan: at the start
+    (inputs dropped unread), before each step (outputs it allocates), after each step (inputs
+    it frees), and at the end (outputs and inputs no step allocated or freed)."""
+
+    start_ns: int
+    before_step_ns: tuple[int, ...]
+    after_step_ns: tuple[int, ...]
+    end_ns: int
+
+    @classmethod
+    def of(cls, plan: CompiledGraphPlan, costs: hostcost.CompiledTensorCosts) -> _TensorCharges:
+        outputs = {o.name for o in plan.outputs if isinstance(o, Ref)}
+        alive = set(plan.inputs) - set(plan.input_frees)
+        freed_inputs = len(set(plan.inputs)) - len(alive)
+        start_ns = costs.per_freed_input_ns * freed_inputs
+        allocated_outputs = 0
+        before, after = [], []
+        for step in plan.steps:
+            n_out = sum(1 for name in step.allocs if name in outputs)
+            allocated_outputs += n_out
+            before.append(costs.per_output_ns * n_out)
+            freed = alive.intersection(step.frees)
+            alive -= freed
+            freed_inputs += len(freed)
+            after.append(costs.per_freed_input_ns * len(freed))
+        end_ns = (costs.per_output_ns * max(0, len(plan.outputs) - allocated_outputs)
+                  + costs.per_freed_input_ns * max(0, len(plan.inputs) - freed_inputs))
+        return cls(start_ns, tuple(before), tuple(after), end_ns)
+
+
 class PlanRunner:
     """Runs one plan per call; `mode` is the rank's CaptureMode."""
 
@@ -79,7 +112,7 @@ class PlanRunner:
         self.range_name = f"## Call CompiledFxGraph f{base64.b32encode(digest).decode().lower()[:51]} ##"
         self.call_ns = hostcost.compiled_call_ns(plan.is_backward, plan.is_inference)
         self.tensor_costs = hostcost.compiled_tensor_costs(plan.is_backward, plan.is_inference)
-        self.output_names = frozenset(o.name for o in plan.outputs if isinstance(o, Ref))
+        self.charges = _TensorCharges.of(plan, self.tensor_costs)
 
     def __call__(self, args: list) -> list:
         with pyhost.simulator_work(self.mode.st.pyhost):
@@ -106,19 +139,13 @@ class PlanRunner:
         env: dict[str, Any] = dict(zip(plan.inputs, args))
         args.clear()  # boxed calling convention: the graph owns its inputs from here
         device = self._device(env)
-        inputs = frozenset(plan.inputs)
-        clock = self.mode.st.clock
-        per_output, per_freed_input = self.tensor_costs.per_output_ns, self.tensor_costs.per_freed_input_ns
-        outputs_charged = inputs_charged = 0
+        clock, charges = self.mode.st.clock, self.charges
         for name in plan.input_frees:
             env.pop(name, None)
-        inputs_charged += len(inputs.intersection(plan.input_frees))
-        clock.advance(per_freed_input * inputs_charged)
-        for step in plan.steps:
+        clock.advance(charges.start_ns)
+        for step, before_ns, after_ns in zip(plan.steps, charges.before_step_ns, charges.after_step_ns):
             reuses = step.reuses if isinstance(step, TritonStep) else {}
-            allocated_outputs = sum(1 for name in step.allocs if name in self.output_names)
-            clock.advance(per_output * allocated_outputs)
-            outputs_charged += allocated_outputs
+            clock.advance(before_ns)
             for name in step.allocs:
                 lay = plan.buffers[name]
                 src = env.get(reuses.get(name, ""))
@@ -143,13 +170,10 @@ class PlanRunner:
                                                dispatch_adjust_ns=hostcost.COMPILED_EXTERN_ADJUST_NS)
             elif not isinstance(step, AllocStep):  # pragma: no cover - plans hold only these
                 raise TypeError(f"unknown plan step {step!r}")
-            freed_inputs = sum(1 for name in step.frees if name in inputs and name in env)
-            clock.advance(per_freed_input * freed_inputs)
-            inputs_charged += freed_inputs
+            clock.advance(after_ns)
             for name in step.frees:
                 env.pop(name, None)
-        clock.advance(per_output * max(0, len(plan.outputs) - outputs_charged)
-                      + per_freed_input * max(0, len(plan.inputs) - inputs_charged))
+        clock.advance(charges.end_ns)
         return [self._value(o, env) for o in plan.outputs]
 
     def outputs_only(self, args: list) -> list:
