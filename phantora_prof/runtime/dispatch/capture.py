@@ -20,7 +20,6 @@ from torch._subclasses.fake_tensor import (
     DynamicOutputShapeException,
     FakeTensor,
     FakeTensorMode,
-    in_kernel_invocation_manager,
 )
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -29,7 +28,7 @@ from phantora_prof.cost.model import CostModel
 from phantora_prof.errors import UnsupportedOpError
 from phantora_prof.protocol import CPU_DEVICE, HIDDEN_DEPTH, AutogradSpan, OpCall, OpKind, SyncKind, TensorArg
 from phantora_prof.runtime.device import allocator, op_allocations, pinned
-from phantora_prof.runtime.dispatch import annotations, conv_layout, cuda_dispatch, meta_cache, op_recorder, sdpa, values
+from phantora_prof.runtime.dispatch import annotations, conv_layout, cuda_dispatch, fake_wrap, meta_cache, op_recorder, sdpa, values
 from phantora_prof.runtime.host import dataloader
 from phantora_prof.runtime.dispatch.tensors import tensors_in
 from phantora_prof.runtime.process import state as _state
@@ -131,6 +130,8 @@ class CaptureMode(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        self._wrap = fake_wrap.FakeWrapper(self.fake_mode).wrap  # FakeTensor(mode, meta, device), faster
+        self._kernel_invocation = fake_wrap.kernel_invocation_factory()  # in_kernel_invocation_manager
         self.st = _state.get()
         self.gpu = self.st.gpu
         self._tls = threading.local()
@@ -199,8 +200,7 @@ class CaptureMode(TorchDispatchMode):
             return self._dispatch(aten._to_copy.default, types, (a,),
                                   {"device": device, "non_blocking": bool(args[2]) if len(args) > 2 else
                                    bool(kwargs.get("non_blocking", False))})
-        if types and any(not issubclass(t, FakeTensor) and t is not torch.Tensor and
-                         not issubclass(t, torch.nn.Parameter) for t in types):
+        if types and _has_other_subclass(types):
             # Other tensor subclasses (e.g. DTensor) dispatch themselves. The round trip through
             # Python's dispatch key and the wrapper tensors it makes are C++ work the counted
             # Python does not see: charged per subclass dispatch (hostcost.SUBCLASS_DISPATCH_NS).
@@ -449,7 +449,7 @@ class CaptureMode(TorchDispatchMode):
         try:
             with torch._C._DisableTorchDispatch():  # FakeTensor's construction detaches `meta`: no op either
                 meta = torch.empty_strided(size, stride, dtype=dtype, device="meta")
-                t = FakeTensor(self.fake_mode, meta, torch.device("cuda", device))
+                t = self._wrap(meta, torch.device("cuda", device))
             self._track_memory(t, "aten::empty_strided", (), {})
         finally:
             if rec is not None:
@@ -523,15 +523,15 @@ class CaptureMode(TorchDispatchMode):
         if key is not None:
             r = cache.outputs(key)
         if r is None:
-            with in_kernel_invocation_manager(self.fake_mode):
+            with self._kernel_invocation(self.fake_mode):
                 r = func(*args, **kwargs)
             if key is not None:
                 cache.remember(key, r)
-        mode = self.fake_mode
+        wrap = self._wrap
         if isinstance(r, torch.Tensor):
-            return r if isinstance(r, FakeTensor) else FakeTensor(mode, r, device)
+            return r if isinstance(r, FakeTensor) else wrap(r, device)
         if isinstance(r, (list, tuple)):
-            return type(r)(t if isinstance(t, FakeTensor) or not isinstance(t, torch.Tensor) else FakeTensor(mode, t, device)
+            return type(r)(t if isinstance(t, FakeTensor) or not isinstance(t, torch.Tensor) else wrap(t, device)
                            for t in r)
         return None
 
@@ -772,6 +772,20 @@ def _to_arg(a: Any):
 
 _CIA: dict = {}
 _NO_RETURNS: dict = {}
+_OTHER_SUBCLASS: dict = {}
+
+
+def _has_other_subclass(types: tuple) -> bool:
+    """Whether a dispatch's tensor types include a subclass other than FakeTensor / Parameter
+    (DTensor, ...), which dispatches itself. Remembered per types tuple: a step asks this
+    thousands of times for the same one or two tuples."""
+    r = _OTHER_SUBCLASS.get(types) if type(types) is tuple else None
+    if r is None:
+        r = any(not issubclass(t, FakeTensor) and t is not torch.Tensor and
+                not issubclass(t, torch.nn.Parameter) for t in types)
+        if type(types) is tuple:
+            _OTHER_SUBCLASS[types] = r
+    return r
 
 
 def _returns_nothing(func) -> bool:
