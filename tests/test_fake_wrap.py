@@ -60,3 +60,14 @@ def test_kernel_invocation_sets_and_restores_what_torchs_manager_does(mode):
 
     assert inside(fake_wrap.KernelInvocation) == inside(in_kernel_invocation_manager)
     assert inside(fake_wrap.KernelInvocation)[1] == (False, False)
+
+
+def test_device_of_reads_what_device_says_and_declines_otherwise(mode):
+    wrapper = fake_wrap.FakeWrapper(mode)
+    t = wrapper.wrap(torch.empty(3, device="meta"), torch.device("cuda", 2))
+    assert wrapper.device_of(t) == t.device == torch.device("cuda", 2)
+    with fake_wrap.KernelInvocation(mode):
+        assert wrapper.device_of(t) is None  # t.device is "meta" in there
+    other = FakeTensor(FakeTensorMode(), torch.empty(3, device="meta"), torch.device("cuda", 0))
+    assert wrapper.device_of(other) is None
+    assert wrapper.device_of(torch.empty(3)) is None

@@ -73,3 +73,21 @@ def test_traces_equal_the_golden_ones(cli, case):
     assert got["steps"] == want["steps"], "step times moved (see the module docstring to update on purpose)"
     assert got["traces"] == want["traces"], ("the traces moved while the step times did not "
                                              "(see the module docstring to update on purpose)")
+
+
+def test_the_op_cpu_developer_aid_leaves_the_traces_as_they_are(cli):
+    """PHANTORA_OP_CPU (runtime/process/op_cpu.py) times the capture mode per op: it writes its
+    table, and the simulation it watches is the golden one."""
+    golden = json.loads(GOLDEN.read_text())
+    if golden.get("torch") != _torch_version():
+        pytest.skip(f"golden traces were written with torch {golden.get('torch')}, this is {_torch_version()}")
+    opts, script, args = CASES["tiny_gpt_1rank"]
+    table = cli.cwd / "opcpu"
+    r = cli(*opts, "--out", "out", PY, str(SCRIPTS / script), *args, timeout=600, env={"PHANTORA_OP_CPU": str(table)})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert {p.name: digest(p) for p in sorted((cli.cwd / "out").glob("rank*.pt.trace.json.gz"))} == \
+        golden["cases"]["tiny_gpt_1rank"]["traces"]
+    rows = json.loads((cli.cwd / "opcpu.rank0").read_text())
+    ops = {row["op"]: row for row in rows["ops"]}
+    assert ops["aten.mm.default"]["calls"] > 0 and ops["aten.mm.default"]["cpu_s"] > 0
+    assert rows["calls"] == sum(row["calls"] for row in rows["ops"])

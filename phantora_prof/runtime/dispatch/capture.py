@@ -31,6 +31,7 @@ from phantora_prof.runtime.device import allocator, op_allocations, pinned
 from phantora_prof.runtime.dispatch import annotations, conv_layout, cuda_dispatch, fake_wrap, meta_cache, op_recorder, sdpa, values
 from phantora_prof.runtime.host import dataloader
 from phantora_prof.runtime.dispatch.tensors import tensors_in
+from phantora_prof.runtime.process import op_cpu
 from phantora_prof.runtime.process import state as _state
 from phantora_prof.runtime.distributed.pending import PENDING as _DIST_PENDING
 from phantora_prof.runtime.distributed.pending import consume as _dist_consume
@@ -130,7 +131,9 @@ class CaptureMode(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-        self._wrap = fake_wrap.FakeWrapper(self.fake_mode).wrap  # FakeTensor(mode, meta, device), faster
+        wrapper = fake_wrap.FakeWrapper(self.fake_mode)
+        self._wrap = wrapper.wrap  # FakeTensor(mode, meta, device), faster
+        self._fake_device = wrapper.device_of  # a fake tensor's device without torch's Python
         self._kernel_invocation = fake_wrap.kernel_invocation_factory()  # in_kernel_invocation_manager
         self.st = _state.get()
         self.gpu = self.st.gpu
@@ -173,6 +176,14 @@ class CaptureMode(TorchDispatchMode):
         return False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is _PRIM_DEVICE:
+            # C++ asking a fake tensor for its device (dispatch_device=True): ~2,500 times per
+            # GPT-2 step, more than the ops themselves, from the autograd engine's checks.
+            # Answered from the tensor's own state, without torch's Python (which the host
+            # model would count) and without the general path below.
+            device = self._fake_device(args[0])
+            if device is not None:
+                return device
         if self.st.self_profile is not None:
             self.st.self_profile.on_thread()
         host = self.st.pyhost
@@ -746,6 +757,10 @@ class CaptureMode(TorchDispatchMode):
                "The op has no fake (meta) implementation: register one with torch.library.register_fake "
                "(its GPU time can then be given with --op-cost NAME=TIME), or avoid the op on CUDA tensors.")
         return UnsupportedOpError(msg)
+
+
+if op_cpu.ACTIVE is not None:  # PHANTORA_OP_CPU: the capture mode's CPU per aten op
+    CaptureMode.__torch_dispatch__ = op_cpu.ACTIVE.wrap(CaptureMode.__torch_dispatch__)
 
 
 # ---- argument conversion ----

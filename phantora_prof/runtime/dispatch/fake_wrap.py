@@ -84,6 +84,15 @@ class FakeWrapper:
         t.__dict__.update(template)
         return t
 
+    def device_of(self, t: Any) -> torch.device | None:
+        """What `t.device` says for a fake tensor of this mode outside a kernel invocation (its
+        fake device), read from its instance dict; None when that does not apply (another
+        mode's tensor, inside a meta kernel, the fast path off): ask `t.device` then."""
+        d = getattr(t, "__dict__", None)
+        if not self.fast or not d or d.get("fake_mode") is not self._mode or self._mode.in_kernel_invocation:
+            return None
+        return d.get(self._device_key)
+
     def wrap(self, elem: torch.Tensor, device: torch.device) -> FakeTensor:
         if self.fast and elem.device.type == "meta":
             return self._fast(elem, device)

@@ -79,6 +79,20 @@ def _runpy_uncounted():
         runpy._run_code = orig
 
 
+def _op_cpu_profile() -> None:
+    """Developer aid (`PHANTORA_OP_CPU=PATH`, runtime/process/op_cpu.py). Set up at import, not
+    in main(): main()'s own bytecodes after the host model starts counting are charged to the
+    program, so adding any there would move every trace by a few ns."""
+    path = os.environ.get("PHANTORA_OP_CPU")
+    if path:
+        from phantora_prof.runtime.process import op_cpu
+
+        op_cpu.install(path)
+
+
+_op_cpu_profile()
+
+
 def main() -> None:
     kind, target, argv = _parse(sys.argv[1:])
     from phantora_prof.runtime.process.state import RankConfig

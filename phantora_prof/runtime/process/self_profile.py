@@ -1,5 +1,6 @@
 """Developer aid: where does a rank's own time go? cProfile on every thread that runs the
-simulator's Python (`PHANTORA_CPROFILE=PREFIX`).
+simulator's Python (`PHANTORA_CPROFILE=PREFIX`); the capture mode's CPU per aten op
+(`PHANTORA_OP_CPU=PATH`, runtime/process/op_cpu.py).
 
 The script's thread is profiled from the start of the script; a thread the capture mode first
 sees handling an op (autograd's, which runs the whole backward) gets its own profiler from
