@@ -56,6 +56,9 @@ _MEMSET_OPS = {"aten::zero_", "aten::zeros", "aten::zeros_like", "aten::new_zero
 _PRIM_DEVICE = torch.ops.prim.device.default
 _DEVICE_PUT = torch.ops.prims.device_put.default
 _SDP_CHOICE = aten._fused_sdp_choice.default
+_LOCAL_SCALAR_DENSE = aten._local_scalar_dense.default
+_RECORD_STREAM = aten.record_stream.default
+_IS_PINNED = aten.is_pinned.default
 _ADD = torch.ops.aten.add.Tensor
 _ADD_ = torch.ops.aten.add_.Tensor
 _EVALUATE_FUNCTION = "autograd::engine::evaluate_function: "
@@ -236,7 +239,7 @@ class CaptureMode(TorchDispatchMode):
             # global-shape fake tensors; tracing): shape computation, no GPU work. FakeTensorMode
             # is an infra mode, dispatched after user modes like this one, so its ops pass here.
             return self._redispatch(tls, func, args, kwargs)
-        if func.namespace == "prim":
+        if _namespace(func) == "prim":
             # prim::device / prim::layout queries: metadata, no dispatcher op in a real profile
             if func is _PRIM_DEVICE:
                 return args[0].device
@@ -320,8 +323,8 @@ class CaptureMode(TorchDispatchMode):
     # ---- CUDA ops ----
     def _cuda_op(self, func, args: tuple, kwargs: dict, tls=None, record_name: str | None = None):
         st = self.st
-        name = func._schema.name
-        if func is aten._local_scalar_dense.default:
+        name = _op_name(func)
+        if func is _LOCAL_SCALAR_DENSE:
             return self._scalar_read(args[0], tls)
         if _composite_implicit(func) and not cuda_dispatch.has_cuda_kernel(func):
             # e.g. is_nonzero (bool(t)) -> item(): decompose under this mode, as FakeTensorMode
@@ -338,13 +341,13 @@ class CaptureMode(TorchDispatchMode):
                     self._rec.quiet(1)
             if r is not NotImplemented:
                 return r
-        if func.namespace == "_c10d_functional":  # DTensor / tensor-parallel collectives
+        if _namespace(func) == "_c10d_functional":  # DTensor / tensor-parallel collectives
             from phantora_prof.runtime.distributed.backend import functional
 
             return functional(self, func, args, kwargs)
-        if func is aten.record_stream.default:
+        if func is _RECORD_STREAM:
             return None
-        if func is aten.is_pinned.default:
+        if func is _IS_PINNED:
             return False
         done = False  # outputs made without FakeTensorMode's general dispatch
         if func in _FAST_OPS:
@@ -787,6 +790,24 @@ def _to_arg(a: Any):
 
 _CIA: dict = {}
 _NO_RETURNS: dict = {}
+_NAMES: dict = {}
+_NAMESPACES: dict = {}
+
+
+def _op_name(func) -> str:
+    """`func._schema.name` ("aten::mm"), remembered per op: read for every captured op."""
+    r = _NAMES.get(func)
+    if r is None:
+        r = _NAMES[func] = func._schema.name
+    return r
+
+
+def _namespace(func) -> str:
+    """`func.namespace` (a Python property in torch), remembered per op."""
+    r = _NAMESPACES.get(func)
+    if r is None:
+        r = _NAMESPACES[func] = func.namespace
+    return r
 _OTHER_SUBCLASS: dict = {}
 
 
