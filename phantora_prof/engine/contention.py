@@ -42,11 +42,16 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from tracing.diff.categories import categorize
 
+
+@lru_cache(maxsize=1 << 14)
 def kernel_category(kernel_name: str, op_name: str) -> str:
+    """The kernel's category (``phantora-prof diff``'s), memoized: asked for every kernel the
+    engine times, of a few hundred (kernel, op) pairs that recur at every step (issue #18)."""
     return categorize("kernel", kernel_name, op_name, False)
 
 

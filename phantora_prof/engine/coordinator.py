@@ -39,8 +39,9 @@ from phantora_prof.engine import representatives as _reps
 from phantora_prof.engine.host_exchange import HostExchanges
 from phantora_prof.engine.rank_timeline import RankTimeline
 from phantora_prof.errors import ProtocolError
-from phantora_prof.protocol import (CollectiveCall, CollectiveWait, Goodbye, GroupCreated, GroupDeclared, Hello,
-                                    HostExchange, HostRecv, HostSend)
+from phantora_prof.protocol import (Annotation, AutogradSpan, CollectiveCall, CollectiveWait, EventRecord, Goodbye,
+                                    GroupCreated, GroupDeclared, Hello, HostExchange, HostOps, HostRecv, HostSend,
+                                    MemoryCounters, MemoryEvent, OpCall, StreamCreated, StreamWaitEvent, SyncRequest)
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,11 @@ class RankResult:
 
 
 _NEEDS_OTHERS = (CollectiveCall, HostExchange, HostRecv, HostSend, Goodbye)
+# messages that go to their rank's queue as they are and that its timeline handles (nothing in
+# `_read` or `_dispatch` applies to them): a step of a GPT-2 sends ~1,500, so they skip the
+# chains of isinstance checks (issue #18)
+_PLAIN = frozenset({OpCall, HostOps, Annotation, MemoryCounters, MemoryEvent, AutogradSpan, EventRecord,
+                    StreamWaitEvent, StreamCreated, SyncRequest})
 
 
 @dataclass
@@ -208,8 +214,20 @@ class Coordinator:
         last = len(batch) - 1
         touched = set()
         replies = []
+        queues = self._queues
         try:
             for i, msg in enumerate(batch):
+                if type(msg) in _PLAIN:
+                    rank = msg.rank
+                    q = queues.get(rank)
+                    if q is None:
+                        if rank not in self.ranks:
+                            raise ProtocolError(f"message from rank {rank} before its Hello")
+                        q = queues[rank] = deque()
+                    self._last_heard[rank] = heard
+                    q.append((msg, conn if needs_reply and i == last else None))
+                    touched.add(rank)
+                    continue
                 if isinstance(msg, Hello):
                     self._hello(conn, msg)
                     continue
@@ -295,13 +313,17 @@ class Coordinator:
         while todo:
             rank = todo.popleft()
             q = self._queues.get(rank)
-            while q and rank not in self._parked:
+            parked = self._parked
+            while q and rank not in parked:
                 msg, reply_conn = q.popleft()
-                if isinstance(msg, CollectiveCall):
+                if type(msg) in _PLAIN:  # what _dispatch would do with it
+                    reply = self.ranks[rank].timeline.handle(msg)
+                elif isinstance(msg, CollectiveCall):
                     woken = self._collective(msg)
                     todo.extend(r for r in woken if r != rank)
                     continue
-                reply = self._dispatch(msg)
+                else:
+                    reply = self._dispatch(msg)
                 if reply_conn is not None:
                     try:
                         protocol.send_batch(reply_conn, [reply])

@@ -18,6 +18,7 @@ Children get temporary (negative) External ids; the trace builder numbers all ho
 from __future__ import annotations
 
 import json
+import logging
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -26,6 +27,8 @@ from phantora_prof.engine.kineto_args import KINETO_TYPE_NAMES
 from phantora_prof.protocol import TensorArg
 from tracing.diff.categories import categorize
 from tracing.model import Span
+
+log = logging.getLogger(__name__)
 
 # the profiler's non-tensor input types, abbreviated in the table's keys (a tensor is "T")
 ARG_KINDS = {"Scalar": "S", "ScalarList": "SL", "TensorList": "TL", "": "-"}
@@ -77,25 +80,40 @@ class ChildTable:
                 t, _, rk = k.rpartition("|")
                 shapes.setdefault(tuple(json.loads(t)), []).append((_classes(rk), trees[i]))
             self.ops[name] = (trees[e["default"]], kk, types, shapes)
+        # (name, Input type) -> (trees by size classes or None, the tree otherwise): a program
+        # asks for the same few signatures at every step (issue #18)
+        self._memo: dict[tuple, tuple[list | None, list]] = {}
+        self._nearest: dict[tuple, list] = {}  # (name, Input type, size classes) -> tree
 
     def lookup(self, name: str, types: list | None, dims: list | None = None) -> list:
+        key = (name, None if types is None else tuple(types))
+        entry = self._memo.get(key)
+        if entry is None:
+            entry = self._memo[key] = self._entry(name, key[1])
+        sized, tree = entry
+        if sized is not None and dims is not None:  # the nearest size classes seen on a GPU
+            rk = ranks(types, dims)
+            near = self._nearest.get(key + (rk,))
+            if near is None:
+                want = _classes(rk)
+                near = self._nearest[key + (rk,)] = min(sized, key=lambda cv: _distance(cv[0], want))[1]
+            return near
+        return tree
+
+    def _entry(self, name: str, types: tuple | None) -> tuple[list | None, list]:
+        """What `lookup` answers for an op and its input types: the trees by size classes when
+        the table has them for these types, and the tree by types, by kinds, or the default."""
         e = self.ops.get(name)
         if e is None:
-            return []
+            return None, []
         default, by_kinds, by_types, by_shapes = e
-        if types is not None:
-            if by_shapes and dims is not None:
-                sized = by_shapes.get(tuple(types))
-                if sized:  # the nearest size classes seen on a GPU
-                    want = _classes(ranks(types, dims))
-                    return min(sized, key=lambda cv: _distance(cv[0], want))[1]
-            t = by_types.get(tuple(types))
-            if t is not None:
-                return t
-            k = by_kinds.get(kinds(types))
-            if k is not None:
-                return k
-        return default
+        if types is None:
+            return None, default
+        sized = (by_shapes.get(types) or None) if by_shapes else None
+        t = by_types.get(types)
+        if t is None:
+            t = by_kinds.get(kinds(list(types)))
+        return sized, (t if t is not None else default)
 
 
 @lru_cache(maxsize=1)
@@ -132,42 +150,59 @@ def _flatten(items: list, out: list, op: Any) -> None:
             out.append(("E", node))
 
 
-def _resolve_args(codes: list, parent: dict, op: Any) -> dict:
-    """The record_shapes lists of a child from its argument codes (see phantora_prof/calibrate/op_children.py)."""
+def _compile_codes(codes: list) -> tuple:
+    """A child's argument codes (see phantora_prof/calibrate/op_children.py) as (kind, input
+    index) pairs, parsed once per template rather than at every op: "i" input k, "c" input k
+    as [1, numel, 1, ...] against the output, "o" the output, "e" a fresh empty tensor of the
+    output's dtype, "s" the code itself as the type (a scalar or other non-tensor argument)."""
+    out = []
+    for c in codes:
+        if c.startswith("i") and c[1:].isdigit():
+            out.append(("i", int(c[1:])))
+        elif c.startswith("c") and c[1:].isdigit():
+            out.append(("c", int(c[1:])))
+        elif c in ("o0", "e0"):
+            out.append((c[0], 0))
+        else:
+            out.append(("s", c))
+    return tuple(out)
+
+
+def _resolve_args(compiled: tuple, parent: dict, op: Any) -> dict:
+    """The record_shapes lists of a child from its argument codes (`_compile_codes`)."""
     pdims = parent.get("Input Dims") or []
     ptypes = parent.get("Input type") or []
     pstrides = parent.get("Input Strides") or []
     out0 = op.outputs[0] if op.outputs and isinstance(op.outputs[0], TensorArg) else None
     dims, types, strides = [], [], []
-    for c in codes:
-        if c.startswith("i") and c[1:].isdigit():
-            k = int(c[1:])
+    for kind, k in compiled:
+        if kind == "i":
             dims.append(pdims[k] if k < len(pdims) else [])
             types.append(ptypes[k] if k < len(ptypes) else "")
             strides.append(pstrides[k] if k < len(pstrides) else [])
-        elif c.startswith("c") and c[1:].isdigit():  # input k as [1, numel, 1, ...] against the output
-            k = int(c[1:])
+        elif kind == "c":  # input k as [1, numel, 1, ...] against the output
             n = pdims[k][0] if k < len(pdims) and len(pdims[k]) == 1 else 0
             rank = len(out0.shape) if out0 is not None else 4
             d = [1, n] + [1] * (rank - 2)
             dims.append(d)
             types.append(ptypes[k] if k < len(ptypes) else "")
             strides.append([n] + [1] * (rank - 1))
-        elif c in ("o0", "e0"):
+        elif kind == "s":
+            dims.append([])
+            types.append(k)
+            strides.append([])
+        else:
             if out0 is not None:
-                d, t, s = _tensor_args(out0)
+                d, t, st = _tensor_args(out0)
             else:
-                d, t, s = [], "", []
-            if c == "e0":  # a fresh empty tensor of the output's dtype (before its resize_)
-                d, s = ([0], [1]) if t else ([], [])
+                d, t, st = [], "", []
+            if kind == "e":  # a fresh empty tensor of the output's dtype (before its resize_)
+                d, st = ([0], [1]) if t else ([], [])
             dims.append(d)
             types.append(t)
-            strides.append(s)
-        else:
-            dims.append([])
-            types.append(c)
-            strides.append([])
-    return {"Concrete Inputs": [""] * len(codes), "Input type": types, "Input Strides": strides, "Input Dims": dims}
+            strides.append(st)
+    return {"Concrete Inputs": [""] * len(compiled), "Input type": types, "Input Strides": strides,
+            "Input Dims": dims}
 
 
 def _spread(times: list, lo: int, hi: int, k: int) -> None:
@@ -177,56 +212,128 @@ def _spread(times: list, lo: int, hi: int, k: int) -> None:
         times.append(lo + span * (i + 1) // (k + 1))
 
 
+class _Plan:
+    """What `expand` does for one template, op signature and launch kinds, worked out once:
+    the tokens (("B", name, compiled argument codes) / ("E",) / ("L",)), the launches each
+    launch marker takes, and the segments of tokens that share a stretch of time. Only the
+    times and the spans are made per op (a GPT-2 step expands ~1,000 ops from ~30 plans)."""
+
+    __slots__ = ("tokens", "groups", "segments", "last")
+
+    def __init__(self, tokens: list, groups: dict[int, list[int]]):
+        self.tokens = [("B", t[1]["name"], _compile_codes(t[1]["args"])) if t[0] == "B" else t for t in tokens]
+        self.groups = groups  # token index of a launch marker -> indices of the launches it takes
+        # the tokens before the first launch group share [start, first launch) (all of the op's
+        # span when it launches nothing); those after a group, the tail of its last call
+        self.segments: list[tuple[list[int], int | None]] = []  # (token indices, launch they follow)
+        segment: list[int] = []
+        after: int | None = None
+        for i, t in enumerate(tokens):
+            if t == ("L",):
+                g = groups.get(i)
+                if g:
+                    self.segments.append((segment, after))
+                    segment = []
+                    after = g[-1]
+                continue
+            segment.append(i)
+        self.last = (segment, after)  # the last segment: before the first launch, or the op's end
+
+
+class _Plans:
+    """Plans by (template, list length, output count, op name, launch kinds). Templates are
+    keyed by id and kept in `_repeats` (never cleared: the table's own few hundred lists), so
+    an id always means the same template."""
+
+    def __init__(self, limit: int = 1 << 14):
+        self.limit = limit  # a program with more signatures than this starts over (memory stays bounded)
+        self._tokens: dict[tuple, tuple[list, list[int]]] = {}
+        self._plans: dict[tuple, _Plan] = {}
+        self._repeats: dict[int, tuple[list, bool, bool]] = {}  # id(template) -> (template, list0, outputs)
+
+    def plan(self, template: list, op: Any, launches: list) -> _Plan:
+        rep = self._repeats.get(id(template))
+        if rep is None:
+            rep = self._repeats[id(template)] = (template, _repeats(template, "list0"), _repeats(template, None))
+        tkey = (id(template), _list_len(op.args) if rep[1] else 0, len(op.outputs) if rep[2] else 0)
+        tok = self._tokens.get(tkey)
+        if tok is None:
+            if len(self._tokens) >= self.limit:
+                self._tokens.clear()
+            tokens: list = []
+            _flatten(template, tokens, op)
+            tok = self._tokens[tkey] = (tokens, [i for i, t in enumerate(tokens) if t == ("L",)])
+        tokens, markers = tok
+        parent = getattr(op, "name", "")
+        kinds = tuple(_launch_kind(la) for la in launches) if markers else ()  # no markers: no launch matters
+        pkey = (tkey, parent, kinds)
+        plan = self._plans.get(pkey)
+        if plan is None:
+            if len(self._plans) >= self.limit:
+                self._plans.clear()
+            groups: dict[int, list[int]] = {}
+            if markers:
+                for i, m in enumerate(_assign_kinds(tokens, markers, list(kinds), parent)):
+                    if m is not None:
+                        groups.setdefault(markers[m], []).append(i)
+            plan = self._plans[pkey] = _Plan(tokens, groups)
+        return plan
+
+
+def _repeats(items: list, kind: str | None) -> bool:
+    """Whether template `items` repeats a node per tensor of the first list argument
+    ("list0") or, `kind` None, per output."""
+    for it in items:
+        if it == "L":
+            continue
+        if "repeat" in it:
+            if (it["repeat"] == "list0") == (kind == "list0") or _repeats([it["item"]], kind):
+                return True
+        elif _repeats(it["kids"], kind):
+            return True
+    return False
+
+
+_PLANS = _Plans()
+
+
 def expand(op: Any, span: Span, launches: list, template: list, ids: Any) -> list[Span]:
     """The child spans of captured op `op` (its span `span`, its launches [(api span, [GPU
     spans])] in order) for `template`; re-labels launches made inside a child."""
-    tokens: list = []
-    _flatten(template, tokens, op)
+    plan = _PLANS.plan(template, op, launches)
+    tokens = plan.tokens
     if not tokens:
         return []
-    markers = [i for i, t in enumerate(tokens) if t == ("L",)]
-    groups: dict[int, list] = {}
-    if markers:
-        parent = getattr(op, "name", "")
-        for launch, m in zip(launches, _assign_launches(tokens, markers, launches, parent)):
-            if m is not None:
-                groups.setdefault(markers[m], []).append(launch)
     start = span.ts_ns
     end = span.ts_ns + span.dur_ns
-    # segments: the tokens before the first launch group share [start, first launch) (all of
-    # the op's span when it launches nothing); those after a group, the tail of its last call
     times: list[int] = [0] * len(tokens)
-    segment: list[int] = []
-    after: Span | None = None
-    for i, t in enumerate(tokens):
-        if t == ("L",):
-            g = groups.get(i)
-            if g:
-                _place(segment, times, start, launches[0][0].ts_ns, after)
-                segment = []
-                after = g[-1][0]
-            continue
-        segment.append(i)
-    _place(segment, times, start, launches[0][0].ts_ns if launches else end, after)
+    for segment, after in plan.segments:
+        _place(segment, times, start, launches[0][0].ts_ns, None if after is None else launches[after][0])
+    segment, after = plan.last
+    _place(segment, times, start, launches[0][0].ts_ns if launches else end,
+           None if after is None else launches[after][0])
     # spans, and who launches what
     out: list[Span] = []
     stack: list[Span] = []
     base = span.key if span.key is not None else (span.args.get("External id", 0), 0)
+    pargs = span.args
+    groups = plan.groups
     for i, t in enumerate(tokens):
-        if t[0] == "B":
-            node = t[1]
-            child = Span("cpu_op", node["name"], span.tid, times[i], 0,
-                         {"External id": ids(), "Record function id": 0,
-                          **_resolve_args(node["args"], span.args, op)},
-                         key=base + (len(out) + 1,), parent=stack[-1].key if stack else base)
+        kind = t[0]
+        if kind == "B":
+            args = {"External id": ids(), "Record function id": 0}
+            args.update(_resolve_args(t[2], pargs, op))
+            child = Span("cpu_op", t[1], span.tid, times[i], 0, args, key=base + (len(out) + 1,),
+                         parent=stack[-1].key if stack else base)
             stack.append(child)
             out.append(child)
-        elif t[0] == "E":
+        elif kind == "E":
             child = stack.pop()
             child.dur_ns = max(times[i] - child.ts_ns, 0)
         elif stack and groups.get(i):
             ext = stack[-1].args["External id"]
-            for api, gpu in groups[i]:
+            for j in groups[i]:
+                api, gpu = launches[j]
                 api.args["External id"] = ext
                 for g in gpu:
                     g.args["External id"] = ext
@@ -249,8 +356,30 @@ def _marker_children(tokens: list, markers: list[int], parent: str) -> list[str]
     return names
 
 
+@lru_cache(maxsize=1 << 12)
+def _category(gpu_cat: str, kernel: str, op: str) -> str:
+    """`categorize` outside an optimizer, memoized: a pure function of a few names that recur
+    at every step (issue #18)."""
+    return categorize(gpu_cat, kernel, op, False)
+
+
+def _launch_kind(launch: tuple) -> str:
+    """The category of a launch's (first) GPU work; "" when it ran nothing."""
+    gpu = launch[1]
+    if not gpu:
+        return ""
+    g = gpu[0]
+    return _category(g.cat, g.name if g.cat == "kernel" else "", "")
+
+
 def _assign_launches(tokens: list, markers: list[int], launches: list, parent: str) -> list[int | None]:
-    """Which marker (index into `markers`) each launch belongs to, in order.
+    """Which marker (index into `markers`) each launch belongs to, in order (`_assign_kinds`)."""
+    return _assign_kinds(tokens, markers, [_launch_kind(la) for la in launches], parent)
+
+
+def _assign_kinds(tokens: list, markers: list[int], kinds: list[str], parent: str) -> list[int | None]:
+    """Which marker (index into `markers`) each launch belongs to, in order; `kinds`: each
+    launch's category (`_launch_kind`).
 
     The learned subtree's launches need not match the captured op's kernels one for one: a
     cuDNN convolution of 5 kernels where the reference ran 1 before the bias `add_`, T5's
@@ -261,21 +390,12 @@ def _assign_launches(tokens: list, markers: list[int], launches: list, parent: s
     alignments the plain one wins: one launch per marker in order, the rest with the last.
     Launches of the captured op's own kind at either end of a child's group of another kind
     stay the op's own (None), unless the child would keep none."""
-    n, m = len(launches), len(markers)
+    n, m = len(kinds), len(markers)
     if n == 0:  # nothing launched (a CUDA-graph replay launches once, elsewhere)
         return []
     plain = [min(i, m - 1) for i in range(n)]
-    kids = [categorize("kernel", "", name, False) for name in _marker_children(tokens, markers, parent)]
-    own = categorize("kernel", "", parent, False)
-
-    def kind(launch) -> str:
-        gpu = launch[1]
-        if not gpu:
-            return ""
-        g = gpu[0]
-        return categorize(g.cat, g.name if g.cat == "kernel" else "", "", False)
-
-    kinds = [kind(la) for la in launches]
+    kids = [_category("kernel", "", name) for name in _marker_children(tokens, markers, parent)]
+    own = _category("kernel", "", parent)
     if len(set(kids)) == 1 and n <= m:
         return plain
     eps = 1.0 / (2 * n + 1)  # a preference for the plain alignment, below one category match

@@ -10,6 +10,7 @@ import bisect
 import logging
 from array import array
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -55,6 +56,12 @@ _SYNC_API = {
 }
 
 
+@lru_cache(maxsize=None)
+def _api_kind(name: str) -> tuple[str, int]:
+    """A CUDA API call's trace category and kineto callback id (a handful of names)."""
+    return ("cuda_driver" if name in hostcost.DRIVER_APIS else "cuda_runtime"), hostcost.CBID.get(name, 0)
+
+
 @dataclass
 class RankStats:
     ops: int = 0
@@ -67,7 +74,7 @@ class RankStats:
     estimated_ops: dict[str, int] = field(default_factory=dict)  # GPU ns by kernel-time source
 
 
-@dataclass
+@dataclass(slots=True)
 class _GpuWork:
     launch_ns: int
     start_ns: int
@@ -203,6 +210,7 @@ class RankTimeline:
         # the CUDA graph replay being drawn: (its id, the launch's correlation, host time, thread,
         # streams that already ran one of its nodes)
         self._graph_launch: tuple[int, int, int, int, set] | None = None
+        self._occupancies: dict[tuple, tuple[float, float, int]] = {}  # launch configuration -> _occupancy
 
     # ---- helpers ----
     def add_gpu_work(self, launch_ns: int, start_ns: int, end_ns: int, stream: int, device: int) -> None:
@@ -233,15 +241,19 @@ class RankTimeline:
         args: dict[str, Any] = {}
         if external_id is not None and external_id >= 0:
             args["External id"] = external_id
-        args["cbid"] = hostcost.CBID.get(name, 0)
+        cat, args["cbid"] = _api_kind(name)
         args["correlation"] = corr
-        cat = "cuda_driver" if name in hostcost.DRIVER_APIS else "cuda_runtime"
         self.spans.append(Span(cat, name, tid, ts, dur, args))
         return corr
 
     # ---- message handlers ----
     def handle(self, msg: Any) -> Any:
-        if isinstance(msg, OpCall):
+        cls = type(msg)
+        if cls is OpCall:  # nine messages in ten: no isinstance chain for them
+            self._op(msg)
+        elif cls is HostOps:
+            self._host_ops(msg)
+        elif isinstance(msg, OpCall):
             self._op(msg)
         elif isinstance(msg, EventRecord):
             tid = self._host_tid(0)
@@ -288,22 +300,27 @@ class RankTimeline:
         if op.graph:
             self._graph_node(op)
             return
-        self.stats.ops += 1
+        stats = self.stats
+        stats.ops += 1
         tid = self._host_tid(op.tid)
-        if op.depth == HIDDEN_DEPTH and not op.kernels:
-            self.stats.host_end_ns = max(self.stats.host_end_ns, op.end_ns)
+        kernels = op.kernels
+        if op.depth == HIDDEN_DEPTH and not kernels:
+            stats.host_end_ns = max(stats.host_end_ns, op.end_ns)
             return
-        args: dict[str, Any] = {"External id": op.external_id, "Record function id": 0}
-        span = Span("cpu_op", op.name, tid, op.start_ns, op.end_ns - op.start_ns, args, key=(op.external_id, 0))
+        ext = op.external_id
+        args: dict[str, Any] = {"External id": ext, "Record function id": 0}
+        span = Span("cpu_op", op.name, tid, op.start_ns, op.end_ns - op.start_ns, args, key=(ext, 0))
         if op.seq_nr >= 0:
             args["Sequence number"] = op.seq_nr
             args["Fwd thread id"] = 0 if op.tid == 0 else 1
             if op.tid == 0 and op.seq_nr not in self._seq_first_op:
                 self._seq_first_op[op.seq_nr] = span
-        args.update(shape_args(op.args))
+        if op.depth < 0:
+            args.update(shape_args(op.args))
+        # else the recorder's record of the op brings these lists (_host_ops sets them, in this
+        # order); a trace built before it came fills them from the OpCall (_pending_shape_args)
         self.spans.append(span)
-        self.stats.host_end_ns = max(self.stats.host_end_ns, op.end_ns)
-        kernels = getattr(op, "kernels", ()) or ()
+        stats.host_end_ns = max(stats.host_end_ns, op.end_ns)
         launches: list = []  # (runtime call span, [its GPU spans])
         if kernels:
             gpu = self.gpu(op.device)
@@ -383,28 +400,39 @@ class RankTimeline:
         self.stats.estimated_ops[source] = self.stats.estimated_ops.get(source, 0) + act.end_ns - act.start_ns
         return self.spans[-1]
 
-    def _gpu_span(self, k: Any, op: OpCall, corr: int, start: int, dur: int) -> None:
-        cat = _GPU_CATEGORY[k.kind]
-        args: dict[str, Any] = {"External id": op.external_id}
-        if cat == "kernel":
-            self.stats.kernels += 1
-            grid = list(k.grid)
-            block = list(k.block)
+    def _occupancy(self, grid: tuple, block: tuple, registers: int) -> tuple[float, float, int]:
+        """(blocks per SM, warps per SM, est. achieved occupancy %) of a kernel's launch
+        configuration, as kineto reports them; the same few configurations recur at every step,
+        so each is worked out once (issue #18)."""
+        key = (tuple(grid), tuple(block), registers)
+        occ = self._occupancies.get(key)
+        if occ is None:
             blocks = grid[0] * grid[1] * grid[2]
             threads = max(1, block[0] * block[1] * block[2])
             warps_per_block = (threads + 31) // 32
             blocks_per_sm = blocks / self.num_sms
-            regs = max(1, k.registers_per_thread)
+            regs = max(1, registers)
             resident = min(32, 2048 // threads, 65536 // max(1, regs * threads) or 1)
             occupancy = min(100, int(round(100 * min(resident, max(1.0, blocks_per_sm)) * warps_per_block / 64)))
-            args.update({
+            occ = self._occupancies[key] = (round(blocks_per_sm, 6), round(blocks_per_sm * warps_per_block, 6),
+                                            occupancy)
+        return occ
+
+    def _gpu_span(self, k: Any, op: OpCall, corr: int, start: int, dur: int) -> None:
+        cat = _GPU_CATEGORY[k.kind]
+        if cat == "kernel":
+            self.stats.kernels += 1
+            blocks_per_sm, warps_per_sm, occupancy = self._occupancy(k.grid, k.block, k.registers_per_thread)
+            args: dict[str, Any] = {
+                "External id": op.external_id,
                 "queued": 0, "device": op.device, "context": 1, "stream": op.stream,
                 "correlation": corr, "registers per thread": k.registers_per_thread,
-                "shared memory": k.shared_memory, "blocks per SM": round(blocks_per_sm, 6),
-                "warps per SM": round(blocks_per_sm * warps_per_block, 6), "grid": grid,
-                "block": block, "est. achieved occupancy %": occupancy,
-            })
+                "shared memory": k.shared_memory, "blocks per SM": blocks_per_sm,
+                "warps per SM": warps_per_sm, "grid": list(k.grid),
+                "block": list(k.block), "est. achieved occupancy %": occupancy,
+            }
         else:
+            args = {"External id": op.external_id}
             if cat == "gpu_memcpy":
                 self.stats.memcpys += 1
             else:
@@ -438,10 +466,17 @@ class RankTimeline:
         """The op recorder's host calls (runtime/dispatch/op_recorder.py): composite ops, CPU-tensor
         ops and autograd nodes around the captured ops, as torch.profiler records them."""
         spans = self.spans
+        captured_ops = self._recorded_ops
+        keep = self.keep_host_spans
+        host_end = self.stats.host_end_ns  # the records' latest end, written back below
         for rid, parent, thread, t0, t1, name, seq, fwd, _depth, dims, types, strides, concrete \
                 in orjson.loads(msg.data):
+            captured = captured_ops.pop(rid, None) if captured_ops else None
+            if captured is None and not keep:  # a host-only call in a run without host spans
+                if t1 > host_end:
+                    host_end = t1
+                continue
             pkey = (parent, 0) if parent else host_layout.TOP
-            captured = self._recorded_ops.pop(rid, None)
             if captured is not None:  # a captured op: its OpCall's span stands for it, with the
                 span, op, launches = captured  # inputs as the dispatcher saw them (all of them)
                 a = span.args
@@ -454,9 +489,6 @@ class RankTimeline:
                 if t0 < span.ts_ns:  # the call began before the capture mode charged anything
                     span.dur_ns += span.ts_ns - t0  # (an autograd node's engine overhead)
                     span.ts_ns = t0
-                continue
-            if not self.keep_host_spans:
-                self.stats.host_end_ns = max(self.stats.host_end_ns, t1)
                 continue
             tid = self._host_tid(thread)
             if name.startswith(_EVALUATE_FUNCTION):
@@ -484,7 +516,18 @@ class RankTimeline:
             if seq >= 0 and fwd > 0:  # an autograd node (BACKWARD_FUNCTION): its evaluate_function is the parent
                 self._node_of[parent] = (seq, fwd, span)
             spans.append(span)
-            self.stats.host_end_ns = max(self.stats.host_end_ns, t1)
+            if t1 > host_end:
+                host_end = t1
+        self.stats.host_end_ns = host_end
+
+    def _pending_shape_args(self) -> None:
+        """The record_shapes lists of captured ops whose record has not come (yet): from their
+        OpCall's arguments, as `_op` would have set them. `_op` leaves them to the record (which
+        replaces them) since computing them for every op cost ~8% of the coordinator's time
+        (issue #18); the record, when it comes, sets the same keys again."""
+        for span, op, _ in self._recorded_ops.values():
+            if "Input Dims" not in span.args:
+                span.args.update(shape_args(op.args))
 
     def _export(self, msg: ProfileExportRequest) -> str:
         """torch.profiler's export_chrome_trace for a window: written here, where the GPU
@@ -537,6 +580,7 @@ class RankTimeline:
     def _window_spans(self, start_ns: int | None, end_ns: int | None) -> list[Span]:
         """Copies of the spans a profiler window [start_ns, end_ns] records: host events that
         start inside it, and the GPU work launched inside it (wherever it runs)."""
+        self._pending_shape_args()
         everything = self.spans + self._annotation_spans()
         if start_ns is None:
             chosen = everything
