@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 from phantora_prof import protocol
 from phantora_prof.engine import collectives as _coll
+from phantora_prof.engine import collector as _collector
 from phantora_prof.engine import contention as _contention
 from phantora_prof.engine import representatives as _reps
 from phantora_prof.engine.host_exchange import HostExchanges
@@ -78,6 +79,9 @@ class Coordinator:
     requested: tuple[int, ...] = ()  # ranks live on request (--trace-ranks)
     class_check: bool = True  # a second live set checks the classes (--no-class-check: none)
     spawn: Callable[[list[int]], None] | None = None
+    # freeze what survives each round of messages (engine/collector.py): the cyclic collector
+    # walked the run's spans over and over (20-35% of the coordinator's time); False leaves it be
+    freeze_rounds: bool = True
 
     def __post_init__(self) -> None:
         self.address = os.path.join(self.socket_dir, "coordinator.sock")  # launcher._socket_dir keeps it short
@@ -154,6 +158,8 @@ class Coordinator:
                     self._read(key.fileobj)
                 if self.error is not None:
                     break
+            if events:
+                self._settle()
             if self.error is not None:
                 break
             failed = []
@@ -199,6 +205,12 @@ class Coordinator:
             os.unlink(self.address)
         except OSError:
             pass
+
+    def _settle(self) -> None:
+        """After a round of messages: what they left is the run's record (spans, GPU work),
+        alive until the traces are written; out of the cyclic collector's walks with it."""
+        if self.freeze_rounds:
+            _collector.freeze_survivors()
 
     def _read(self, conn: socket.socket) -> None:
         try:

@@ -19,7 +19,7 @@ from phantora_prof import hostcost
 from phantora_prof.cost.gpus import DEFAULT_GPU
 from phantora_prof.cost.profiles import GpuProfile, load_profile
 from phantora_prof.engine.contention import GpuContention, InFlight, kernel_category
-from phantora_prof.engine import host_layout, op_children
+from phantora_prof.engine import collector, host_layout, op_children
 from phantora_prof.engine.gpu import SimulatedGpu
 from phantora_prof.engine.kineto_args import shape_args
 from phantora_prof.protocol import (
@@ -610,7 +610,14 @@ class RankTimeline:
 
     def build(self, base_time_ns: int, trace_name: str = "", start_ns: int | None = None,
               end_ns: int | None = None, record_shapes: bool = True, profile_memory: bool = False) -> RankTrace:
-        """The RankTrace of the whole run (no window) or of a profiler window."""
+        """The RankTrace of the whole run (no window) or of a profiler window. It makes only
+        objects the trace keeps (copies of the spans), so the cyclic collector pauses meanwhile
+        (engine/collector.py: it walked them at every collection, 25% of the build)."""
+        with collector.paused():
+            return self._build(base_time_ns, trace_name, start_ns, end_ns, record_shapes, profile_memory)
+
+    def _build(self, base_time_ns: int, trace_name: str, start_ns: int | None, end_ns: int | None,
+               record_shapes: bool, profile_memory: bool) -> RankTrace:
         self._host_tid(0)
         spans = self._window_spans(start_ns, end_ns)
         copies = self._copies
