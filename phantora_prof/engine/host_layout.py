@@ -67,7 +67,7 @@ def _layout_thread(items: list[Span]) -> None:
         else:
             while stack and _ends_before(stack[-1], s):
                 _pop(stack, keys_on_stack, events)
-        if len(stack) > 1 and any(_ends_before(x, s) for x in stack[:-1]):
+        if len(stack) > 1 and _any_ended(stack, s):
             # ranges that overlap rather than nest (a ProfilerStep#N opened inside an optimizer
             # step's range outlives it, as in Kineto): close those that ended
             done = sorted((x for x in stack if _ends_before(x, s)), key=lambda x: x.ts_ns + x.dur_ns)
@@ -94,20 +94,30 @@ def _layout_thread(items: list[Span]) -> None:
         events.append((s, False))
     while stack:
         _pop(stack, keys_on_stack, events)
+    _draw(events)
+    _close_around(items)
+
+
+def _draw(events: list[tuple[Span, bool]]) -> None:
+    """Each begin/end event at max(its simulated time, the previous event's + 1 ns) (an end
+    more than _MAX_SHIFT_NS before the previous event stays: an overlapping range's)."""
     prev = None
     begin: dict[int, int] = {}
     for s, is_end in events:
         t = s.ts_ns + s.dur_ns if is_end else s.ts_ns
-        if prev is not None and prev - _MAX_SHIFT_NS < t <= prev:
+        if prev is None:
+            prev = t
+        elif prev - _MAX_SHIFT_NS < t <= prev:
             t = prev + 1
+            prev = t
+        elif t > prev:
+            prev = t
         if is_end:
             start = begin.pop(id(s))
             s.ts_ns = start
             s.dur_ns = t - start
         else:
             begin[id(s)] = t
-        prev = t if prev is None else max(prev, t)
-    _close_around(items)
 
 
 def _close_around(items: list[Span]) -> None:
@@ -116,15 +126,34 @@ def _close_around(items: list[Span]) -> None:
     children table; the cause is not found yet: this keeps the drawn tree a tree.)"""
     order = sorted(items, key=lambda s: (s.ts_ns, -s.dur_ns))
     stack: list[Span] = []
+    ends: list[int] = []  # the drawn end of each range on the stack
     for s in order:
-        while stack and stack[-1].ts_ns + stack[-1].dur_ns <= s.ts_ns:
+        ts = s.ts_ns
+        while ends and ends[-1] <= ts:
             stack.pop()
-        end = s.ts_ns + s.dur_ns
-        for a in reversed(stack):
-            a_end = a.ts_ns + a.dur_ns
-            if a_end < end and end - a_end <= _CLOSE_NS:
-                a.dur_ns = end + 1 - a.ts_ns
+            ends.pop()
+        end = ts + s.dur_ns
+        if ends and min(ends) < end:  # (most calls end inside every range around them: no loop)
+            for i, a_end in enumerate(ends):
+                if a_end < end and end - a_end <= _CLOSE_NS:
+                    a = stack[i]
+                    a.dur_ns = end + 1 - a.ts_ns
+                    ends[i] = end + 1
         stack.append(s)
+        ends.append(end)
+
+
+def _any_ended(stack: list[Span], s: Span) -> bool:
+    """`_ends_before(x, s)` for some `x` on the stack below its top (one loop, no calls: asked
+    for every span of a trace)."""
+    ts = s.ts_ns
+    later = s.dur_ns > 0
+    for i in range(len(stack) - 1):
+        x = stack[i]
+        end = x.ts_ns + x.dur_ns
+        if end < ts or (end == ts and later):
+            return True
+    return False
 
 
 def _ends_before(top: Span, s: Span) -> bool:

@@ -214,14 +214,15 @@ def _spread(times: list, lo: int, hi: int, k: int) -> None:
 
 class _Plan:
     """What `expand` does for one template, op signature and launch kinds, worked out once:
-    the tokens (("B", name, compiled argument codes) / ("E",) / ("L",)), the launches each
-    launch marker takes, and the segments of tokens that share a stretch of time. Only the
-    times and the spans are made per op (a GPT-2 step expands ~1,000 ops from ~30 plans)."""
+    the tokens (("B", name, compiled argument codes, the record_shapes lists when they do not
+    depend on the op) / ("E",) / ("L",)), the launches each launch marker takes, and the
+    segments of tokens that share a stretch of time. Only the times and the spans are made per
+    op (a GPT-2 step expands ~1,000 ops from ~30 plans)."""
 
     __slots__ = ("tokens", "groups", "segments", "last")
 
     def __init__(self, tokens: list, groups: dict[int, list[int]]):
-        self.tokens = [("B", t[1]["name"], _compile_codes(t[1]["args"])) if t[0] == "B" else t for t in tokens]
+        self.tokens = [_node_token(t[1]) if t[0] == "B" else t for t in tokens]
         self.groups = groups  # token index of a launch marker -> indices of the launches it takes
         # the tokens before the first launch group share [start, first launch) (all of the op's
         # span when it launches nothing); those after a group, the tail of its last call
@@ -280,6 +281,19 @@ class _Plans:
         return plan
 
 
+def _node_token(node: dict) -> tuple:
+    """A child's token in a plan: ("B", name, compiled codes, constant record_shapes lists or
+    None). A child whose arguments are all non-tensors (an empty_strided's sizes and options)
+    has the same lists for every op; its spans share them (nothing changes a span's lists
+    after it is made: the trace writers only read them)."""
+    compiled = _compile_codes(node["args"])
+    const = None
+    if all(kind == "s" for kind, _ in compiled):
+        const = {"Concrete Inputs": [""] * len(compiled), "Input type": [c for _, c in compiled],
+                 "Input Strides": [[] for _ in compiled], "Input Dims": [[] for _ in compiled]}
+    return "B", node["name"], compiled, const
+
+
 def _repeats(items: list, kind: str | None) -> bool:
     """Whether template `items` repeats a node per tensor of the first list argument
     ("list0") or, `kind` None, per output."""
@@ -322,7 +336,7 @@ def expand(op: Any, span: Span, launches: list, template: list, ids: Any) -> lis
         kind = t[0]
         if kind == "B":
             args = {"External id": ids(), "Record function id": 0}
-            args.update(_resolve_args(t[2], pargs, op))
+            args.update(t[3] if t[3] is not None else _resolve_args(t[2], pargs, op))
             child = Span("cpu_op", t[1], span.tid, times[i], 0, args, key=base + (len(out) + 1,),
                          parent=stack[-1].key if stack else base)
             stack.append(child)
