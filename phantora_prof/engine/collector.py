@@ -13,6 +13,9 @@ by key, not by object). So the survivors of each round of messages are frozen (`
 moved out of the collector's sight, O(1)), and the trace build runs with the collector paused
 and freezes what it built. Objects frozen are still freed by reference counting as usual; only
 a cycle among them would wait for `gc.unfreeze`, which the launcher calls when the run ends.
+Freezing happens only in a process that already keeps frozen objects, i.e. under the launcher's
+policy (it freezes start-up and unfreezes at the end): a program that uses the engine on its
+own (the tests) keeps its own collector policy, and a build there only pauses the collector.
 """
 from __future__ import annotations
 
@@ -24,21 +27,31 @@ from collections.abc import Iterator
 log = logging.getLogger(__name__)
 
 
+def freezing() -> bool:
+    """The process runs a freezing policy (the launcher's) and the collector at all. (It walks
+    the frozen objects to count them: ask once per run or per build, not per message.)"""
+    return gc.isenabled() and gc.get_freeze_count() > 0
+
+
 def freeze_survivors() -> None:
-    """Take what is alive now out of the collector's future walks (when it runs at all)."""
+    """Take what is alive now out of the collector's future walks (the caller has checked
+    `freezing`)."""
     if gc.isenabled():
         gc.freeze()
 
 
 @contextlib.contextmanager
 def paused() -> Iterator[None]:
-    """No collection inside (a build that only makes long-lived objects); what it made is
-    frozen after, so the collections of whoever uses it (a trace writer) do not walk it."""
+    """No collection inside (a build that only makes long-lived objects); under a freezing
+    policy what it made is frozen after, so the collections of whoever uses it (a trace
+    writer) do not walk it."""
     enabled = gc.isenabled()
+    freeze = freezing()
     gc.disable()
     try:
         yield
     finally:
-        if enabled:
+        if freeze:
             gc.freeze()
+        if enabled:
             gc.enable()

@@ -109,6 +109,7 @@ class Coordinator:
         self._live_members: dict[str, tuple[int, ...]] = {}
         self._host = HostExchanges(self._members.get, lambda: self.layout)
         self._last_heard: dict[int, float] = {}  # rank -> when its last batch arrived (real time)
+        self._freeze: bool | None = None  # _settle freezes survivors (None: not decided yet)
 
     def request_stop(self, signum: int) -> None:
         """Interrupt the run (called from a signal handler, so it only sets flags): `serve` sends
@@ -209,7 +210,9 @@ class Coordinator:
     def _settle(self) -> None:
         """After a round of messages: what they left is the run's record (spans, GPU work),
         alive until the traces are written; out of the cyclic collector's walks with it."""
-        if self.freeze_rounds:
+        if self._freeze is None:  # decided once: the check walks the frozen objects
+            self._freeze = self.freeze_rounds and _collector.freezing()
+        if self._freeze:
             _collector.freeze_survivors()
 
     def _read(self, conn: socket.socket) -> None:
