@@ -228,3 +228,47 @@ def test_meta_cache_remakes_the_meta_kernels_outputs():
     y = torch.empty((8, 16), dtype=torch.bfloat16, device="meta")  # same shape, other strides: another signature
     assert cache.outputs(cache.key(aten._to_copy.default, (y,), calls[2][2])) is None
     assert aten.view.default not in FRESH_OUTPUT_OPS and aten.add_.Tensor not in FRESH_OUTPUT_OPS
+
+
+def test_general_cache_remembers_fakes_own_answer_per_signature():
+    """Ops on FakeTensorMode's general path (runtime/dispatch/meta_cache.py, GeneralCache): the
+    answer is remembered with each output's device and the numbers it returns, per signature
+    (device and type of every tensor included); factories, views, in-place ops and answers with
+    a CPU tensor are never kept."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    from phantora_prof.runtime.dispatch.fake_wrap import FakeWrapper
+    from phantora_prof.runtime.dispatch.meta_cache import GeneralCache, fresh_outputs
+
+    aten = torch.ops.aten
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    wrap = FakeWrapper(mode).wrap
+    cache = GeneralCache(FakeTensor)
+    cuda0, cuda1 = torch.device("cuda", 0), torch.device("cuda", 1)
+    q = wrap(torch.empty((2, 4, 16, 8), dtype=torch.bfloat16, device="meta"), cuda1)
+    target = wrap(torch.empty((2,), dtype=torch.int64, device="meta"), cuda1)
+    logits = wrap(torch.empty((2, 10), dtype=torch.float32, device="meta"), cuda1)
+    args = (logits, target, None, 1, -100)
+    key = cache.key(aten.nll_loss_forward.default, args, {})
+    assert key is not None and cache.outputs(key, wrap) is None
+    answer = (wrap(torch.empty((), device="meta"), cuda1), wrap(torch.empty((), device="meta"), cuda1))
+    cache.remember(key, answer)
+    again = cache.outputs(cache.key(aten.nll_loss_forward.default, args, {}), wrap)
+    assert [(t.shape, t.stride(), t.dtype, t.device) for t in again] == \
+           [(t.shape, t.stride(), t.dtype, t.device) for t in answer]
+    assert again[0] is not answer[0] and type(again[0]) is FakeTensor
+    # numbers in an answer come back as they were (cuDNN attention returns its max lengths)
+    key2 = cache.key(aten.mul.Tensor, (q, q), {})
+    cache.remember(key2, [wrap(torch.empty(3, device="meta"), cuda1), 7, None])
+    assert cache.outputs(key2, wrap)[1:] == [7, None]
+    # the same shapes on another GPU are another signature
+    q0 = wrap(torch.empty((2, 4, 16, 8), dtype=torch.bfloat16, device="meta"), cuda0)
+    assert cache.outputs(cache.key(aten.mul.Tensor, (q0, q0), {}), wrap) is None
+    # never kept: a factory (its dtype may come from the default), views, in-place ops, CPU answers
+    assert cache.key(aten.zeros.default, ([3],), {}) is None
+    assert not fresh_outputs(aten.view.default) and not fresh_outputs(aten.add_.Tensor)
+    assert not fresh_outputs(aten.add.out) and fresh_outputs(aten.add.Tensor)
+    key3 = cache.key(aten.neg.default, (q,), {})
+    cache.remember(key3, wrap(torch.empty(3, device="meta"), torch.device("cpu")))
+    assert cache.outputs(key3, wrap) is None

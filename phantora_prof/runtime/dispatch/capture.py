@@ -145,6 +145,7 @@ class CaptureMode(TorchDispatchMode):
         self.unsupported: dict[str, str] = {}
         # output metadata per op signature on the fast path (off: the A/B switch of tests/bench_runtime.py)
         self._meta_cache = meta_cache.MetaCache() if meta_cache.enabled() else None
+        self._general_cache = meta_cache.GeneralCache(FakeTensor) if meta_cache.enabled() else None
         self.costs = self.st.cost_model or CostModel(self.gpu, op_costs=self.st.config.op_costs)
         # The native op recorder (CPU builds of torch): it records the host op tree, autograd
         # nodes included, so the mode does not send AutogradSpans of its own.
@@ -356,6 +357,12 @@ class CaptureMode(TorchDispatchMode):
         else:
             out = None
             done = _returns_nothing(func) and self._fake_gpu((*args, *kwargs.values())) is not None
+        general_key = None
+        if not done and self._general_cache is not None and func not in conv_layout.CONV_OPS:
+            general_key = self._general_cache.key(func, args, kwargs)
+            if general_key is not None:
+                out = self._general_cache.outputs(general_key, self._wrap)
+                done = out is not None
         if done:
             fargs, fkwargs, real_self = args, kwargs, None
         else:
@@ -366,6 +373,8 @@ class CaptureMode(TorchDispatchMode):
                     out = func(*fargs, **fkwargs)
                     if func in conv_layout.CONV_OPS:
                         out = conv_layout.restore(func, fargs, out)
+                if general_key is not None:
+                    self._general_cache.remember(general_key, out)
         except DynamicOutputShapeException:
             out = self._data_dependent_estimate(func, name, fargs, fkwargs)
         except Exception as exc:  # noqa: BLE001 - turned into a clear error below

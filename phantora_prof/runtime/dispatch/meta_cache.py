@@ -99,3 +99,105 @@ def _make(meta: Any) -> Any:
         return kind(_make(m) for m in items)
     shape, stride, dtype = meta
     return torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+
+
+# ---- the general path: any op with fresh outputs, remembered from FakeTensorMode's own answer ----
+
+_FRESH: dict = {}
+
+
+def fresh_outputs(func: Any) -> bool:
+    """Whether `func`'s schema makes only new tensors: something returned, no return aliased to
+    an input, no argument written (so not in-place, not out=, not a view)."""
+    r = _FRESH.get(func)
+    if r is None:
+        schema = func._schema
+        r = _FRESH[func] = bool(schema.returns) and all(ret.alias_info is None for ret in schema.returns) \
+            and not any(a.alias_info is not None for a in schema.arguments)
+    return r
+
+
+def _arg_key_dev(a: Any) -> Any:
+    if isinstance(a, torch.Tensor):
+        return ("T", tuple(a.shape), a.stride(), a.dtype, a.device, type(a))
+    if isinstance(a, (list, tuple)):
+        return tuple(_arg_key_dev(b) for b in a)
+    if a is None or isinstance(a, (bool, int, float, str, torch.dtype, torch.memory_format, torch.layout,
+                                   torch.device)):
+        return (type(a), a)  # 1, 1.0 and True are equal as keys: their outputs need not be
+    raise _Uncacheable
+
+
+def _out_meta_dev(r: Any, fake_type: type) -> Any:
+    if isinstance(r, torch.Tensor):
+        if type(r) is not fake_type or r.device.type != "cuda" or r.storage_offset() \
+                or getattr(r, "constant", None) is not None:
+            raise _Uncacheable  # a real or constant tensor, a view: FakeTensorMode's path every time
+        return ("T", tuple(r.shape), r.stride(), r.dtype, r.device)
+    if r is None:
+        return None
+    if isinstance(r, (bool, int, float)):
+        return ("C", r)
+    if isinstance(r, (list, tuple)):
+        return (type(r), tuple(_out_meta_dev(t, fake_type) for t in r))
+    raise _Uncacheable
+
+
+def _make_dev(meta: Any, wrap: Any) -> Any:
+    if meta is None:
+        return None
+    if isinstance(meta[0], type):
+        kind, items = meta
+        return kind(_make_dev(m, wrap) for m in items)
+    if meta[0] == "C":
+        return meta[1]
+    _, shape, stride, dtype, device = meta
+    return wrap(torch.empty_strided(shape, stride, dtype=dtype, device="meta"), device)
+
+
+class GeneralCache:
+    """Outputs of ops that take FakeTensorMode's general dispatch (no fast path: attention,
+    losses, norms of other libraries, ...), remembered per signature from that dispatch's own
+    answer. FakeTensorMode caches too, but its hit still costs ~0.3-0.7 ms here (the key over
+    every argument, the output rebuilt through its general constructor); a GPT-2 step's two
+    dozen cuDNN attention calls cost ~1 ms each.
+
+    Only ops with fresh outputs (`fresh_outputs`) with at least one tensor argument (a factory's
+    output depends on the default dtype and device too) are kept, and only answers made of fake
+    CUDA tensors (no constants, no views, none twice), Python numbers and None: the signature
+    (every tensor's shape, strides, dtype, device and type; every other argument's type and
+    value) then fixes them, as it fixes FakeTensorMode's own cache entries."""
+
+    def __init__(self, fake_type: type) -> None:
+        self._fake_type = fake_type
+        self._table: dict = {}
+        self.hits = 0
+
+    def key(self, func: Any, args: tuple, kwargs: dict) -> Any | None:
+        if not fresh_outputs(func) or not any(isinstance(a, torch.Tensor) or
+                                              (isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor))
+                                              for a in (*args, *kwargs.values())):
+            return None
+        try:
+            return (func, _arg_key_dev(args), tuple((k, _arg_key_dev(v)) for k, v in kwargs.items()) if kwargs else ())
+        except (_Uncacheable, TypeError):
+            return None
+
+    def outputs(self, key: Any, wrap: Any) -> Any | None:
+        meta = self._table.get(key)
+        if meta is None:
+            return None
+        self.hits += 1
+        return _make_dev(meta, wrap)
+
+    def remember(self, key: Any, out: Any) -> None:
+        tensors = [t for t in (out if isinstance(out, (list, tuple)) else (out,)) if isinstance(t, torch.Tensor)]
+        if len({id(t) for t in tensors}) != len(tensors):
+            return
+        try:
+            meta = _out_meta_dev(out, self._fake_type)
+        except _Uncacheable:
+            return
+        if len(self._table) >= _LIMIT:
+            self._table.clear()
+        self._table[key] = meta
