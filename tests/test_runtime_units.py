@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime
 import time
+import timeit  # noqa: F401 - see below
 
 import pytest
 
@@ -12,6 +13,12 @@ from phantora_prof.launcher import parse_op_cost, python_argv
 from phantora_prof.protocol import TensorArg
 from phantora_prof.runtime.process import clock as clock_mod
 from phantora_prof.runtime.device.allocator import AllocatorModel, round_size, segment_size
+
+# The clock tests below patch time.* for a while. A module first imported in that window keeps
+# what it bound by name for good (timeit.default_timer = time.perf_counter, which numba's
+# compiler events use): a later test in this process that compiles netsim's kernels then read a
+# clock that was gone. So those modules are imported here, before any patching.
+import netsim.flowsim  # noqa: E402,F401
 
 
 def test_virtual_clock_drives_python_clocks():
@@ -38,6 +45,8 @@ def test_virtual_clock_drives_python_clocks():
         for n, f in saved.items():
             setattr(time, n, f)
         datetime.datetime = saved_dt
+        clock_mod._installed = None  # later tests (and engine code in this process) see no clock
+        clock_mod._real.clear()
         clock_mod._installed = None
         clock_mod._real.clear()
 
