@@ -73,7 +73,8 @@ class FakeWrapper:
             t = dict.fromkeys(self._keys)
             t["fake_mode"] = self._mode
             t[self._device_key] = _NORMALIZE(device)
-            self._templates[device] = t
+            if device.index is not None:  # "cuda" alone means the current device: not kept
+                self._templates[device] = t
         return t
 
     def _fast(self, elem: torch.Tensor, device: torch.device) -> FakeTensor:
