@@ -232,45 +232,20 @@ class Coordinator:
         queues = self._queues
         try:
             for i, msg in enumerate(batch):
-                if type(msg) in _PLAIN:
-                    rank = msg.rank
-                    q = queues.get(rank)
-                    if q is None:
-                        if rank not in self.ranks:
-                            raise ProtocolError(f"message from rank {rank} before its Hello")
-                        q = queues[rank] = deque()
-                    self._last_heard[rank] = heard
-                    q.append((msg, conn if needs_reply and i == last else None))
-                    touched.add(rank)
-                    continue
-                if isinstance(msg, Hello):
+                plain = type(msg) in _PLAIN  # most messages: none of the cases below applies
+                if not plain and isinstance(msg, Hello):
                     self._hello(conn, msg)
                     continue
                 rank = msg.rank
                 if rank not in self.ranks:
                     raise ProtocolError(f"message from rank {rank} before its Hello")
                 self._last_heard[rank] = heard
-                if isinstance(msg, GroupDeclared):
-                    if self.layout is None:  # after planning they change nothing
-                        self._declared.append((tuple(msg.ranks), msg.group_desc))
+                if not plain and not self._on_arrival(msg, conn, replies):
                     continue
-                if self.representative and self.layout is None and isinstance(msg, _NEEDS_OTHERS):
-                    self._plan_layout()
-                # host exchanges are answered on arrival, not in queue order (engine/host_exchange.py)
-                if isinstance(msg, HostExchange):
-                    replies += self._host.exchange(msg, conn)
-                    continue
-                if isinstance(msg, HostRecv):
-                    replies += self._host.recv(msg, conn)
-                    continue
-                if isinstance(msg, HostSend):
-                    replies += self._host.send(msg)
-                    continue
-                if isinstance(msg, GroupCreated):
-                    known = self._members.get(msg.group)
-                    if known is None or (known[1] in ("", "undefined") and msg.group_desc not in ("", "undefined")):
-                        self._members[msg.group] = (tuple(msg.ranks), msg.group_desc)
-                self._queues.setdefault(rank, deque()).append((msg, conn if needs_reply and i == last else None))
+                q = queues.get(rank)
+                if q is None:
+                    q = queues[rank] = deque()
+                q.append((msg, conn if needs_reply and i == last else None))
                 touched.add(rank)
             self._pump(sorted(touched))
         except _coll.CollectiveError as exc:
@@ -280,6 +255,31 @@ class Coordinator:
                 protocol.send_batch(reply_conn, [reply])
             except OSError as exc:
                 log.warning("could not answer a host exchange: %s", exc)
+
+    def _on_arrival(self, msg: Any, conn: socket.socket, replies: list) -> bool:
+        """What a message that is not plain does as soon as it arrives; whether it then goes to
+        its rank's queue. Host exchanges are answered on arrival, not in queue order
+        (engine/host_exchange.py); their replies are added to `replies`."""
+        if isinstance(msg, GroupDeclared):
+            if self.layout is None:  # after planning they change nothing
+                self._declared.append((tuple(msg.ranks), msg.group_desc))
+            return False
+        if self.representative and self.layout is None and isinstance(msg, _NEEDS_OTHERS):
+            self._plan_layout()
+        if isinstance(msg, HostExchange):
+            replies += self._host.exchange(msg, conn)
+            return False
+        if isinstance(msg, HostRecv):
+            replies += self._host.recv(msg, conn)
+            return False
+        if isinstance(msg, HostSend):
+            replies += self._host.send(msg)
+            return False
+        if isinstance(msg, GroupCreated):
+            known = self._members.get(msg.group)
+            if known is None or (known[1] in ("", "undefined") and msg.group_desc not in ("", "undefined")):
+                self._members[msg.group] = (tuple(msg.ranks), msg.group_desc)
+        return True
 
     def _plan_layout(self) -> None:
         """The probe (rank 0) needs another rank for the first time: plan which ranks are live

@@ -817,6 +817,8 @@ def _namespace(func) -> str:
     if r is None:
         r = _NAMESPACES[func] = func.namespace
     return r
+
+
 _OTHER_SUBCLASS: dict = {}
 
 

@@ -83,10 +83,10 @@ def _op_cpu_profile() -> None:
     """Developer aid (`PHANTORA_OP_CPU=PATH`, runtime/process/op_cpu.py). Set up at import, not
     in main(): main()'s own bytecodes after the host model starts counting are charged to the
     program, so adding any there would move every trace by a few ns."""
-    path = os.environ.get("PHANTORA_OP_CPU")
-    if path:
-        from phantora_prof.runtime.process import op_cpu
+    from phantora_prof.runtime.process import op_cpu
 
+    path = os.environ.get(op_cpu.ENV)
+    if path:
         op_cpu.install(path)
 
 

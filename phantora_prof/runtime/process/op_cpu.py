@@ -59,7 +59,6 @@ class OpCpuProfile:
         return path
 
 
-
 ACTIVE: OpCpuProfile | None = None  # set by install(); runtime/dispatch/capture.py wraps its mode with it
 
 
