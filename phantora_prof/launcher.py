@@ -29,7 +29,7 @@ from phantora_prof.cost.profiles import profile_for
 from phantora_prof.engine.coordinator import Coordinator
 from phantora_prof.engine.rank_timeline import RankTimeline
 from phantora_prof.errors import ConfigError
-from phantora_prof.protocol import ORIGIN_NS
+from phantora_prof.protocol import ORIGIN_NS, SPAWN_QUIET_ENV, SPAWN_REQUEST_ENV
 from phantora_prof.protocol import RankConfig
 from phantora_prof import rank_forks
 
@@ -281,7 +281,31 @@ def run(config: RunConfig, on_progress=None) -> RunResult:
     """Run the command under the simulator: start the coordinator and the ranks, serve them
     until they end (or a signal stops them), write the traces."""
     with _quiet_collector(), _SignalStop() as stopper:
-        return _run(config, on_progress, stopper)
+        if config.cluster.world_size != 1:
+            return _run(config, on_progress, stopper)
+        with tempfile.TemporaryDirectory(prefix="phantora-spawn-") as tmp:
+            request = Path(tmp) / "nprocs"
+            result = _run(config, on_progress, stopper, {SPAWN_REQUEST_ENV: str(request)})
+            nprocs = _spawn_request(request)
+        if nprocs is None or stopper.signum is not None:
+            return result
+        # the script started its own ranks with torch.multiprocessing.spawn: run it as that many
+        log.info("the script starts %d processes with torch.multiprocessing.spawn: simulating %d ranks",
+                 nprocs, nprocs)
+        cluster = dataclasses.replace(config.cluster, nproc_per_node=nprocs)
+        relaunch = _run(dataclasses.replace(config, cluster=cluster), on_progress, stopper, {SPAWN_QUIET_ENV: "1"})
+        relaunch.wall_s += result.wall_s
+        return relaunch
+
+
+def _spawn_request(path: Path) -> int | None:
+    """The number of processes a single-rank run asked for with torch.multiprocessing.spawn
+    (runtime/patches/mp_spawn.py), or None."""
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() and int(text) > 1 else None
 
 
 # Python's cyclic collector runs every 700 net allocations; the coordinator allocates millions of
@@ -308,7 +332,7 @@ def _quiet_collector():
         gc.unfreeze()
 
 
-def _run(config: RunConfig, on_progress, stopper: _SignalStop) -> RunResult:
+def _run(config: RunConfig, on_progress, stopper: _SignalStop, extra_env: dict[str, str] | None = None) -> RunResult:
     cluster, kernel_times, outputs = config.cluster, config.kernel_times, config.outputs
     argv = python_argv(list(config.command))
     gpu = get_gpu(cluster.gpu)
@@ -330,6 +354,9 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop) -> RunResult:
     # Hash-randomized iteration order (sets, dicts of str keys) changes how much Python a rank
     # runs, which is counted as host time (runtime/host/pyhost.py): one fixed seed unless the user set one.
     base_env.setdefault("PYTHONHASHSEED", "0")
+    for name in (SPAWN_REQUEST_ENV, SPAWN_QUIET_ENV):
+        base_env.pop(name, None)
+    base_env.update(extra_env or {})
 
     host_records = outputs.trace or outputs.report_dir is not None  # host op records are written
 
@@ -390,7 +417,9 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop) -> RunResult:
             p = _forked(env) or subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             procs.append(p)
             for stream, sink in ((p.stdout, sys.stdout), (p.stderr, sys.stderr)):
-                t = threading.Thread(target=_pump_output, args=(stream, sink, f"[rank{rank}]: "), daemon=True)
+                # children started by the script's own mp.spawn print as they would: no prefix
+                prefix = "" if SPAWN_QUIET_ENV in base_env else f"[rank{rank}]: "
+                t = threading.Thread(target=_pump_output, args=(stream, sink, prefix), daemon=True)
                 t.start()
                 pumps.append(t)
         rank_of_proc.append(rank)

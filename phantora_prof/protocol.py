@@ -96,6 +96,14 @@ class OpKind(IntEnum):
 # node): host time only, no op span, no op record follows.
 HIDDEN_DEPTH = -2
 
+# torch.multiprocessing.spawn under a single-rank run (runtime/patches/mp_spawn.py, launcher.py):
+# the file where the rank writes how many processes the script asked for, and the flag that
+# holds a relaunched rank's output back until it reaches its mp.spawn
+SPAWN_REQUEST_ENV = "PHANTORA_SPAWN_REQUEST"
+SPAWN_QUIET_ENV = "PHANTORA_SPAWN_QUIET"
+# process groups of the simulator's own (mp.spawn's join): not the program's, not in the traces
+INTERNAL_GROUP_PREFIX = "phantora:"
+
 
 @pickled_by_fields
 @dataclass(slots=True)
@@ -249,7 +257,8 @@ class CollectiveWait:
 
 @dataclass(slots=True)
 class GroupCreated:
-    """A process group this rank belongs to (for distributedInfo.pg_config)."""
+    """A process group this rank belongs to (for distributedInfo.pg_config). Groups named with
+    INTERNAL_GROUP_PREFIX are the simulator's own (host exchanges only, never in a trace)."""
 
     rank: int
     group: str

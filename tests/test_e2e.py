@@ -154,8 +154,23 @@ def test_torch_cuda_answers_from_the_simulated_gpu(cli):
 def test_data_dependent_op_continues_with_estimate(cli):
     r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "unsupported")
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "nonzero shape (128, 1)" in r.stdout
-    assert "aten::nonzero(torch.bool[128]@cuda:0)" in r.stderr
+    assert "nonzero shape (65536, 1)" in r.stdout
+    assert "aten::nonzero(torch.bool[65536]@cuda:0)" in r.stderr
+
+
+def test_cuda_generators_and_exact_data_dependent_sizes_of_small_tensors(cli):
+    """torch.Generator(device="cuda") works on a CPU build; a random op's values come from the
+    device's CUDA generator (fixed default seed: the same in every run, as on a GPU), and a
+    boolean mask / nonzero / unique over a tensor with values gets its exact size."""
+    runs = [cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "random") for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert "exact True True True True" in r.stdout, r.stdout
+        assert "generators True True cuda:0 cuda:0 cpu" in r.stdout, r.stdout
+        assert "bad device: torch.Generator(device='cuda:7'): the simulated machine has 1 GPU(s)" in r.stdout
+        assert "data-dependent output size" not in r.stderr
+    draws = [re.search(r"^(sizes .*\n)draws (.*)$", r.stdout, re.M).group(0) for r in runs]
+    assert draws[0] == draws[1]
 
 
 def test_event_timing_and_perf_counter_read_simulated_time(cli):

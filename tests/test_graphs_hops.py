@@ -25,6 +25,8 @@ def test_cuda_graph_replays_captured_work_and_flex_attention_is_one_kernel(cli):
     assert "flex (2, 8, 1024, 64) (2, 8, 1024, 64)" in r.stdout
     assert "datetime ok True" in r.stdout
     assert "ptrs True 40 True" in r.stdout  # distinct per storage, offsets in bytes, views share
+    assert "storage ptrs True True" in r.stdout
+    assert "Accessing the data pointer of FakeTensor" not in r.stderr
     doc = load_trace(cli.cwd / "t" / "rank0.pt.trace.json.gz")
     assert validate_trace(doc) == []
     kernels = [e["name"] for e in doc["traceEvents"] if e.get("cat") == "kernel"]

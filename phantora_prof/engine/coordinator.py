@@ -42,7 +42,7 @@ from phantora_prof.engine.rank_timeline import RankTimeline
 from phantora_prof.errors import ProtocolError
 from phantora_prof.protocol import (Annotation, AutogradSpan, CollectiveCall, CollectiveWait, EventRecord, Goodbye,
                                     GroupCreated, GroupDeclared, Hello, HostExchange, HostOps, HostRecv, HostSend,
-                                    MemoryCounters, MemoryEvent, OpCall, StreamCreated, StreamWaitEvent, SyncRequest)
+                                    INTERNAL_GROUP_PREFIX, MemoryCounters, MemoryEvent, OpCall, StreamCreated, StreamWaitEvent, SyncRequest)
 
 log = logging.getLogger(__name__)
 
@@ -279,6 +279,7 @@ class Coordinator:
             known = self._members.get(msg.group)
             if known is None or (known[1] in ("", "undefined") and msg.group_desc not in ("", "undefined")):
                 self._members[msg.group] = (tuple(msg.ranks), msg.group_desc)
+            return not msg.group.startswith(INTERNAL_GROUP_PREFIX)  # the simulator's own: not in pg_config
         return True
 
     def _plan_layout(self) -> None:

@@ -36,9 +36,27 @@ elif mode == "cuda":
     except TypeError as e:
         print("numpy", e, v.numpy(force=True).tolist())
 elif mode == "unsupported":
-    x = torch.randn(128, device="cuda")
+    x = torch.randn(1 << 16, device="cuda")  # too large for values (runtime/dispatch/values.py)
     idx = torch.nonzero(x > 0)
     print("nonzero shape", tuple(idx.shape))
+elif mode == "random":
+    # a CUDA generator of the script's own; small tensors' data-dependent sizes from their values
+    g = torch.Generator(device="cuda").manual_seed(3)
+    idx = torch.randint(0, 1000, (64,), device="cuda", generator=g)
+    n = int((idx.cpu() > 500).sum())
+    print("exact", idx[idx > 500].numel() == n, torch.nonzero(idx > 500).shape[0] == n,
+          torch.masked_select(idx, idx > 500).numel() == n, torch.unique(idx).numel() == len(set(idx.tolist())))
+    print("sizes", n, torch.unique(idx).numel())
+    p = torch.rand(16, device="cuda")  # the default CUDA generator: a fixed seed, as on a GPU
+    print("draws", idx[:4].tolist(), torch.multinomial(p, 3, generator=g).tolist(),
+          torch.randperm(8, device="cuda").tolist())
+    print("generators", isinstance(g, torch.Generator), isinstance(torch.default_generator, torch.Generator),
+          g.device, torch.cuda.default_generators[0].device, torch.Generator().device)
+    torch.nn.init.normal_(torch.empty(8, device="cuda"), generator=torch.cuda.default_generators[0])
+    try:
+        torch.Generator(device="cuda:7")
+    except RuntimeError as e:
+        print("bad device:", e)
 elif mode == "timing":
     import time
 

@@ -46,3 +46,6 @@ print("datetime ok", datetime.datetime.now().year > 2000)
 a = torch.empty(1000, device="cuda")
 b = torch.empty(1000, device="cuda")
 print("ptrs", a.data_ptr() != b.data_ptr(), a[10:].data_ptr() - a.data_ptr(), a.view(10, 100).data_ptr() == a.data_ptr())
+# storages too (safetensors' and transformers' shared-tensor checks), without FakeTensor's warning
+sa, sb = a[10:].untyped_storage(), b.untyped_storage()
+print("storage ptrs", sa.data_ptr() == a.data_ptr(), sb.data_ptr() == b.data_ptr())

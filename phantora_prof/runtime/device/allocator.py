@@ -212,7 +212,7 @@ class Block:
     """A piece of a segment: allocated, cached (free), or freed but pending other streams' work."""
 
     __slots__ = ("addr", "size", "requested", "stream", "small", "allocated", "prev", "next",
-                 "stream_uses", "pending", "segment_base", "refs", "__weakref__")
+                 "stream_uses", "pending", "segment_base", "refs", "frames", "__weakref__")
 
     def __init__(self, addr: int, size: int, stream: int, small: bool, segment_base: int):
         self.addr = addr
@@ -227,6 +227,7 @@ class Block:
         self.pending = False  # freed, waiting for recorded streams
         self.segment_base = segment_base
         self.refs = 0  # storages using the block (more than one where an in-place op was emulated)
+        self.frames: list | None = None  # the stack that allocated it (memory history on)
 
     def is_split(self) -> bool:
         return self.prev is not None or self.next is not None
@@ -368,6 +369,10 @@ class AllocatorModel:
         self.counters = dict.fromkeys(_COUNTERS, 0)
         self._workspaces: dict[tuple[str, int, int], Block] = {}
         self.num_sms = 132  # for reductions' launch configuration
+        # _record_memory_history (runtime/device/memory_history.py): its `record(device, action,
+        # addr, size, stream)` is called where torch's allocator calls record_trace
+        self.history: Any = None
+        self._segment_frames: dict[int, list] = {}
 
     # -- the numbers torch.cuda reports
     @property
@@ -457,6 +462,10 @@ class AllocatorModel:
             return None
         addr = self._addresses.take(alloc_size)
         b = Block(addr, alloc_size, stream, pool.small, addr)
+        if self.history is not None:
+            frames = self.history.record(self.device, "segment_alloc", addr, alloc_size, stream)
+            if frames is not None:
+                self._segment_frames[addr] = frames
         self.total_reserved += alloc_size
         self._segments[addr] = b
         self._inc("segment", pool.small, 1)
@@ -505,6 +514,8 @@ class AllocatorModel:
         self._inc("requested_bytes", b.small, orig)
         if b.size >= self.config.max_split_size:
             self.oversize_allocations.inc(1)
+        if self.history is not None:
+            b.frames = self.history.record(self.device, "alloc", b.addr, orig, stream)
         if self.on_event is not None:
             self.on_event(b.addr, b.size, self.allocated, self.reserved)
         return b
@@ -543,6 +554,8 @@ class AllocatorModel:
     def _free(self, b: Block) -> None:
         b.allocated = False
         addr, size = b.addr, b.size
+        if self.history is not None:
+            self.history.record(self.device, "free_requested", addr, b.requested, b.stream)
         self._dec("allocation", b.small, 1)
         self._dec("allocated_bytes", b.small, b.size)
         if b.size >= self.config.max_split_size:
@@ -558,6 +571,9 @@ class AllocatorModel:
 
     def _free_block(self, b: Block) -> None:
         """Move a block into its pool of cached free blocks, merging it with free neighbours."""
+        if self.history is not None:
+            self.history.record(self.device, "free_completed", b.addr, b.requested, b.stream)
+        b.frames = None
         b.pending = False
         pool = self._small if b.small else self._large
         orig_size, requested = b.size, b.requested
@@ -627,6 +643,9 @@ class AllocatorModel:
 
     # ---------------------------------------------------------------- releasing segments
     def _release_block(self, b: Block) -> None:
+        if self.history is not None:
+            self.history.record(self.device, "segment_free", b.addr, b.size, b.stream)
+        self._segment_frames.pop(b.addr, None)
         pool = self._small if b.small else self._large
         pool.remove(b)
         self.counters["num_device_free"] += 1
@@ -685,6 +704,8 @@ class AllocatorModel:
         self.counters["num_ooms"] += 1
         allocated, reserved = self.allocated, self.reserved
         free = self.device_free
+        if self.history is not None:
+            self.history.record(self.device, "oom", free, alloc_size, self.current_stream())
         if self.allowed_memory_maximum is not None:
             allowed = f"{format_size(self.allowed_memory_maximum)} allowed; "
         else:
@@ -839,7 +860,7 @@ class AllocatorModel:
                 while b is not None:
                     state = "active_allocated" if b.allocated else ("active_pending_free" if b.pending else "inactive")
                     blocks.append({"address": b.addr, "size": b.size, "requested_size": b.requested,
-                                   "state": state, "frames": []})
+                                   "state": state, "frames": list(b.frames or ())})
                     total += b.size
                     if b.allocated:
                         alloc += b.size
@@ -850,7 +871,8 @@ class AllocatorModel:
                 out.append({"device": self.device, "address": base, "total_size": total, "allocated_size": alloc,
                             "active_size": active, "requested_size": requested, "stream": head.stream,
                             "segment_type": "small" if head.small else "large", "segment_pool_id": (0, 0),
-                            "is_expandable": False, "frames": [], "blocks": blocks})
+                            "is_expandable": False, "frames": list(self._segment_frames.get(base, ())),
+                            "blocks": blocks})
             return out
 
     def check(self) -> None:

@@ -126,9 +126,15 @@ def install() -> None:
         "can_device_access_peer": lambda device, peer_device: True,
     }
     patches.update(memory.api(st, props["total_memory"]))
+    from phantora_prof.runtime.device import memory_history
+    from phantora_prof.runtime.device.allocator import _models
+
+    # torch.cuda.memory._record_memory_history / _dump_snapshot (memory_viz's format)
+    memory_history.install(memory_history.MemoryHistory(lambda: st.clock.wall_ns() // 1000), _models)
     for name, fn in patches.items():
         setattr(cuda, name, fn)
     cuda.default_generators = generators
+    cuda_rng.install_generator_factory(lambda: st.current_device, st.config.device_count)
     # Same functions where torch re-exports or caches them.
     torch.cuda.memory.memory_allocated = cuda.memory_allocated
     for name in ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",

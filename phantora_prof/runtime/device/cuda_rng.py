@@ -7,13 +7,21 @@ or `torch.cuda.get_rng_state()`, and index the tuple by device. Each simulated d
 generator with the layout CUDA's Philox generator reports: 16 bytes, the seed then the offset,
 both little-endian int64 (DTensor's tracker reads those two fields directly).
 
+Each generator is a real `torch.Generator` (a subclass of it), so the dispatcher accepts it
+wherever an op takes `generator=`: `torch.randint(..., device="cuda", generator=g)`,
+`torch.randperm`, `multinomial`, `nn.init`'s functions. Underneath it is a CPU generator, seeded
+with the CUDA one's seed: random ops whose small outputs get real values (values.py) draw from
+it, deterministically per seed. `torch.Generator(device="cuda")` makes one
+(`install_generator_factory`; a CPU build cannot make CUDA generators at all).
+
 Approximate on purpose: simulated (fake) tensors hold no data, so random kernels draw nothing
-and the offset does not advance by itself; it changes only when a program sets it.
+and the offset does not advance by itself; it changes only when a program sets it. Values
+drawn on the CPU differ from what a GPU's Philox generator would draw.
 """
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -22,16 +30,35 @@ DEFAULT_SEED = 67280421310721
 _STATE_BYTES = 16
 
 
-class SimCudaGenerator:
-    """The state of one device's CUDA generator: a seed and a Philox offset."""
+_CGenerator = torch._C.Generator
+_SEED_MASK = 0xFFFF_FFFF_FFFF_FFFF
 
-    def __init__(self, index: int, seed: int = DEFAULT_SEED, offset: int = 0) -> None:
-        self.device = torch.device("cuda", index)
-        self._seed = seed
+
+class SimCudaGenerator(_CGenerator):
+    """The state of one device's CUDA generator: a seed and a Philox offset.
+
+    A `torch.Generator` (CPU underneath) whose `device` is the simulated GPU and whose state
+    has CUDA's layout."""
+
+    def __new__(cls, index: int = 0, seed: int = DEFAULT_SEED, offset: int = 0) -> "SimCudaGenerator":
+        return super().__new__(cls)  # a CPU generator: the C constructor cannot make a CUDA one here
+
+    def __init__(self, index: int = 0, seed: int = DEFAULT_SEED, offset: int = 0) -> None:
+        self._device = torch.device("cuda", index)
+        self._seed = 0
+        self._seed_cpu(seed)
         self._offset = offset
 
-    def manual_seed(self, seed: int) -> "SimCudaGenerator":
-        self._seed = int(seed) & 0xFFFF_FFFF_FFFF_FFFF
+    @property
+    def device(self) -> torch.device:  # type: ignore[override]
+        return self._device
+
+    def _seed_cpu(self, seed: int) -> None:
+        self._seed = int(seed) & _SEED_MASK
+        _CGenerator.manual_seed(self, self._seed)
+
+    def manual_seed(self, seed: int) -> "SimCudaGenerator":  # type: ignore[override]
+        self._seed_cpu(seed)
         self._offset = 0
         return self
 
@@ -49,17 +76,17 @@ class SimCudaGenerator:
     def set_offset(self, offset: int) -> None:
         self._offset = int(offset)
 
-    def get_state(self) -> torch.Tensor:
+    def get_state(self) -> torch.Tensor:  # type: ignore[override]
         raw = self._seed.to_bytes(8, "little") + self._offset.to_bytes(8, "little", signed=False)
         return torch.frombuffer(bytearray(raw), dtype=torch.uint8).clone()
 
-    def set_state(self, new_state: torch.Tensor) -> "SimCudaGenerator":
+    def set_state(self, new_state: torch.Tensor) -> "SimCudaGenerator":  # type: ignore[override]
         if not isinstance(new_state, torch.Tensor) or new_state.dtype != torch.uint8 or new_state.numel() != _STATE_BYTES:
             raise RuntimeError(f"RNG state must be a torch.ByteTensor of {_STATE_BYTES} bytes "
                                f"(seed, offset) for a CUDA generator, got {getattr(new_state, 'dtype', type(new_state))} "
                                f"of {getattr(new_state, 'numel', lambda: '?')()} element(s)")
         raw = bytes(new_state.detach().cpu().contiguous().tolist())
-        self._seed = int.from_bytes(raw[:8], "little")
+        self._seed_cpu(int.from_bytes(raw[:8], "little"))
         self._offset = int.from_bytes(raw[8:], "little")
         return self
 
@@ -71,11 +98,67 @@ class SimCudaGenerator:
         return self
 
     def graphsafe_set_state(self, other: "SimCudaGenerator") -> "SimCudaGenerator":
-        self._seed, self._offset = other._seed, other._offset
+        self._seed_cpu(other._seed)
+        self._offset = other._offset
         return self
+
+    def __reduce__(self) -> tuple:
+        return (SimCudaGenerator, (self.device.index, self._seed, self._offset))
+
+    def __deepcopy__(self, memo: dict) -> "SimCudaGenerator":
+        return SimCudaGenerator(self.device.index, self._seed, self._offset)
 
     def __repr__(self) -> str:
         return f"SimCudaGenerator(device={self.device}, seed={self._seed}, offset={self._offset})"
+
+
+def _is_generator(obj: Any) -> bool:
+    return isinstance(obj, _CGenerator)
+
+
+def install_generator_factory(current_device: Callable[[], int], device_count: int) -> None:
+    """`torch.Generator(device="cuda[:i]")` returns a SimCudaGenerator; other devices get torch's.
+
+    `torch.Generator` becomes a subclass of torch's class whose metaclass answers
+    `isinstance` / `issubclass` for every generator (CPU ones included) and makes the CUDA ones
+    itself, since torch's C constructor refuses a CUDA device on a CPU build (and would need a
+    real GPU on a CUDA one). torch's own class stays `torch._C.Generator`."""
+    if isinstance(torch.Generator, _GeneratorMeta):
+        return
+
+    def make(device: Any = None) -> _CGenerator:
+        if device is None:
+            return _CGenerator()
+        d = torch.device(device) if not isinstance(device, int) else torch.device("cuda", device)
+        if d.type != "cuda":
+            return _CGenerator(device=d)
+        index = current_device() if d.index is None else d.index
+        if not 0 <= index < device_count:
+            raise RuntimeError(f"torch.Generator(device={str(device)!r}): the simulated machine has "
+                               f"{device_count} GPU(s) per rank (cuda:0..cuda:{device_count - 1})")
+        return SimCudaGenerator(index)
+
+    _GeneratorMeta.make = staticmethod(make)
+    torch.Generator = Generator  # type: ignore[misc]
+
+
+class _GeneratorMeta(type(_CGenerator)):  # type: ignore[misc]
+    make: Callable[..., _CGenerator]
+
+    def __call__(cls, device: Any = None) -> _CGenerator:  # type: ignore[override]
+        return cls.make(device)
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, _CGenerator)
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        return issubclass(sub, _CGenerator)
+
+
+class Generator(_CGenerator, metaclass=_GeneratorMeta):
+    """What `torch.Generator` names under the simulator (see install_generator_factory)."""
+
+    __module__ = "torch"
 
 
 def api(generators: tuple[SimCudaGenerator, ...], index: Any) -> dict[str, Any]:

@@ -6,7 +6,9 @@ that buffers stayed in place (torchtitan's CUDA-graph wrapper records its static
 addresses; checkpointers deduplicate shared storages by pointer): with every pointer 0, all
 tensors alias. Each CUDA storage gets the address of the block the allocator model gave it
 (runtime/device/memory.py), plus the tensor's storage offset; storages without a block (e.g. of
-size 0) get a distinct address of their own.
+size 0) get a distinct address of their own. `untyped_storage().data_ptr()` (safetensors' and
+HF transformers' shared-tensor checks) answers the storage's block address the same way,
+without torch's FakeTensor warning; a storage the allocator model never saw answers as before.
 """
 from __future__ import annotations
 
@@ -38,3 +40,13 @@ def install() -> None:
         return _storage_address(self.untyped_storage()) + self.storage_offset() * self.element_size()
 
     FakeTensor.data_ptr = data_ptr  # type: ignore[method-assign]
+
+    original_storage_ptr = torch.UntypedStorage.data_ptr
+
+    def storage_data_ptr(self) -> int:
+        block = getattr(self, "_phantora_block", None)
+        if block is None:
+            return original_storage_ptr(self)
+        return int(block.addr)
+
+    torch.UntypedStorage.data_ptr = storage_data_ptr  # type: ignore[method-assign]

@@ -376,7 +376,9 @@ class CaptureMode(TorchDispatchMode):
                 if general_key is not None:
                     self._general_cache.remember(general_key, out)
         except DynamicOutputShapeException:
-            out = self._data_dependent_estimate(func, name, fargs, fkwargs)
+            out = self._data_dependent_exact(func, args, kwargs)
+            if out is None:
+                out = self._data_dependent_estimate(func, name, fargs, fkwargs)
         except Exception as exc:  # noqa: BLE001 - turned into a clear error below
             mixed = _mixed_devices(exc)
             if mixed is not None:  # the script's own bug, reported as CUDA torch reports it
@@ -731,6 +733,29 @@ class CaptureMode(TorchDispatchMode):
         self._close_autograd()
 
     # ---- errors and estimates ----
+    def _data_dependent_exact(self, func, args: tuple, kwargs: dict):
+        """A data-dependent op whose CUDA inputs all have real values (small tensors, values.py):
+        its outputs take the sizes the real data gives (`idx[idx > 500]`, `nonzero`, `unique` of
+        a small index tensor); value propagation then fills them in. None when a value is missing."""
+        real = values.data_dependent_result(func, args, kwargs)
+        if real is None:
+            return None
+        device = next((t.device for t in tensors_in((args, kwargs))
+                       if isinstance(t, torch.Tensor) and t.device.type == "cuda"), None)
+        if device is None:
+            return None
+        fake_mode = self.fake_mode
+
+        def like(r: Any) -> Any:
+            if not isinstance(r, torch.Tensor):
+                return r
+            with fake_mode:
+                return torch.empty_strided(tuple(r.shape), tuple(r.stride()), dtype=r.dtype, device=device)
+
+        if isinstance(real, (tuple, list)):
+            return type(real)(like(r) for r in real)
+        return like(real)
+
     def _data_dependent_estimate(self, func, name: str, args: tuple, kwargs: dict):
         """Ops whose output size depends on the data (nonzero, masked_select, unique, boolean
         indexing): the simulation has no data, so it continues with the upper bound (every

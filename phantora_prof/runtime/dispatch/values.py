@@ -22,12 +22,17 @@ Approximations (documented, on purpose):
 - Small collectives (all-reduce, broadcast, all-gather up to `MAX_BYTES`) exchange the real
   values between the ranks through gloo (see `exchange`); other collectives leave their
   outputs without values.
-- `empty` gives zeros; random ops draw from the CPU generator (values differ from a GPU's).
+- `empty` gives zeros; random ops draw from the device's simulated CUDA generator (a CPU
+  generator seeded as CUDA's is: the same values in every run; not the values a GPU's Philox
+  generator would draw).
+- Ops whose output size depends on the data (boolean indexing, nonzero, unique) get their
+  exact size when their inputs have values (`data_dependent_result`), else the upper bound.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
@@ -197,13 +202,82 @@ def _propagate(func, name: str, args: tuple, kwargs: dict, out: Any) -> None:
                 _give_shadow(t, None)
         return
     try:
-        r = func(*cpu_args, **cpu_kwargs)
+        with _device_generator(func, args, kwargs, cpu_kwargs):
+            r = func(*cpu_args, **cpu_kwargs)
     except Exception as exc:  # noqa: BLE001 - the CPU has no kernel for it: values unknown
         log.debug("no CPU values for %s: %s", name, exc)
         forget(_written(func, args, kwargs))
         forget(out)
         return
     _store(out, r)
+
+
+_GENERATOR_ARG: dict = {}
+
+
+@contextlib.contextmanager
+def _device_generator(func, args: tuple, kwargs: dict, cpu_kwargs: dict) -> Iterator[None]:
+    """A random op run on the CPU for a CUDA tensor's values draws from that device's
+    (simulated) CUDA generator, not from the CPU's: CUDA's default generator starts from a
+    fixed seed and follows torch.manual_seed / torch.cuda.manual_seed, so the values (and any
+    data-dependent size computed from them) are the same in every run, as on a GPU, while
+    torch's CPU generator is seeded at random in every process. An op with a `generator`
+    argument is given the device's; one without (`randperm`'s default overload) runs with the
+    CPU default generator set to the device generator's state, which then takes the advanced
+    state back."""
+    gen = None
+    if torch.Tag.nondeterministic_seeded in func.tags:
+        position = _GENERATOR_ARG.get(func)
+        if position is None:
+            position = _GENERATOR_ARG[func] = next(
+                (i for i, a in enumerate(func._schema.arguments) if a.name == "generator"), -1)
+        explicit = cpu_kwargs.get("generator") is not None or 0 <= position < len(args)
+        gen = None if explicit else _device_generator_of(args, kwargs)
+    if gen is None:
+        yield
+        return
+    if position >= 0:
+        cpu_kwargs["generator"] = gen
+        yield
+        return
+    cpu = torch.default_generator
+    saved = cpu.get_state()
+    cpu.set_state(torch._C.Generator.get_state(gen))
+    try:
+        yield
+    finally:
+        torch._C.Generator.set_state(gen, cpu.get_state())
+        cpu.set_state(saved)
+
+
+def _device_generator_of(args: tuple, kwargs: dict) -> torch.Generator | None:
+    device = next((t.device for t in tensors_in((args, kwargs)) if t.device.type == "cuda"), None)
+    if device is None and kwargs.get("device") is not None:
+        device = torch.device(kwargs["device"])
+    if device is None or device.type != "cuda":
+        return None
+    generators = torch.cuda.default_generators
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if 0 <= index < len(generators) and isinstance(generators[index], torch._C.Generator):
+        return generators[index]
+    return None
+
+
+def data_dependent_result(func, args: tuple, kwargs: dict) -> Any:
+    """The real (CPU) result of an op whose output size depends on the data (nonzero,
+    boolean indexing, unique, masked_select) when every CUDA input has a value; else None."""
+    name = func._schema.name
+    with _disable_current_modes():
+        try:
+            cpu_args = _map(args, name)
+            cpu_kwargs = {k: _map(v, name) for k, v in kwargs.items()}
+        except _Unknown:
+            return None
+        try:
+            return func(*cpu_args, **cpu_kwargs)
+        except Exception as exc:  # noqa: BLE001 - no CPU kernel: the caller estimates
+            log.debug("no CPU values for %s: %s", name, exc)
+            return None
 
 
 def _amp_check_and_unscale(func, args: tuple, kwargs: dict) -> None:

@@ -15,6 +15,10 @@ import runpy
 import sys
 import traceback
 
+# What main() runs after the host model starts counting is charged to the program: imports
+# belong up here (runtime/host/pyhost.py). Neither imports torch.
+from phantora_prof.runtime.patches import mp_spawn
+
 
 def _parse(argv: list[str]) -> tuple[str, str, list[str]]:
     if not argv:
@@ -132,6 +136,7 @@ def main() -> None:
             print(code, file=sys.stderr)
             exit_code = 1
     except KeyboardInterrupt:
+        mp_spawn.release_at_exit()
         traceback.print_exc()
         exit_code = 130
     except BaseException:  # noqa: BLE001 - the user's exception, reported as python would
@@ -141,6 +146,7 @@ def main() -> None:
         if profiler is not None:
             runtime.state.self_profile = None
             profiler.stop_and_write()
+        mp_spawn.release_at_exit()
         _flush_std_streams()
         runtime.finish(exit_code)
     if os.environ.get("PHANTORA_FULL_FINALIZE"):
@@ -268,6 +274,7 @@ def _print_user_traceback() -> None:
     """Print the traceback as `python script.py` would show it: without the frames of our
     bootstrap before the script, nor those of the simulation runtime (an error raised inside
     the simulated GPU, e.g. OutOfMemoryError, points at the user's line that caused it)."""
+    mp_spawn.release_at_exit()  # a relaunched mp.spawn rank's held-back output first
     etype, value, tb = sys.exc_info()
     package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # .../phantora_prof
     runpy_file = runpy.__file__.rstrip("c")

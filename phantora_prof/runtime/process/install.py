@@ -16,7 +16,7 @@ from phantora_prof.protocol import Goodbye, Hello
 from phantora_prof.runtime.process import clock as _clock
 from phantora_prof.runtime.device import cuda_api
 from phantora_prof.runtime.dispatch import sdpa
-from phantora_prof.runtime.patches import fake_identity, modules, profiler
+from phantora_prof.runtime.patches import fake_identity, modules, mp_spawn, profiler
 from phantora_prof.runtime.process import state as _state
 from phantora_prof.runtime.process.channel import connect_from_env
 from phantora_prof.runtime.process.state import RankConfig, RuntimeState
@@ -145,6 +145,7 @@ def install(config: RankConfig) -> InstalledRuntime:
 
     pointers.install()  # data_ptr() of simulated CUDA tensors: distinct per storage
     modules.install()
+    mp_spawn.install()  # torch.multiprocessing.spawn: each simulated rank runs fn(rank, ...)
     from phantora_prof.runtime.host import optim_host
 
     optim_host.install()  # measured per-parameter host work of optimizer steps and zero_grad
