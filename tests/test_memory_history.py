@@ -2,12 +2,15 @@
 torch.cuda.memory._dump_snapshot writes, in torch's format, readable by torch's own tools."""
 from __future__ import annotations
 
+import gzip
 import pickle
 import subprocess
 import sys
 from pathlib import Path
 
 SCRIPT = Path(__file__).parent / "scripts" / "memory_history.py"
+# the same script's snapshot on a real H200 (torch 2.11; tools/holdout/real_h200/session20/)
+REAL = Path(__file__).resolve().parents[1] / "tools" / "holdout" / "real_h200" / "session20" / "memhist_real.pickle.gz"
 PY = sys.executable
 
 
@@ -50,3 +53,17 @@ def test_memory_snapshot_of_a_simulated_step(cli):
         out = subprocess.run([PY, "-m", "torch.cuda._memory_viz", command, str(snap)], capture_output=True,
                              text=True, timeout=120)
         assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_allocator_actions_equal_a_real_h200_run_of_the_same_script(cli):
+    """Every allocator action of the script (46: segments, allocations, frees, the release of
+    cached segments before the out-of-memory error, the OOM), in order and size, as the real
+    allocator did them on an H200, including the contiguous clones cuBLAS needs of the
+    expanded gradient `.sum().backward()` gives the first backward GEMMs."""
+    snap = cli.cwd / "snap.pickle"
+    r = cli("--no-trace", PY, str(SCRIPT), str(snap), timeout=200)
+    assert r.returncode == 0, r.stderr[-3000:]
+    real = pickle.loads(gzip.decompress(REAL.read_bytes()))["device_traces"][0]
+    sim = pickle.loads(snap.read_bytes())["device_traces"][0]
+    assert [(e["action"], e["size"]) for e in sim] == [(e["action"], e["size"]) for e in real]
+    assert set(sim[0]) == set(real[0])  # the same fields per entry

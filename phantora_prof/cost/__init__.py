@@ -221,6 +221,11 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
         nbytes = sum(t.nbytes for t in outs if t is not None)
         return [Kernel(_K.KIND_MEMSET, _K.MEMSET_NAME, int(_R.memset_ns(nbytes, gpu)), bytes=nbytes,
                        launch_api=_K.API_MEMSET, source="roofline")]
+    if base in BLAS_OPERANDS:
+        parts = _blas_operand_copies(op, base)
+        if parts is not None:  # operands cloned contiguous first, then the GEMM on the copies
+            return [k for part in parts for k in _estimate(part, gpu, allow_tf32, use_table, use_measured,
+                                                           use_family, source)]
     handler = _ops.handler_for(base)
     tbl = table("h200")
     if handler is _ops.embedding_dense_backward:
@@ -301,6 +306,42 @@ def _conv_bias_split(op: OpCall) -> tuple[OpCall, OpCall] | None:
 
 
 # ops whose biased form a CUDA build runs as the unbiased op and the bias's own kernel
+# GEMM ops whose matrix operands go through aten's prepare_(batch_)matrix_for_cublas, and
+# the positions of those operands
+BLAS_OPERANDS = {"mm": (0, 1), "addmm": (1, 2), "_addmm_activation": (1, 2), "bmm": (0, 1), "baddbmm": (1, 2),
+                  "addbmm": (1, 2)}
+
+
+def _contiguous(t: TensorArg) -> TensorArg:
+    expected, stride = 1, []
+    for size in reversed(t.shape):
+        stride.append(expected)
+        expected *= max(1, size)
+    return TensorArg(t.shape, tuple(reversed(stride)), t.dtype, t.device)
+
+
+def _blas_operand_copies(op: OpCall, base: str) -> list[OpCall] | None:
+    """A GEMM with an operand cuBLAS cannot take as it is (roofline.blas_needs_copy: an
+    expanded, stride-0 gradient, as `loss.sum().backward()` gives the first backward GEMMs), as
+    what a CUDA build runs: the operand's contiguous clone (a strided copy kernel), then the
+    GEMM on the clone. Measured on the H200 (tools/holdout/real_h200/session20/): each such
+    operand costs a clone and a transient allocation of its size inside the GEMM op. None when
+    every operand is usable."""
+    import dataclasses
+
+    args = list(op.args)
+    copies = []
+    for i in BLAS_OPERANDS[base]:
+        t = args[i] if i < len(args) else None
+        if isinstance(t, TensorArg) and _R.blas_needs_copy(t.shape, t.stride):
+            dense = _contiguous(t)
+            copies.append(dataclasses.replace(op, name="aten::clone", args=(t,), kwargs={}, outputs=(dense,)))
+            args[i] = dense
+    if not copies:
+        return None
+    return copies + [dataclasses.replace(op, args=tuple(args))]
+
+
 _SPLITS = {"convolution": _conv_forward_bias_split, "_convolution": _conv_forward_bias_split,
            "convolution_backward": _conv_bias_split}
 

@@ -94,6 +94,27 @@ def dense_order(t: TensorArg) -> tuple[int, ...] | None:
     return tuple(order)
 
 
+def blas_needs_copy(shape: tuple, stride: tuple) -> bool:
+    """Whether cuBLAS can take this GEMM operand as it is, by aten's rules
+    (cuda/Blas.cpp: prepare_matrix_for_cublas for a 2-D matrix, prepare_batch_matrix_for_cublas
+    for the matrices of a batch): dense and non-overlapping, or one unit stride with a leading
+    stride of at least the other dim. Anything else (an expanded, stride-0 gradient such as
+    `loss.sum().backward()` makes, a matrix sliced from a wider one's columns with both strides
+    above 1) is first cloned contiguous inside the GEMM op: one more copy kernel, one more
+    transient allocation."""
+    if len(shape) < 2 or len(stride) < 2:
+        return False
+    rows, cols = shape[-2], shape[-1]
+    s_rows, s_cols = stride[-2], stride[-1]
+    if len(shape) == 2 and dense_order(TensorArg(tuple(shape), tuple(stride), "float32", 0)) is not None:
+        return False
+    if s_cols == 1 and s_rows >= max(1, cols):
+        return False
+    if s_rows == 1 and s_cols >= max(1, rows):
+        return False
+    return True
+
+
 def one_dense_layout(tensors) -> bool:
     """Whether TensorIterator sees these operands as one contiguous block: all of the same
     shape, each dense in the same dim order (so a channels-last op runs the vectorized kernel

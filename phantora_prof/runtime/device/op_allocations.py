@@ -28,6 +28,8 @@ import threading
 from typing import Any
 
 from phantora_prof.runtime.device.allocator import _models
+from phantora_prof.cost import BLAS_OPERANDS
+from phantora_prof.cost.roofline import blas_needs_copy
 
 # ---------------------------------------------------------------- CUDA reductions' scratch
 
@@ -183,6 +185,19 @@ GEMM_OPS = frozenset({
 })
 
 
+def _blas_copied(name: str, args: tuple) -> list:
+    """The GEMM's matrix operands that aten clones contiguous first (cost: blas_needs_copy)."""
+    positions = BLAS_OPERANDS.get(name[6:].split(".")[0])
+    if positions is None:
+        return []
+    out = []
+    for i in positions:
+        t = args[i] if i < len(args) else None
+        if hasattr(t, "stride") and t.dim() >= 2 and blas_needs_copy(tuple(t.shape), tuple(t.stride())):
+            out.append(t)
+    return out
+
+
 def note_op(name: str, args: tuple, kwargs: dict, out: Any, device: int = 0) -> None:
     """Allocations an op makes besides its outputs, after the outputs were allocated: cuBLAS and
     cuBLASLt workspaces on the first GEMM of a (thread, stream), cuDNN attention workspaces, and
@@ -198,7 +213,12 @@ def note_op(name: str, args: tuple, kwargs: dict, out: Any, device: int = 0) -> 
             lt = getattr(bias, "dim", lambda: 0)() == 1 and beta == 1
         elif name == "aten::_scaled_mm":
             lt = True
+        # operands cuBLAS cannot take as they are: a contiguous clone, alive during the GEMM
+        # (after the output, around the handle's first workspace; H200 memory trace, session 20)
+        clones = [m.malloc(t.numel() * t.element_size()) for t in _blas_copied(name, args)]
         m.gemm(lt=lt)
+        for b in reversed(clones):
+            m.free(b)
     elif name in _REDUCTIONS:
         x = args[0] if args else None
         if x is None or not hasattr(x, "stride"):
