@@ -479,3 +479,33 @@ def test_roll_launches_one_kernel_per_rolled_dim_at_its_element_rate():
     assert times["bfloat16"] / 2 / 1e3 == pytest.approx(92.0, rel=0.1)
     one = estimate(call("aten::roll", [T(x, "bfloat16"), (3,), (1,)], [T(x, "bfloat16")]), "h200")
     assert len(one) == 1 and one[0].duration_ns * 2 == pytest.approx(times["bfloat16"], rel=0.01)
+
+
+def test_gemm_operand_cublas_cannot_take_is_cloned_first():
+    """aten's prepare_matrix_for_cublas: a stride-0 (expanded) operand is cloned contiguous
+    before the GEMM (a copy kernel first); a transposed or dense operand is not."""
+    w = T((512, 2048), "float32")
+    out = [T((64, 2048), "float32")]
+    dense = estimate(call("aten::mm", [T((64, 512), "float32"), w], out), "h200")
+    expanded = estimate(call("aten::mm", [T((64, 512), "float32", stride=(0, 0)), w], out), "h200")
+    transposed = estimate(call("aten::mm", [T((64, 512), "float32", stride=(1, 64)), w], out), "h200")
+    assert len(dense) == len(transposed) == 1
+    assert len(expanded) == 2 and "copy" in expanded[0].name and expanded[1].name == dense[0].name
+    assert R.blas_needs_copy((64, 512), (1024, 2)) and not R.blas_needs_copy((64, 512), (1, 64))
+
+
+def test_grouped_mm_and_long_sorts_as_measured_on_an_h200_moe_step():
+    """torch._grouped_mm: the prepare kernel and CUTLASS's grouped GEMM by B's layout, at the
+    profile's grouped_gemm efficiency (the H200 ran [8192, 1024] x [8, 1024, 4096] bf16 in
+    125 us); a sort of 8192 int64 keys: cub's onesweep, 8 passes (~57 us with its memsets)."""
+    a, b = T((8192, 1024), "bfloat16"), T((8, 1024, 4096), "bfloat16")
+    ks = estimate(call("aten::_grouped_mm", [a, b, T((8,), "int32")], [T((8192, 4096), "bfloat16")]), "h200")
+    assert len(ks) == 2 and "prepare_grouped_gemm_data" in ks[0].name and "GroupProblemShape" in ks[1].name
+    assert 100_000 < total(ks) < 160_000
+    ks = estimate(call("aten::sort.stable", [T((8192,), "int64")], [T((8192,), "int64"), T((8192,), "int64")],
+                       kwargs={"dim": -1}), "h200")
+    assert sum("Onesweep" in k.name for k in ks) == 8
+    assert 45_000 < total(ks) < 75_000
+    rows = estimate(call("aten::sort.stable", [T((64, 128), "float32")], [T((64, 128), "float32"),
+                                                                          T((64, 128), "int64")]), "h200")
+    assert not any("Onesweep" in k.name for k in rows)  # short rows: sorted in shared memory

@@ -158,6 +158,18 @@ def test_data_dependent_op_continues_with_estimate(cli):
     assert "aten::nonzero(torch.bool[65536]@cuda:0)" in r.stderr
 
 
+def test_mixture_of_experts_routing_over_simulated_data_is_balanced(cli):
+    """topk over data without values takes evenly spread choices, bincount / histc even
+    counts: where, nonzero and split sizes downstream are a balanced router's, without the
+    upper bound's warning (runtime/dispatch/values.py)."""
+    r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "routing")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "routing [1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024] [1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024] " \
+           "[1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024] [[0, 1], [2, 3]]" in r.stdout, r.stdout
+    assert "split [1024, 1024, 1024]" in r.stdout
+    assert "data-dependent output size" not in r.stderr
+
+
 def test_cuda_generators_and_exact_data_dependent_sizes_of_small_tensors(cli):
     """torch.Generator(device="cuda") works on a CPU build; a random op's values come from the
     device's CUDA generator (fixed default seed: the same in every run, as on a GPU), and a

@@ -39,6 +39,7 @@ CHECKED = {
     "hosts/h200.json": "test_host_model_and_profiles_say_where_they_come_from",
     "hosts/h200-2026-12-01.json": "test_host_model_and_profiles_say_where_they_come_from",
     "triton_h200.json": "test_triton_curve_is_the_fit_of_its_sweep",
+    "grouped_mm_h200.json": "test_grouped_mm_kernels_are_the_traces",
 }
 # hand-written model constants, each entry with its source (tests/test_profiles.py), not generated
 NOT_GENERATED = ("profiles/",)
@@ -49,6 +50,16 @@ def test_every_data_file_is_checked():
                    and p.suffix in (".json", ".gz") and not p.relative_to(DATA).as_posix().startswith(NOT_GENERATED))
     assert [f for f in files if f not in CHECKED] == [], "a data file without a staleness check: add one"
     assert [f for f in CHECKED if not (DATA / f).exists()] == []
+
+
+def test_grouped_mm_kernels_are_the_traces():
+    """cost/data/grouped_mm_h200.json is what `python -m phantora_prof.calibrate.grouped_mm`
+    reads from the H200 MoE profile (tools/holdout/real_h200/session20/moe/)."""
+    from phantora_prof.calibrate import grouped_mm
+
+    fresh = grouped_mm.table_from_trace(HOLDOUT / "session20" / "moe" / "moe_e8k2.pt.trace.json.gz")
+    assert json.loads((DATA / "grouped_mm_h200.json").read_text()) == fresh, \
+        "stale: rerun `python -m phantora_prof.calibrate.grouped_mm` (tools/holdout/real_h200/session20/README.md)"
 
 
 def test_triton_curve_is_the_fit_of_its_sweep():

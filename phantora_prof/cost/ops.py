@@ -7,7 +7,10 @@ time minus the fixed parts is shared among the weighted kernels in proportion.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+from functools import lru_cache
+from pathlib import Path
 
 from phantora_prof.cost import kernels as K
 from phantora_prof.cost.kernels import KernelSpec
@@ -158,6 +161,81 @@ def gemm(op, base, gpu, allow_tf32):
         return cost, []
     specs = K.gemm_specs(gpu, m, n, k, batch, dtype, _is_t(x), _is_t(w), bias, allow_tf32, split,
                          b_dtype=getattr(w, "dtype", None))
+    return cost, specs
+
+
+_GROUPED_MM_NAMES = Path(__file__).parent / "data" / "grouped_mm_h200.json"
+
+
+@lru_cache(maxsize=1)
+def _grouped_mm_names() -> dict:
+    return json.loads(_GROUPED_MM_NAMES.read_text())
+
+
+def grouped_mm(op, base, gpu, allow_tf32):
+    """torch._grouped_mm (mixture-of-experts layers: one GEMM per expert over its rows, `offs`
+    the groups' ends): CUTLASS's grouped GEMM after a one-block kernel that prepares the groups'
+    pointers. FLOPs as the dense product of the groups together (a 2-D x 3-D forward: the rows
+    of A split among the experts; 2-D x 2-D, the weight gradient: the shared dim split);
+    efficiency `grouped_gemm` of the profile (measured on an H200 MoE step, the routing's
+    imbalance included). Kernel names: the H200's bf16 ones, by B's layout."""
+    a, b = op.args[0], op.args[1]
+    if not (isinstance(a, TensorArg) and isinstance(b, TensorArg)) or len(a.shape) < 2 or len(b.shape) < 2:
+        return Cost(GEMM, "grouped_gemm"), []
+    if len(a.shape) == 2 and len(b.shape) == 3:
+        flops, variant = 2.0 * a.shape[0] * a.shape[1] * b.shape[2], ("b_col_major" if b.stride[-2] == 1 else "b_row_major")
+    elif len(a.shape) == 2 and len(b.shape) == 2:
+        flops, variant = 2.0 * a.shape[0] * a.shape[1] * b.shape[1], "weight_grad"
+    else:  # 3-D A: a batch of groups
+        groups = a.shape[0] if len(a.shape) == 3 else b.shape[0]
+        flops, variant = 2.0 * groups * a.shape[-2] * a.shape[-1] * b.shape[-1], "b_row_major"
+    outs = _outs(op)
+    nbytes = tensor_bytes(a) + tensor_bytes(b) + sum(tensor_bytes(t) for t in outs)
+    cost = Cost(GEMM, "grouped_gemm", flops, nbytes, gpu.peak_flops(a.dtype, allow_tf32))
+    table = _grouped_mm_names()
+    prepare, main = table[variant]
+    specs = [KernelSpec(K.KIND_KERNEL, prepare, (1, 1, 1), (8, 1, 1), 38, 0, dur_ns=int(table["prepare_ns"])),
+             KernelSpec(K.KIND_KERNEL, main, (gpu.num_sms, 1, 1), (384, 1, 1), 168, 215040, api=K.API_KERNEL_EX)]
+    return cost, specs
+
+
+def sort_op(op, base, gpu, allow_tf32):
+    """A sort along a dim whose rows are long (one row, or rows over 4096 elements) as ATen runs
+    it on CUDA: cub's onesweep radix sort of (key, index) pairs: the input copied, the indices
+    filled, a histogram and its exclusive sum, then one onesweep pass per 8 bits of the key
+    (8 for int64) each after a memset (the H200 trace of tools/holdout/moe.py: 8192 int64 keys,
+    ~57 us in 10 kernels and 10 memsets; 1.25 us when costed as one elementwise kernel). The
+    passes' bandwidth at large sizes is not measured (profile eff `radix_sort_pass`). Short
+    rows (bitonic sorts in shared memory, one block per row) keep the elementwise model."""
+    x = op.args[0] if op.args else None
+    if not isinstance(x, TensorArg) or not x.shape:
+        return elementwise(op, base, gpu, allow_tf32)
+    dim = arg(op, base, "dim", -1)
+    dim = int(dim if isinstance(dim, int) else -1) % len(x.shape)
+    n = x.shape[dim]
+    if x.numel // max(1, n) > 1 and n <= 4096:
+        return elementwise(op, base, gpu, allow_tf32)
+    passes = max(1, -(-x.itemsize * 8 // 8))
+    e_pass, e_setup = eff_for("radix_sort_pass", gpu), eff_for("radix_sort_setup", gpu)
+    pair_bytes = 2 * x.numel * (x.itemsize + 8)  # read and write the (key, index) pairs
+    pass_ns = e_pass.t0_ns + pair_bytes / (gpu.hbm_bandwidth * e_pass.mem) * 1e9
+    t = K.cpp(x.dtype)
+    specs = [KernelSpec(K.KIND_MEMCPY, "Memcpy DtoD (Device -> Device)", nbytes=x.numel * x.itemsize, api=K.API_MEMCPY,
+                        dur_ns=-1),
+             KernelSpec(K.KIND_KERNEL, "at::native::(anonymous namespace)::fill_reverse_indices_kernel(long*, int, "
+                        "at::cuda::detail::IntDivider<unsigned int>)", (max(1, -(-x.numel // 1024)), 1, 1), (1024, 1, 1),
+                        16, 0, weight=e_setup.t0_ns / 4),
+             KernelSpec(K.KIND_MEMSET, K.MEMSET_NAME, nbytes=8),
+             KernelSpec(K.KIND_MEMSET, K.MEMSET_NAME, nbytes=8 * 256),
+             KernelSpec(K.KIND_KERNEL, f"void at_cuda_detail::cub::detail::radix_sort::DeviceRadixSortHistogramKernel<{t}>",
+                        (gpu.num_sms * 7, 1, 1), (128, 1, 1), 32, 0, weight=e_setup.t0_ns / 2),
+             KernelSpec(K.KIND_KERNEL, f"void at_cuda_detail::cub::detail::radix_sort::DeviceRadixSortExclusiveSumKernel<{t}>",
+                        (passes, 1, 1), (256, 1, 1), 32, 0, weight=e_setup.t0_ns / 4)]
+    for _ in range(passes):
+        specs.append(KernelSpec(K.KIND_MEMSET, K.MEMSET_NAME, nbytes=8 * 256))
+        specs.append(KernelSpec(K.KIND_KERNEL, f"void at_cuda_detail::cub::detail::radix_sort::DeviceRadixSortOnesweepKernel<{t}>",
+                                (max(1, -(-x.numel // 5376)), 1, 1), (384, 1, 1), 64, 0, weight=pass_ns))
+    cost = Cost(INDEX, "radix_sort_setup", 0.0, 0.0, extra_ns=passes * pass_ns)
     return cost, specs
 
 
@@ -850,6 +928,8 @@ def cudnn_rnn(op, base, gpu, allow_tf32):
 def handler_for(base: str):
     if base in GEMM_OPS:
         return gemm
+    if base == "_grouped_mm":
+        return grouped_mm
     if base in ("convolution", "_convolution", "cudnn_convolution", "convolution_backward",
                 "cudnn_convolution_transpose", "_convolution_mode"):
         return convolution
@@ -894,6 +974,8 @@ def handler_for(base: str):
         return roll
     if base in RNG_OPS:
         return rng_op
+    if base == "sort":
+        return sort_op
     if base in ("native_dropout", "native_dropout_backward") and base == "native_dropout":
         return dropout
     return elementwise

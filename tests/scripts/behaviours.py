@@ -39,6 +39,16 @@ elif mode == "unsupported":
     x = torch.randn(1 << 16, device="cuda")  # too large for values (runtime/dispatch/values.py)
     idx = torch.nonzero(x > 0)
     print("nonzero shape", tuple(idx.shape))
+elif mode == "routing":
+    # a mixture-of-experts router over simulated (large) activations: balanced choices
+    x = torch.randn(4096, 512, device="cuda")
+    probs = torch.nn.Linear(512, 8).cuda()(x).softmax(-1)
+    weights, experts = probs.topk(2, dim=-1)
+    counts = torch.bincount(experts.flatten(), minlength=8)
+    hist = torch.histc(experts.flatten().float(), bins=8, min=0, max=7)
+    tokens = [torch.where(experts == e)[0].numel() for e in range(8)]
+    print("routing", counts.tolist(), [int(v) for v in hist.tolist()], tokens, experts[:2].tolist())
+    print("split", [t.shape[0] for t in torch.split(x.repeat_interleave(2, 0), counts.tolist())][:3])
 elif mode == "random":
     # a CUDA generator of the script's own; small tensors' data-dependent sizes from their values
     g = torch.Generator(device="cuda").manual_seed(3)

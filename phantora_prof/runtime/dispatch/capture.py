@@ -759,13 +759,16 @@ class CaptureMode(TorchDispatchMode):
     def _data_dependent_estimate(self, func, name: str, args: tuple, kwargs: dict):
         """Ops whose output size depends on the data (nonzero, masked_select, unique, boolean
         indexing): the simulation has no data, so it continues with the upper bound (every
-        element selected / distinct) and says so once per op."""
+        element selected / distinct) and says so once per op. bincount takes `minlength` bins
+        (every value assumed below it: a router's expert ids), else one per element."""
         x = args[0]
         n = x.numel()
         if name not in self.unsupported:
             self.unsupported[name] = "upper-bound estimate"
-            log.warning("%s(%s) has a data-dependent output size; continuing with the upper bound "
-                        "(%d elements)", name, ", ".join(_describe(a) for a in args), n)
+            how = ("minlength bins, the elements spread evenly over them (balanced routing)"
+                   if name == "aten::bincount" else f"the upper bound ({n} elements)")
+            log.warning("%s(%s) has a data-dependent output size; continuing with %s", name,
+                        ", ".join(_describe(a) for a in args), how)
         with self.fake_mode:
             if name in ("aten::nonzero", "aten::argwhere"):
                 return torch.empty((n, x.dim()), dtype=torch.int64, device=x.device)
@@ -778,6 +781,12 @@ class CaptureMode(TorchDispatchMode):
                 m = mask.numel() if mask is not None else n
                 rest = tuple(x.shape[mask.dim():]) if mask is not None else ()
                 return torch.empty((m, *rest), dtype=x.dtype, device=x.device)
+            if name == "aten::bincount":
+                # bins: minlength (the number of experts of a router), else one per element
+                weights = args[1] if len(args) > 1 else kwargs.get("weights")
+                minlength = int(args[2] if len(args) > 2 else kwargs.get("minlength", 0) or 0)
+                dtype = weights.dtype if isinstance(weights, torch.Tensor) else torch.int64
+                return torch.empty((minlength if minlength > 0 else max(n, 1),), dtype=dtype, device=x.device)
             if name in ("aten::_unique2", "aten::unique_dim", "aten::unique_consecutive", "aten::_unique"):
                 flat = torch.empty((n,), dtype=x.dtype, device=x.device)
                 inv = torch.empty(tuple(x.shape), dtype=torch.int64, device=x.device)

@@ -47,6 +47,14 @@ log = logging.getLogger(__name__)
 _empty, _zeros, _full, _tensor, _empty_like = torch.empty, torch.zeros, torch.full, torch.tensor, torch.empty_like
 
 MAX_BYTES = 16 * 1024  # storages up to this size get real values
+# integer and bool storages up to this size too: index lists, token ids, masks and a router's
+# expert choices (top-k indices, one-hot masks) steer data-dependent sizes (nonzero, where,
+# boolean indexing), and computing them on the CPU is cheap
+INDEX_MAX_BYTES = 1024 * 1024
+
+
+def _limit(dtype: torch.dtype) -> int:
+    return MAX_BYTES if dtype.is_floating_point or dtype.is_complex else INDEX_MAX_BYTES
 _ATTR = "_phantora_value"
 aten = torch.ops.aten
 
@@ -57,6 +65,16 @@ _ASSUME_FALSE = {"aten::isnan", "aten::isinf", "aten::isposinf", "aten::isneginf
 # data assumption). Without it, rejection loops such as torch.nn.init.trunc_normal_'s
 # `while mask.any(): resample` never end.
 _UNKNOWN_REDUCE = {"aten::any": False, "aten::all": True}
+# counts per bin of data that does not exist (a mixture-of-experts router's tokens per expert:
+# torch.histc / torch.bincount(minlength=E) of the top-k choices): balanced, every bin gets
+# its share of the elements. The same kind of assumption as above (a healthy run's routing is
+# balanced by its auxiliary loss); it keeps `counts.tolist()` as split sizes consistent.
+_BALANCED_COUNTS = {"aten::histc", "aten::bincount"}
+# top-k choices over data that does not exist (a router's experts per token): balanced too,
+# row r takes (r * k + j) % N for its j-th choice, so every expert gets the same share of
+# tokens downstream (one_hot, ==, where, nonzero, index_add_ compute exact sizes from them)
+_BALANCED_CHOICES = {"aten::topk"}
+_SYNTHESIZED = _BALANCED_COUNTS | _BALANCED_CHOICES
 # ops that write their (small) outputs without reading data: no shadow is needed on inputs
 _NO_DATA_READ = {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty",
                  "aten::new_empty_strided", "aten::zeros", "aten::zeros_like", "aten::new_zeros", "aten::ones",
@@ -81,7 +99,7 @@ def shadow(t: torch.Tensor) -> torch.Tensor | None:
 
 def _small(t: torch.Tensor) -> bool:
     try:
-        return t.untyped_storage().nbytes() <= MAX_BYTES
+        return t.untyped_storage().nbytes() <= _limit(t.dtype)
     except Exception:  # noqa: BLE001
         return False
 
@@ -128,12 +146,12 @@ def propagate(func, args: tuple, kwargs: dict, out: Any) -> Any:
             _amp_check_and_unscale(func, args, kwargs)
         return out
     if name not in _ASSUME_TRUE and name not in _ASSUME_FALSE and not _finite_decided(name, args) \
-            and name not in _UNKNOWN_REDUCE and _has_large_input(args, kwargs):
+            and name not in _UNKNOWN_REDUCE and name not in _SYNTHESIZED and _has_large_input(args, kwargs):
         # the common case (training-step ops), kept cheap: computed from data that does not
         # exist; only small written tensors can have had values
         written = _written(func, args, kwargs)
         if written:
-            forget([t for t in written if t.numel() * t.element_size() <= MAX_BYTES])
+            forget([t for t in written if t.numel() * t.element_size() <= _limit(t.dtype)])
         return out
     # Real CPU work: outside whatever modes are active (a framework's own FakeTensorMode, e.g.
     # DTensor's sharding propagation, would make the shadows fake too).
@@ -167,7 +185,7 @@ def _is_pure_view(func) -> bool:
 
 def _propagate(func, name: str, args: tuple, kwargs: dict, out: Any) -> None:
     if name not in _ASSUME_TRUE and name not in _ASSUME_FALSE and not _finite_decided(name, args) \
-            and name not in _UNKNOWN_REDUCE and _has_large_input(args, kwargs):
+            and name not in _UNKNOWN_REDUCE and name not in _SYNTHESIZED and _has_large_input(args, kwargs):
         forget(_written(func, args, kwargs))  # computed from data that does not exist
         return
     if _finite_decided(name, args):
@@ -181,6 +199,12 @@ def _propagate(func, name: str, args: tuple, kwargs: dict, out: Any) -> None:
         cpu_args = _map(args, name)
         cpu_kwargs = {k: _map(v, name) for k, v in kwargs.items()}
     except _Unknown:
+        if name in _BALANCED_COUNTS:
+            _balanced_counts(args, out)
+            return
+        if name in _BALANCED_CHOICES:
+            _balanced_choices(args, kwargs, out)
+            return
         if name in _UNKNOWN_REDUCE:
             for t in tensors_in(out):
                 if isinstance(t, FakeTensor) and t.device.type == "cuda" and _small(t):
@@ -263,6 +287,40 @@ def _device_generator_of(args: tuple, kwargs: dict) -> torch.Generator | None:
     return None
 
 
+def _balanced_counts(args: tuple, out: Any) -> None:
+    """The output of a histogram over data without values: its elements spread evenly over the
+    bins (the first `n % bins` bins one more), see _BALANCED_COUNTS."""
+    x = args[0] if args else None
+    n = int(x.numel()) if isinstance(x, torch.Tensor) else 0
+    for t in tensors_in(out):
+        if isinstance(t, FakeTensor) and t.device.type == "cuda" and _small(t) and t.dim() == 1:
+            bins = max(1, t.numel())
+            counts = [n // bins + (1 if i < n % bins else 0) for i in range(bins)]
+            _give_shadow(t, _tensor(counts, dtype=t.dtype, device="cpu"))
+        else:
+            forget(t)
+
+
+def _balanced_choices(args: tuple, kwargs: dict, out: Any) -> None:
+    """topk(x, k, dim) over data without values: the indices output gets balanced choices
+    (see _BALANCED_CHOICES); the values output stays unknown."""
+    x = args[0]
+    k = int(args[1] if len(args) > 1 else kwargs.get("k", 1))
+    dim = int(args[2] if len(args) > 2 else kwargs.get("dim", -1)) % max(1, x.dim())
+    values, indices = out[0], out[1]
+    forget(values)
+    if not (isinstance(indices, FakeTensor) and _small(indices)) or x.dim() == 0:
+        forget(indices)
+        return
+    n = max(1, int(x.shape[dim]))
+    moved = tuple(indices.shape[:dim]) + tuple(indices.shape[dim + 1:]) + (k,)
+    rows = 1
+    for size in moved[:-1]:
+        rows *= size
+    choice = (torch.arange(rows * k, dtype=torch.int64, device="cpu").reshape(moved) % n).movedim(-1, dim)
+    _give_shadow(indices, choice.to(indices.dtype))
+
+
 def data_dependent_result(func, args: tuple, kwargs: dict) -> Any:
     """The real (CPU) result of an op whose output size depends on the data (nonzero,
     boolean indexing, unique, masked_select) when every CUDA input has a value; else None."""
@@ -314,7 +372,7 @@ def _finite_decided(name: str, args: tuple) -> bool:
     """A comparison whose result does not depend on the (finite) data: `x OP x`, `x OP ±inf/nan`."""
     if name not in _COMPARE or len(args) < 2 or not isinstance(args[0], FakeTensor):
         return False
-    if args[0].numel() * args[0].element_size() > MAX_BYTES:  # elementwise: a large output
+    if args[0].numel() * args[0].element_size() > _limit(args[0].dtype):  # elementwise: a large output
         return False
     other = args[1]
     if other is args[0]:
@@ -325,11 +383,11 @@ def _finite_decided(name: str, args: tuple) -> bool:
 def _has_large_input(args: tuple, kwargs: dict) -> bool:
     """Cheap pre-check (no storage lookups): a large CUDA input has no values."""
     for t in tensors_in(args):
-        if t.device.type == "cuda" and t.numel() * t.element_size() > MAX_BYTES:
+        if t.device.type == "cuda" and t.numel() * t.element_size() > _limit(t.dtype):
             return True
     for v in kwargs.values():
         for t in tensors_in(v):
-            if t.device.type == "cuda" and t.numel() * t.element_size() > MAX_BYTES:
+            if t.device.type == "cuda" and t.numel() * t.element_size() > _limit(t.dtype):
                 return True
     return False
 
