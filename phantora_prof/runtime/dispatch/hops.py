@@ -19,6 +19,7 @@ tensors cannot be evaluated), else a causal mask is assumed (torchtitan's llama 
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 from typing import Any
@@ -81,17 +82,39 @@ def _block_density(block_mask: tuple) -> float | None:
     kv_len, kv_block = ints[1], ints[-1]
     kv_num = tensors[0]  # [B, H, q_blocks]
     full_kv_num = block_mask[4] if isinstance(block_mask[4], torch.Tensor) else None
-    try:
-        n = values.shadow(kv_num)
-        full = values.shadow(full_kv_num) if full_kv_num is not None else None
-    except Exception:  # noqa: BLE001
-        return None
-    if n is None or (full_kv_num is not None and full is None):
-        return None
     kv_blocks = max(1, -(-kv_len // max(1, kv_block)))
-    total = n.numel() * kv_blocks
-    used = float(n.sum()) + (float(full.sum()) if full is not None else 0.0)
+    with _simulator_cpu_work():  # reading the shadows makes CPU tensors too
+        try:
+            n = values.shadow(kv_num)
+            full = values.shadow(full_kv_num) if full_kv_num is not None else None
+        except Exception:  # noqa: BLE001
+            return None
+        if n is None or (full_kv_num is not None and full is None):
+            return None
+        total = n.numel() * kv_blocks
+        used = float(n.sum()) + (float(full.sum()) if full is not None else 0.0)
     return min(1.0, used / total) if total else None
+
+
+@contextlib.contextmanager
+def _simulator_cpu_work():
+    """CPU ops the cost model runs for itself (sums of a block mask's counts, a mask function
+    evaluated on the CPU): not the program's records, not its host time, outside any mode."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    from phantora_prof.runtime.dispatch import op_recorder
+    from phantora_prof.runtime.host import pyhost
+    from phantora_prof.runtime.process import state
+
+    host = state.get().pyhost if state.installed() else None
+    rec = op_recorder.get()
+    prev = rec.quiet(1) if rec is not None else None
+    try:
+        with pyhost.simulator_work(host), _disable_current_modes(), torch.no_grad():
+            yield
+    finally:
+        if rec is not None:
+            rec.quiet(prev)
 
 
 # the mask function is evaluated over at most this many (q, kv) positions (a bool each)
@@ -111,18 +134,8 @@ def _mask_density(mask_mod: Any, s_q: int, s_k: int, q_block: int, kv_block: int
     sequences are too long to evaluate every position)."""
     if not callable(mask_mod) or s_q * s_k > _MASK_EVAL_LIMIT or min(s_q, s_k, q_block, kv_block) <= 0:
         return None
-    from torch.utils._python_dispatch import _disable_current_modes
-
-    from phantora_prof.runtime.dispatch import op_recorder
-    from phantora_prof.runtime.host import pyhost
-    from phantora_prof.runtime.process import state
-
-    host = state.get().pyhost if state.installed() else None
-    rec = op_recorder.get()
-    prev = rec.quiet(1) if rec is not None else None  # the simulator's CPU ops: not the program's records
     try:
-        with pyhost.simulator_work(host), _disable_current_modes(), \
-                torch.no_grad():
+        with _simulator_cpu_work():
             zero = torch.zeros((), dtype=torch.int64)
             keep = mask_mod(zero, zero, torch.arange(s_q)[:, None], torch.arange(s_k)[None, :])
             keep = torch.broadcast_to(torch.as_tensor(keep, dtype=torch.bool), (s_q, s_k))
@@ -134,9 +147,6 @@ def _mask_density(mask_mod: Any, s_q: int, s_k: int, q_block: int, kv_block: int
     except Exception:  # noqa: BLE001 - a mask over other tensors, vmap-only code: not evaluable here
         log.debug("flex_attention mask not evaluated", exc_info=True)
         return None
-    finally:
-        if rec is not None:
-            rec.quiet(prev)
 
 
 def _causal_block_fraction(s_q: int, s_k: int, q_block: int, kv_block: int) -> float:
