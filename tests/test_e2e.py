@@ -158,6 +158,15 @@ def test_data_dependent_op_continues_with_estimate(cli):
     assert "aten::nonzero(torch.bool[65536]@cuda:0)" in r.stderr
 
 
+def test_data_dependent_ops_wait_for_the_gpu(cli):
+    """nonzero (and bincount, unique, boolean indexing) copy their output size to the host and
+    synchronize: the host returns from it after the GEMM queued before it has run."""
+    r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "sync")
+    assert r.returncode == 0, r.stderr[-2000:]
+    launch, after = map(float, re.search(r"launch_ms ([0-9.]+) after_nonzero_ms ([0-9.]+)", r.stdout).groups())
+    assert launch < 0.2 and after > 1.0, r.stdout  # a 4096^3 fp32 GEMM: ~2-3 ms on an H200
+
+
 def test_mixture_of_experts_routing_over_simulated_data_is_balanced(cli):
     """topk over data without values takes evenly spread choices, bincount / histc even
     counts: where, nonzero and split sizes downstream are a balanced router's, without the

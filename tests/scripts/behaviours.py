@@ -39,6 +39,18 @@ elif mode == "unsupported":
     x = torch.randn(1 << 16, device="cuda")  # too large for values (runtime/dispatch/values.py)
     idx = torch.nonzero(x > 0)
     print("nonzero shape", tuple(idx.shape))
+elif mode == "sync":
+    # an op whose output size depends on the data waits for the GPU, as its CUDA kernel does
+    import time
+
+    a = torch.randn(4096, 4096, device="cuda")
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    b = a @ a
+    t1 = time.perf_counter()
+    n = torch.nonzero(b[0] > 0)
+    t2 = time.perf_counter()
+    print(f"sync launch_ms {(t1 - t0) * 1e3:.3f} after_nonzero_ms {(t2 - t0) * 1e3:.3f}")
 elif mode == "routing":
     # a mixture-of-experts router over simulated (large) activations: balanced choices
     x = torch.randn(4096, 512, device="cuda")

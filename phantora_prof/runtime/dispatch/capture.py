@@ -363,6 +363,7 @@ class CaptureMode(TorchDispatchMode):
             if general_key is not None:
                 out = self._general_cache.outputs(general_key, self._wrap)
                 done = out is not None
+        reads_size = False
         if done:
             fargs, fkwargs, real_self = args, kwargs, None
         else:
@@ -376,6 +377,9 @@ class CaptureMode(TorchDispatchMode):
                 if general_key is not None:
                     self._general_cache.remember(general_key, out)
         except DynamicOutputShapeException:
+            # a CUDA kernel of such an op copies its output size to the host and waits for it
+            # (nonzero, bincount, unique, boolean indexing: cudaMemcpyAsync + cudaStreamSynchronize)
+            reads_size = True
             out = self._data_dependent_exact(func, args, kwargs)
             if out is None:
                 out = self._data_dependent_estimate(func, name, fargs, fkwargs)
@@ -420,6 +424,8 @@ class CaptureMode(TorchDispatchMode):
             _dist_consume(args, stream, device)
         st.channel.send(op)
         if kind == OpKind.MEMCPY and self._copy_blocks_host(func, args, kwargs, targs, touts):
+            host_sync(SyncKind.STREAM, stream, device, ext)
+        elif reads_size:
             host_sync(SyncKind.STREAM, stream, device, ext)
         return out
 
