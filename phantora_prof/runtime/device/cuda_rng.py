@@ -112,10 +112,6 @@ class SimCudaGenerator(_CGenerator):
         return f"SimCudaGenerator(device={self.device}, seed={self._seed}, offset={self._offset})"
 
 
-def _is_generator(obj: Any) -> bool:
-    return isinstance(obj, _CGenerator)
-
-
 def install_generator_factory(current_device: Callable[[], int], device_count: int) -> None:
     """`torch.Generator(device="cuda[:i]")` returns a SimCudaGenerator; other devices get torch's.
 

@@ -43,7 +43,6 @@ class MemoryHistory:
         self.wall_us = wall_us
         self.enabled: str | None = None
         self.context: str | None = None
-        self.python_stacks = True
         self.max_entries = sys.maxsize
         self.traces: dict[int, collections.deque] = {}
 

@@ -243,11 +243,10 @@ def note_op(name: str, args: tuple, kwargs: dict, out: Any, device: int = 0) -> 
         # group: shapes, pointers, strides), then its workspace, both freed after the launch.
         # Sizes from the H200 MoE trace at 8 groups (tools/holdout/real_h200/session20/); the
         # workspace is taken as the same for other group counts (not measured).
-        b = args[1] if len(args) > 1 else None
-        a = args[0] if args else None
-        groups = int(b.shape[0]) if hasattr(b, "dim") and b.dim() == 3 else (
-            int(a.shape[0]) if hasattr(a, "dim") and a.dim() == 3 else int(getattr(args[2], "numel", lambda: 1)())
-            if len(args) > 2 and args[2] is not None else 1)
+        offs = args[2] if len(args) > 2 else None
+        batched = [t for t in (args[1] if len(args) > 1 else None, args[0] if args else None)
+                   if hasattr(t, "dim") and t.dim() == 3]  # B first, then A: a 3-D operand's groups
+        groups = int(batched[0].shape[0]) if batched else (int(offs.numel()) if hasattr(offs, "numel") else 1)
         problems = m.malloc(60 * max(1, groups))
         m.transient(GROUPED_MM_WORKSPACE)
         m.free(problems)

@@ -364,6 +364,7 @@ class CaptureMode(TorchDispatchMode):
                 out = self._general_cache.outputs(general_key, self._wrap)
                 done = out is not None
         reads_size = False
+        known = None  # a data-dependent op's real (CPU) result, when its inputs have values
         if done:
             fargs, fkwargs, real_self = args, kwargs, None
         else:
@@ -380,8 +381,10 @@ class CaptureMode(TorchDispatchMode):
             # a CUDA kernel of such an op copies its output size to the host and waits for it
             # (nonzero, bincount, unique, boolean indexing: cudaMemcpyAsync + cudaStreamSynchronize)
             reads_size = True
-            out = self._data_dependent_exact(func, args, kwargs)
+            known = values.data_dependent_result(func, args, kwargs)
+            out = self._data_dependent_exact(known, args, kwargs) if known is not None else None
             if out is None:
+                known = None
                 out = self._data_dependent_estimate(func, name, fargs, fkwargs)
         except Exception as exc:  # noqa: BLE001 - turned into a clear error below
             mixed = _mixed_devices(exc)
@@ -389,7 +392,7 @@ class CaptureMode(TorchDispatchMode):
                 raise RuntimeError(mixed) from None
             raise self._unsupported(name, args, kwargs, exc) from None
         out = self._realize_cpu_outputs(out, real_self)
-        out = values.propagate(func, args, kwargs, out)
+        out = values.propagate(func, args, kwargs, out) if known is None else values.store_result(out, known)
 
         self._track_memory(out, name, args, kwargs)
         tid = st.tid()
@@ -739,13 +742,11 @@ class CaptureMode(TorchDispatchMode):
         self._close_autograd()
 
     # ---- errors and estimates ----
-    def _data_dependent_exact(self, func, args: tuple, kwargs: dict):
-        """A data-dependent op whose CUDA inputs all have real values (small tensors, values.py):
-        its outputs take the sizes the real data gives (`idx[idx > 500]`, `nonzero`, `unique` of
-        a small index tensor); value propagation then fills them in. None when a value is missing."""
-        real = values.data_dependent_result(func, args, kwargs)
-        if real is None:
-            return None
+    def _data_dependent_exact(self, real: Any, args: tuple, kwargs: dict):
+        """The fake outputs of a data-dependent op whose CUDA inputs all have real values
+        (small tensors, values.py), shaped as its CPU result `real` (`idx[idx > 500]`,
+        `nonzero`, `unique` of a small index tensor); `values.store_result` then gives them
+        those values. None without a CUDA input."""
         device = next((t.device for t in tensors_in((args, kwargs))
                        if isinstance(t, torch.Tensor) and t.device.type == "cuda"), None)
         if device is None:

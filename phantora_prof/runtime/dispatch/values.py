@@ -321,6 +321,17 @@ def _balanced_choices(args: tuple, kwargs: dict, out: Any) -> None:
     _give_shadow(indices, choice.to(indices.dtype))
 
 
+def store_result(out: Any, result: Any) -> Any:
+    """Give the fake outputs `out` the values of `result`, the op's CPU result over the
+    shadows (data_dependent_result), as propagation would have computed them; returns `out`."""
+    with _disable_current_modes():
+        if _outputs_small(out):
+            _store(out, result)
+        else:
+            forget(out)
+    return out
+
+
 def data_dependent_result(func, args: tuple, kwargs: dict) -> Any:
     """The real (CPU) result of an op whose output size depends on the data (nonzero,
     boolean indexing, unique, masked_select) when every CUDA input has a value; else None."""

@@ -79,9 +79,8 @@ _quiet: _QuietUntilSpawn | None = None
 class _DoneContext:
     """What `spawn(join=False)` returns: the processes' work is already done."""
 
-    def __init__(self, nprocs: int) -> None:
+    def __init__(self) -> None:
         self.processes: list[Any] = []
-        self._nprocs = nprocs
 
     def pids(self) -> list[int]:
         return [os.getpid()]
@@ -119,7 +118,7 @@ def _start_processes(fn: Callable, args: tuple = (), nprocs: int = 1, join: bool
         _join_children(local_rank, local_world)
     if index != 0:
         raise SystemExit(0)  # a child process ends when fn returns
-    return None if join else _DoneContext(nprocs)  # rank 0 goes on as the parent
+    return None if join else _DoneContext()  # rank 0 goes on as the parent
 
 
 def _join_children(local_rank: int, local_world: int) -> None:
@@ -149,11 +148,6 @@ def _request_relaunch(nprocs: int) -> None:
     raise SystemExit(EXIT_CODE)
 
 
-def _spawn(fn: Callable, args: tuple = (), nprocs: int = 1, join: bool = True, daemon: bool = False,
-           start_method: str = "spawn") -> Any:
-    return _start_processes(fn, args, nprocs, join, daemon, start_method)
-
-
 def install() -> None:
     """Replace torch.multiprocessing's spawn / start_processes; hold the output back when this
     rank is a relaunch (QUIET_ENV)."""
@@ -162,7 +156,7 @@ def install() -> None:
     import torch.multiprocessing.spawn as spawn_module
 
     for target in (tmp, spawn_module):
-        target.spawn = _spawn
+        target.spawn = _start_processes  # the same signature as torch's spawn
         target.start_processes = _start_processes
     if os.environ.get(QUIET_ENV) == "1" and _quiet is None:
         _quiet = _QuietUntilSpawn()
