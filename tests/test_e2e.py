@@ -167,6 +167,16 @@ def test_data_dependent_ops_wait_for_the_gpu(cli):
     assert launch < 0.2 and after > 1.0, r.stdout  # a 4096^3 fp32 GEMM: ~2-3 ms on an H200
 
 
+def test_ctc_loss_as_speech_models_run_it(cli):
+    """HF wav2vec2's loss: cudnn.flags(...) reads cuDNN's benchmark limit (absent from a CPU
+    build), `_use_cudnn_ctc_loss` is answered as CUDA answers it (int64 targets: no cuDNN), and
+    `_ctc_loss` sizes its work by the longest target, read from the target lengths' values."""
+    r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "ctc")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "ctc (36,) [9, 9, 9, 9] () (50, 4, 20) () 10 True" in r.stdout, r.stdout
+    assert "upper bound" not in r.stderr
+
+
 def test_mixture_of_experts_routing_over_simulated_data_is_balanced(cli):
     """topk over data without values takes evenly spread choices, bincount / histc even
     counts: where, nonzero and split sizes downstream are a balanced router's, without the

@@ -51,6 +51,22 @@ elif mode == "sync":
     n = torch.nonzero(b[0] > 0)
     t2 = time.perf_counter()
     print(f"sync launch_ms {(t1 - t0) * 1e3:.3f} after_nonzero_ms {(t2 - t0) * 1e3:.3f}")
+elif mode == "ctc":
+    # a speech model's CTC loss (HF wav2vec2: inside cudnn.flags(enabled=False), lengths as tensors)
+    import torch.nn.functional as F
+
+    logits = torch.randn(50, 4, 20, device="cuda", requires_grad=True)
+    labels = torch.randint(1, 20, (4, 12), device="cuda")
+    labels[:, 9:] = -100  # padding, as a data collator writes it
+    mask = labels >= 0
+    targets, target_lengths = labels.masked_select(mask), mask.sum(-1)
+    input_lengths = torch.full((4,), 50, dtype=torch.long, device="cuda")
+    with torch.backends.cudnn.flags(enabled=False):
+        loss = F.ctc_loss(logits.log_softmax(2), targets, input_lengths, target_lengths)
+    loss.backward()
+    padded = F.ctc_loss(logits.log_softmax(2), labels.clamp(min=1), [50] * 4, [9] * 4)
+    print("ctc", tuple(targets.shape), target_lengths.tolist(), tuple(loss.shape), tuple(logits.grad.shape),
+          tuple(padded.shape), torch.backends.cudnn.benchmark_limit, torch.backends.cudnn.enabled)
 elif mode == "routing":
     # a mixture-of-experts router over simulated (large) activations: balanced choices
     x = torch.randn(4096, 512, device="cuda")

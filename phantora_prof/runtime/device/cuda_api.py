@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import torch
+from torch.backends import ContextProp
 
 from phantora_prof.protocol import SyncKind
 from phantora_prof.runtime.device import cuda_rng, memory, streams
@@ -169,6 +170,7 @@ def _install_cudnn() -> None:
         target.is_available = lambda: True
         target.version = lambda: CUDNN_VERSION
         target._init = lambda: True
+    _install_cudnn_benchmark_limit(wrapper)
     # torch._C._cudnn's RNN modes (cudnnRNNMode_t), which torch.backends.cudnn.rnn reads
     modes = SimpleNamespace(rnn_relu=0, rnn_tanh=1, lstm=2, gru=3)
     from torch.backends.cudnn import rnn as cudnn_rnn
@@ -176,6 +178,28 @@ def _install_cudnn() -> None:
     namespace = cudnn_rnn.get_cudnn_mode.__globals__  # the module's own globals, whatever wraps it
     if namespace.get("_cudnn") is None:
         namespace["_cudnn"] = SimpleNamespace(RNNMode=modes)
+
+
+_CUDNN_BENCHMARK_LIMIT = [10]  # cuDNN's default: algorithms tried per convolution under benchmark mode
+
+
+def _install_cudnn_benchmark_limit(wrapper: Any) -> None:
+    """`torch.backends.cudnn.benchmark_limit` and the `torch._C` functions behind it.
+
+    A CUDA build has them; a CPU build does not, and once `is_available()` says yes,
+    `torch.backends.cudnn.flags(...)` (HF wav2vec2's CTC loss runs inside it) reads them.
+    The limit only matters to cuDNN's benchmark mode, which the simulator does not run."""
+    if not hasattr(torch._C, "_cuda_get_cudnn_benchmark_limit"):
+        torch._C._cuda_get_cudnn_benchmark_limit = lambda: _CUDNN_BENCHMARK_LIMIT[0]
+
+        def set_limit(limit: int) -> None:
+            _CUDNN_BENCHMARK_LIMIT[0] = int(limit)
+
+        torch._C._cuda_set_cudnn_benchmark_limit = set_limit
+    cls = type(wrapper)
+    if cls.__dict__.get("benchmark_limit", 0) is None and isinstance(cls.__dict__.get("benchmark"), ContextProp):
+        cls.benchmark_limit = ContextProp(torch._C._cuda_get_cudnn_benchmark_limit,
+                                          torch._C._cuda_set_cudnn_benchmark_limit)
 
 
 def _install_nvtx() -> None:

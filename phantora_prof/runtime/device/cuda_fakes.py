@@ -16,6 +16,7 @@ implementations return:
   bytes, k = 6 for LSTM and 7 for GRU, within 0.01% on 12 configurations; k = 2 for plain
   tanh / ReLU RNNs is an estimate (not measured). Its output is time-major in memory, a
   transposed view when batch_first, as ATen's cuDNN path returns it.
+- `_ctc_loss` (int-list lengths) and `_ctc_loss_backward`: the CUDA kernels' outputs.
 """
 from __future__ import annotations
 
@@ -84,10 +85,28 @@ def _rnn(input, weight, weight_stride0, weight_buf, hx, cx, mode, hidden_size, p
     return output, hy, cy, reserve, weight_buf
 
 
+def _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
+    """CTC loss with int-list lengths (known on the host): the negative log-likelihood per
+    sequence and log_alpha of (batch, frames, 2 x longest target + 1), as the CUDA kernel sizes
+    them. (The Tensor-lengths overload reads its lengths from the GPU: capture.ctc_loss_outputs.)"""
+    longest = targets.shape[1] if targets.dim() == 2 else max(target_lengths, default=0)
+    batch = log_probs.shape[1] if log_probs.dim() == 3 else 1
+    return (log_probs.new_empty((batch,)), log_probs.new_empty((batch, log_probs.shape[0], 2 * longest + 1)))
+
+
+def _ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha,
+                       blank, zero_infinity=False):
+    """The gradient of the log-probabilities: a fresh contiguous tensor shaped like them."""
+    return log_probs.new_empty(log_probs.shape)
+
+
 _META = {
     "_cudnn_rnn": _rnn,
     "_cudnn_rnn_flatten_weight": _flatten_weight,
     "_cudnn_rnn_backward": _rnn_backward,
+    "_ctc_loss": _ctc_loss,
+    "_ctc_loss_backward": _ctc_loss_backward,
+    "_ctc_loss_backward.Tensor": _ctc_loss_backward,
 }
 
 

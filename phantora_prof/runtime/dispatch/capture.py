@@ -28,7 +28,7 @@ from phantora_prof.cost.model import CostModel
 from phantora_prof.errors import UnsupportedOpError
 from phantora_prof.protocol import CPU_DEVICE, HIDDEN_DEPTH, AutogradSpan, OpCall, OpKind, SyncKind, TensorArg
 from phantora_prof.runtime.device import allocator, op_allocations, pinned
-from phantora_prof.runtime.dispatch import annotations, conv_layout, cuda_dispatch, fake_wrap, meta_cache, op_recorder, sdpa, values
+from phantora_prof.runtime.dispatch import annotations, conv_layout, cuda_dispatch, cuda_queries, fake_wrap, meta_cache, op_recorder, sdpa, values
 from phantora_prof.runtime.host import dataloader
 from phantora_prof.runtime.dispatch.tensors import tensors_in
 from phantora_prof.runtime.process import op_cpu
@@ -350,6 +350,9 @@ class CaptureMode(TorchDispatchMode):
             return None
         if func is _IS_PINNED:
             return False
+        query = cuda_queries.ANSWERS.get(func)
+        if query is not None:  # which backend would run (cuDNN's CTC loss): answered as CUDA's kernel does
+            return query(*args, **kwargs)
         done = False  # outputs made without FakeTensorMode's general dispatch
         if func in _FAST_OPS:
             out = self._fast_fake(func, args, kwargs)
@@ -385,7 +388,7 @@ class CaptureMode(TorchDispatchMode):
             out = self._data_dependent_exact(known, args, kwargs) if known is not None else None
             if out is None:
                 known = None
-                out = self._data_dependent_estimate(func, name, fargs, fkwargs)
+                out = self._data_dependent_estimate(func, name, fargs, fkwargs, args)
         except Exception as exc:  # noqa: BLE001 - turned into a clear error below
             mixed = _mixed_devices(exc)
             if mixed is not None:  # the script's own bug, reported as CUDA torch reports it
@@ -763,11 +766,14 @@ class CaptureMode(TorchDispatchMode):
             return type(real)(like(r) for r in real)
         return like(real)
 
-    def _data_dependent_estimate(self, func, name: str, args: tuple, kwargs: dict):
+    def _data_dependent_estimate(self, func, name: str, args: tuple, kwargs: dict, orig_args: tuple = ()):
         """Ops whose output size depends on the data (nonzero, masked_select, unique, boolean
         indexing): the simulation has no data, so it continues with the upper bound (every
         element selected / distinct) and says so once per op. bincount takes `minlength` bins
-        (every value assumed below it: a router's expert ids), else one per element."""
+        (every value assumed below it: a router's expert ids), else one per element. CTC loss
+        sizes its work by the longest target (`ctc_loss_outputs`)."""
+        if name == "aten::_ctc_loss":
+            return ctc_loss_outputs(self, args, kwargs, orig_args or args)
         x = args[0]
         n = x.numel()
         if name not in self.unsupported:
@@ -810,6 +816,34 @@ class CaptureMode(TorchDispatchMode):
                "The op has no fake (meta) implementation: register one with torch.library.register_fake "
                "(its GPU time can then be given with --op-cost NAME=TIME), or avoid the op on CUDA tensors.")
         return UnsupportedOpError(msg)
+
+
+def ctc_loss_outputs(mode: CaptureMode, args: tuple, kwargs: dict, orig_args: tuple) -> tuple:
+    """`aten::_ctc_loss`'s outputs as its CUDA kernel sizes them: the negative log-likelihood per
+    sequence and log_alpha of (batch, input frames, 2 * longest target + 1). With 1-D
+    (concatenated) targets the longest target comes from the target lengths, which the CUDA
+    kernel copies to the host; where the simulation has no values for them, the upper bound
+    (all targets in one sequence) with a warning."""
+    log_probs, targets = args[0], args[1]
+    lengths = orig_args[3] if len(orig_args) > 3 else kwargs.get("target_lengths")
+    batch = log_probs.size(1) if log_probs.dim() == 3 else 1
+    if targets.dim() == 2:
+        longest = targets.size(1)
+    else:
+        known = cuda_queries.known_ints(lengths)
+        if known is None:
+            longest = targets.numel()
+            if "aten::_ctc_loss" not in mode.unsupported:
+                mode.unsupported["aten::_ctc_loss"] = "upper-bound estimate"
+                log.warning("aten::_ctc_loss: the target lengths have no values in the simulation; its work "
+                            "is sized for one target of all %d labels (the upper bound)", longest)
+        else:
+            longest = max(known, default=0)
+    with mode.fake_mode:
+        nll = torch.empty((batch,), dtype=log_probs.dtype, device=log_probs.device)
+        alpha = torch.empty((batch, log_probs.size(0), 2 * longest + 1), dtype=log_probs.dtype,
+                            device=log_probs.device)
+    return nll, alpha
 
 
 if op_cpu.ACTIVE is not None:  # PHANTORA_OP_CPU: the capture mode's CPU per aten op
