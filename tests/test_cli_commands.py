@@ -72,3 +72,38 @@ def test_calibrate_commands_need_the_reference_data(tmp_path, monkeypatch):
         r = CliRunner().invoke(cli, ["calibrate", cmd, "--check"] if cmd != "cost-report" else ["calibrate", cmd])
         assert r.exit_code == 2, (cmd, r.output)
         assert "--reference" in r.output and "PHANTORA_REFERENCE" in r.output and "nowhere" in r.output
+
+
+def test_calibrate_families_add_keeps_the_points_already_there(tmp_path):
+    """`calibrate families --add` adds a new sweep's points to those of sweeps whose traces are
+    not kept, and refuses a trace already in the file."""
+    import gzip
+    import json
+
+    from phantora_prof.calibrate import families
+
+    kernel = ("kernel", "k", [1, 1, 1], [32, 1, 1], 16, 0, 0, "cudaLaunchKernel", 5000)
+    old = tmp_path / "fam.json.gz"
+    families.write(families.build([{"op": "relu", "key": "float32|c", "w": 1000.0, "t": 5000, "shape": [4],
+                                    "kernels": [kernel]}], ["old.pt.trace.json.gz"]), old)
+    trace = tmp_path / "new.pt.trace.json.gz"
+    trace.write_bytes(gzip.compress(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "user_annotation", "name": "sweep:{}", "ts": 0, "dur": 1, "pid": 1, "tid": 1}]}).encode()))
+    r = CliRunner().invoke(cli, ["calibrate", "families", "--add", "--out", str(old), str(trace)])
+    assert r.exit_code == 0, r.output
+    doc = families.read(old)
+    assert doc["sources"] == ["old.pt.trace.json.gz", "new.pt.trace.json.gz"]
+    assert [p["t"] for p in families.load_points(doc)] == [5000]
+    r = CliRunner().invoke(cli, ["calibrate", "families", "--add", "--out", str(old), str(trace)])
+    assert r.exit_code == 2 and "new.pt.trace.json.gz already in" in r.output
+
+
+def test_busy_fraction_counts_overlapping_streams_once():
+    """cuDNN's per-group kernels on its own streams overlap: a point keeps the time they span."""
+    from phantora_prof.calibrate.families import busy_fraction
+    from phantora_prof.calibrate.trace_ops import GpuAct
+
+    def act(stream, start, dur):
+        return GpuAct("kernel", "k", "cudaLaunchKernel", dur, stream=stream, start_ns=start)
+    assert busy_fraction([act(7, 0, 100), act(7, 100, 100)]) == 1.0
+    assert busy_fraction([act(13, 0, 100), act(14, 20, 100), act(15, 300, 50)]) == pytest.approx(170 / 250)

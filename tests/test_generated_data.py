@@ -122,8 +122,7 @@ def test_family_points_are_the_generators_output():
     from phantora_prof.calibrate import families
     from phantora_prof.cost import families as F
 
-    raw = gzip.decompress((DATA / "h200_families.json.gz").read_bytes())
-    doc = json.loads(raw)
+    doc = families.read(DATA / "h200_families.json.gz")
     assert doc["schema"] == F.SCHEMA and doc["gpu"] == F.GPU_KEY
     assert doc["sources"] and all(s.endswith(".pt.trace.json.gz") for s in doc["sources"])
     assert len(set(doc["names"])) == len(doc["names"]) and len(set(doc["apis"])) == len(doc["apis"])
@@ -131,7 +130,6 @@ def test_family_points_are_the_generators_output():
     name_i, api_i, dur_i = fields.index("name"), fields.index("api"), fields.index("dur_ns")
     assert list(doc["ops"]) == sorted(doc["ops"])
     n = 0
-    points = []
     for op, classes in doc["ops"].items():
         assert list(classes) == sorted(classes), op
         for key, pts in classes.items():
@@ -141,10 +139,9 @@ def test_family_points_are_the_generators_output():
                 assert p["w"] > 0 and p["k"], (op, key, p)
                 assert p["t"] == sum(k[dur_i] for k in p["k"]), (op, key, p)
                 assert all(0 <= k[name_i] < len(doc["names"]) and 0 <= k[api_i] < len(doc["apis"]) for k in p["k"])
-                points.append({"op": op, "key": key, "w": p["w"], "t": p["t"], "shape": p["s"],
-                               "kernels": [(k[0], doc["names"][k[name_i]], k[2:5], k[5:8], k[8], k[9], k[10],
-                                            doc["apis"][k[api_i]], k[dur_i]) for k in p["k"]]})
     assert n > 1000
+    points = families.load_points(doc)
+    assert len(points) == n
     # the generator's build from these points gives the same ops (names re-interned)
     again = families.build(points, doc["sources"])
 

@@ -78,12 +78,24 @@ def calibrate() -> None:
 @click.argument("traces", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=DATA / "h200_families.json.gz",
               show_default=True)
-def families_cmd(traces: tuple[Path, ...], out: Path) -> None:
+@click.option("--add", "add", is_flag=True,
+              help="keep the points already in --out (sweeps whose traces are not kept) and add these traces'")
+def families_cmd(traces: tuple[Path, ...], out: Path, add: bool) -> None:
     """Family curves from traces of `python -m phantora_prof.measure.sweep_families` (profiled on the GPU)."""
     from phantora_prof.calibrate import families
 
     points, skipped = families.collect(list(traces))
-    families.write(families.build(points, [t.name for t in traces]), out)
+    sources = [t.name for t in traces]
+    if add:
+        if not out.exists():
+            raise click.UsageError(f"--add: {out} does not exist (nothing to add to)")
+        old = families.read(out)
+        again = sorted(set(old["sources"]) & set(sources))
+        if again:
+            raise click.UsageError(f"--add: {', '.join(again)} already in {out}")
+        points = families.load_points(old) + points
+        sources = old["sources"] + sources
+    families.write(families.build(points, sources), out)
     click.echo(f"{len(points)} points ({sum(skipped.values())} calls skipped: {skipped or 'none'}) -> {out}")
 
 

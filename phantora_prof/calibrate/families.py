@@ -10,6 +10,7 @@ trace's shapes, strides and scalars), measured time (`t`: the median over the it
 the summed GPU time of its kernels, memsets and copies) and its kernels. Calls with the same
 signature inside one configuration are one point. Points whose roofline cannot be computed
 (no meta outputs, a tensor list whose dtype the trace does not say) are skipped and counted.
+An op whose kernels overlap on several streams keeps its busy time (`busy_fraction`).
 
 The output is deterministic for the same input (sorted keys, rounded numbers).
 """
@@ -70,6 +71,29 @@ def to_opcall(op: DispatchOp, list_dtype: str) -> OpCall | None:
     return OpCall(0, 0, op.name, tuple(args), {}, outs, 0, 0, 0, 7, 0, OpKind.COMPUTE)
 
 
+def busy_fraction(acts: list) -> float:
+    """The GPU time an op's work spans (the union of its activities' intervals) over the sum of
+    their durations: 1 when they run one after another, less when a library runs them side by
+    side on streams of its own (cuDNN's grouped convolutions with wide kernels run one kernel
+    set per group on up to 16 internal streams: ~12 ms of wall time for ~31 ms of kernels, as
+    CUDA events around the call measured, tools/holdout/conv_profiler_probe.py). The simulator
+    lays an op's kernels on one stream, so a point keeps the busy time, its kernels' durations
+    scaled to it."""
+    total = sum(a.dur_ns for a in acts)
+    if total <= 0 or len({a.stream for a in acts}) < 2:
+        return 1.0
+    busy, end = 0, None
+    for a in sorted(acts, key=lambda a: a.start_ns):
+        start, stop = a.start_ns, a.start_ns + a.dur_ns
+        if end is None or start >= end:
+            busy += stop - start
+            end = stop
+        elif stop > end:
+            busy += stop - end
+            end = stop
+    return min(1.0, busy / total)
+
+
 def collect(paths: list[Path]) -> tuple[list[dict], dict]:
     """Points of every sweep trace in `paths` (see the module docstring), and counts of what was skipped."""
     from phantora_prof import cost
@@ -111,9 +135,10 @@ def collect(paths: list[Path]) -> tuple[list[dict], dict]:
             continue
         n = len(ops[0].acts)
         usable = [o for o in ops if len(o.acts) == n and [a.name for a in o.acts] == [a.name for a in ops[0].acts]]
+        overlap = statistics.median(busy_fraction(o.acts) for o in usable)
         kernels = []
         for j, a in enumerate(ops[0].acts):
-            dur = statistics.median(o.acts[j].dur_ns for o in usable)
+            dur = statistics.median(o.acts[j].dur_ns for o in usable) * overlap
             kernels.append((a.kind, a.name, list(a.grid), list(a.block), a.regs, a.smem, a.nbytes, a.api, int(dur)))
         t = sum(k[-1] for k in kernels)
         points.append({"op": base, "key": F.class_key(call, base), "w": round(w, 1), "t": t, "kernels": kernels,
@@ -137,6 +162,25 @@ def build(points: list[dict], sources: list[str]) -> dict:
                               "dur_ns"],
             "names": names, "apis": apis,
             "ops": {op: dict(sorted(classes.items())) for op, classes in sorted(ops.items())}}
+
+
+def load_points(doc: dict) -> list[dict]:
+    """The points of a built document, as `collect` returns them (names and APIs resolved),
+    so a new sweep's points can be added to those of sweeps whose traces are not kept."""
+    fields = doc["kernel_fields"]
+    name_i, api_i, dur_i = fields.index("name"), fields.index("api"), fields.index("dur_ns")
+    points = []
+    for op, classes in doc["ops"].items():
+        for key, pts in classes.items():
+            for p in pts:
+                points.append({"op": op, "key": key, "w": p["w"], "t": p["t"], "shape": p["s"],
+                               "kernels": [(k[0], doc["names"][k[name_i]], k[2:5], k[5:8], k[8], k[9], k[10],
+                                            doc["apis"][k[api_i]], k[dur_i]) for k in p["k"]]})
+    return points
+
+
+def read(path: Path) -> dict:
+    return json.loads(gzip.decompress(path.read_bytes()))
 
 
 def write(doc: dict, out: Path) -> None:

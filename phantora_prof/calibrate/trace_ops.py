@@ -87,6 +87,7 @@ class GpuAct:
     smem: int = 0
     nbytes: int = 0
     stream: int = 0
+    start_ns: int = 0
 
 
 @dataclass
@@ -201,7 +202,7 @@ def dispatch_ops(events) -> list[DispatchOp]:
             dur_ns=int(round(g["dur"] * 1000)),
             grid=tuple(a.get("grid", (0, 0, 0))), block=tuple(a.get("block", (0, 0, 0))),
             regs=int(a.get("registers per thread", 0)), smem=int(a.get("shared memory", 0)),
-            nbytes=int(a.get("bytes", 0)), stream=int(a.get("stream", 0)),
+            nbytes=int(a.get("bytes", 0)), stream=int(a.get("stream", 0)), start_ns=int(round(g["ts"] * 1000)),
         )
         get_op(d).acts.append(act)
     return sorted(ops.values(), key=lambda d: d.ts)

@@ -15,7 +15,10 @@ A query op is answered from the points of the same op name and class key: the ra
 is interpolated (Gaussian kernel regression) over log w and the log of each dimension of the
 op's first tensor, with bandwidths `BANDWIDTH` and `DIM_BANDWIDTH` in natural-log units, so a
 point of the same shape dominates and neighbours in size and aspect fill in; outside the
-measured range the ratio of the nearest points holds (time scales with the roofline). The
+measured range the ratio of the nearest points holds (time scales with the roofline); below
+the smallest measured size, a convolution's kernels that do not fill the GPU keep their time
+(`FamilyModel.wave_floor`: an implicit-GEMM block computes a fixed tile, so cuDNN's per-group
+kernels of 8 blocks take the same time for fewer of them). The
 kernels (names, launch configs) are those of the nearest point, their durations scaled to the
 interpolated total. Ops or classes the sweep did not cover return None and the next source
 answers (the isolated-op sweep, then the roofline).
@@ -66,7 +69,8 @@ def _first_tensor(op) -> TensorArg | None:
 
 
 def layout(t: TensorArg | None) -> str:
-    """c: contiguous, cl: channels-last (4-D), s: anything else (strided, broadcast)."""
+    """c: contiguous, cl: channels-last (4-D), cl3d: channels-last-3d (5-D), s: anything else
+    (strided, broadcast)."""
     if t is None or not t.shape:
         return "c"
     shape, stride = t.shape, t.stride
@@ -84,6 +88,11 @@ def layout(t: TensorArg | None) -> str:
         cl = (1, w * c, c)  # strides of C, H, W in channels-last
         if all(s == 1 or st == e for s, st, e in zip((c, h, w), stride[1:], cl)):
             return "cl"
+    if len(shape) == 5:
+        n, c, d, h, w = shape
+        cl = (1, h * w * c, w * c, c)  # strides of C, D, H, W in channels-last-3d
+        if all(s == 1 or st == e for s, st, e in zip((c, d, h, w), stride[1:], cl)):
+            return "cl3d"
     return "s"
 
 
@@ -96,6 +105,16 @@ def _conv_args(op, base: str) -> tuple:
     if base == "convolution_backward":
         return _arg(op, 1), _arg(op, 2), _arg(op, 4), _arg(op, 9), _arg(op, 10)
     return _arg(op, 0), _arg(op, 1), _arg(op, 3), _arg(op, 8), None
+
+
+def _spatial_dims(x: TensorArg, w: TensorArg) -> int:
+    """1, 2 or 3: the convolution's spatial dimensions. cuDNN runs a 1-D convolution as a 2-D
+    one of height 1 (`cudnn_convolution` gets (N, C, 1, L) and a (C_out, C_in/g, 1, k) weight),
+    which counts as 1-D here like the (N, C, L) call around it."""
+    nd = len(x.shape) - 2
+    if nd == 2 and len(w.shape) == 4 and x.shape[2] == 1 and w.shape[2] == 1:
+        return 1
+    return nd
 
 
 def _group_width(op, base: str) -> int | None:
@@ -111,8 +130,12 @@ def _conv_key(op, base: str) -> list[str]:
     x, w, stride, groups, mask = _conv_args(op, base)
     if not isinstance(w, TensorArg) or not isinstance(x, TensorArg):
         return []
+    nd = _spatial_dims(x, w)
     k = w.shape[-1] if w.shape else 1
-    s = stride[0] if isinstance(stride, (tuple, list)) and stride else stride
+    strides = tuple(stride) if isinstance(stride, (tuple, list)) else (stride,)
+    s = strides[-1] if nd == 1 else strides[0] if strides else 1
+    if nd == 3 and len(w.shape) == 5:  # temporal x spatial kernel and stride: (3, 7, 7) / (1, 2, 2) -> 3x7, 1x2
+        k, s = f"{w.shape[2]}x{k}", f"{strides[0]}x{strides[-1]}"
     cin = x.shape[1] if len(x.shape) > 1 else 1
     g = groups if isinstance(groups, int) else 1
     # grouped: "g" for a power-of-two group width, "gn" for any other (24, 40, 56, ...): cuDNN
@@ -120,7 +143,11 @@ def _conv_key(op, base: str) -> list[str]:
     # measured 2026-12-02: 0.1-3.7 ms of transforms per block in channels-last)
     gw = cin // g if g > 0 else cin
     gk = "dw" if g > 1 and g == cin else ("1" if g <= 1 else ("g" if gw & (gw - 1) == 0 else "gn"))
-    parts = [f"k{k}", f"s{s}", gk, layout(x)]
+    # ATen hands cuDNN a 1-D convolution's input contiguous (a copy before it when it is not:
+    # a transposed (N, L, C) sequence, as speech models pass it)
+    parts = [f"k{k}", f"s{s}", gk, "c" if nd == 1 else layout(x)]
+    if nd != 2:  # 1-D and 3-D convolutions take other algorithms than 2-D ones: their own points
+        parts.insert(0, f"{nd}d")
     if mask is not None:
         parts.append("m" + "".join("1" if b else "0" for b in mask))
     return parts
@@ -330,6 +357,11 @@ class FamilyModel:
             d2 = ((f[0] - q[0]) / BANDWIDTH) ** 2
             if len(f) == len(q):
                 d2 += sum(((a - b) / DIM_BANDWIDTH) ** 2 for a, b in zip(f[1:], q[1:]))
+            elif len(q) > 1 and len(f) > 1:
+                # a point of another rank (a 1-D or 3-D block's batch norm beside 2-D ones): no
+                # dimension to compare, so it counts as a neighbour one bandwidth off in each
+                # of the query's dimensions, never nearer than a same-rank point of equal size
+                d2 += len(q) - 1
             if d2 < best_d:
                 best, best_d = i, d2
             if d2 > 72:
@@ -338,9 +370,30 @@ class FamilyModel:
             num += wt * math.log(pts[i]["t"] / pts[i]["w"])
             den += wt
         near = pts[best]
-        if den <= 1e-12:
-            return near["t"] * w_ns / near["w"], near
-        return w_ns * math.exp(num / den), near
+        t = near["t"] * w_ns / near["w"] if den <= 1e-12 else w_ns * math.exp(num / den)
+        if lw < lo and op_name in CONV_OPS:
+            # below every measured size: the work shrinks, but a kernel that leaves most SMs idle
+            # does not get faster (wave_floor). Convolutions only: cuDNN's implicit-GEMM kernels
+            # give each block a fixed output tile; kernels whose blocks loop over the data
+            # (sorts, scans, reductions: an embedding backward's) do get faster with less of it
+            t = max(t, self.wave_floor(near, w_ns / near["w"]))
+        return t, near
+
+    def wave_floor(self, point: dict, r: float) -> float:
+        """The point's time with the work scaled by `r` (< 1), kernel by kernel: a kernel whose
+        grid does not fill half the GPU's SMs (cuDNN's legacy per-group kernels: 8 blocks) keeps
+        its time, each block computing a fixed tile; any other (a persistent Hopper kernel has a
+        block per SM and loops over tiles; many-wave grids) and other work (memsets, copies)
+        scale by r."""
+        from phantora_prof.cost.gpus import get_gpu
+        from phantora_prof.cost.kernels import KIND_KERNEL
+
+        sms = get_gpu(GPU_KEY).num_sms
+        total = 0.0
+        for kind, _ni, gx, gy, gz, _bx, _by, _bz, _regs, _smem, _nbytes, _ai, dur in point["k"]:
+            small = kind == KIND_KERNEL and gx * gy * gz < sms / 2
+            total += dur if small else dur * r
+        return total
 
 
 def composed_attention_keys(model: "FamilyModel", name: str, key: str) -> tuple[str, str, str] | None:

@@ -11,6 +11,8 @@ so the trace says which ops and kernels belong to which configuration. Families:
     conv_grouped  the same blocks with grouped 3x3 convolutions (group widths 4..128, stride 1
                 and 2) and strided depthwise 3x3 / 5x5
     conv_grouped2  grouped 3x3 convolutions of group widths that are not powers of two (12..240)
+    conv1d      1-D convolutions: dense, strided front ends, depthwise, grouped wide kernels
+    conv3d      3-D convolutions: 3x3x3, strided, 1x1x1, factorised, depthwise, stems; both layouts
     pool        max_pool2d 3/2, avg_pool2d 2/2, adaptive_avg_pool2d(1); both layouts and dtypes
     pool_windows  avg_pool2d 3/1 (count_include_pad=False) and max_pool2d 3/1
     pointwise   activations and binary ops on channels-last and strided tensors, their backwards
@@ -145,6 +147,89 @@ def _conv_block(p):
         x = x.contiguous(memory_format=torch.channels_last)
     x.requires_grad_(p["ci"] != 3)
 
+    st: dict = {}
+
+    def run():
+        with _autocast(p["dtype"]):
+            y = F.relu(bn(conv(x)))
+        _backward(y, st)
+
+    return run
+
+
+def conv1d_cases():
+    """1-D convolutions (N, C, L) + batch norm + ReLU, as sequence and speech models use them:
+    dense kernels 1-5 over 256..16k steps, strided front ends (kernel 2-10, stride 2-5, from one
+    input channel), depthwise kernels 3-31 (Conformer-style), and grouped wide kernels 32-128
+    (relative positional convolutions). cuDNN runs them as 2-D convolutions of height 1, often
+    with other algorithms than the 2-D points of `conv` show. No channels-last layout exists
+    for 3-D tensors; bf16 autocast and fp32."""
+    # (C_in, C_out, L, kernel, stride, groups) - groups -1: depthwise
+    shapes = []
+    for c in (64, 256, 512, 1024):
+        for length in (256, 1024, 4096):
+            shapes += [(c, c, length, 3, 1, 1), (c, c, length, 1, 1, 1)]
+    shapes += [(256, 256, 1024, 5, 1, 1), (512, 512, 512, 5, 1, 1)]
+    shapes += [(1, 256, 16000, 10, 5, 1), (1, 512, 32000, 10, 5, 1), (1, 64, 8000, 4, 2, 1),
+               (256, 256, 3200, 3, 2, 1), (512, 512, 6400, 3, 2, 1), (512, 512, 1600, 2, 2, 1),
+               (256, 512, 2048, 4, 4, 1), (128, 128, 8192, 5, 5, 1)]
+    for c in (256, 512):
+        for length in (512, 2048):
+            for k in (3, 15, 31):
+                shapes.append((c, c, length, k, 1, -1))
+    for c in (512, 768, 1024):
+        for length in (256, 1024):
+            for k, g in ((32, 16), (64, 16), (128, 16), (128, 4)):
+                shapes.append((c, c, length, k, 1, g))
+    for dtype in ("bf16", "fp32"):
+        for (ci, co, length, k, s, g) in shapes:
+            batch = 8 if length >= 4096 else 16 if length >= 1024 else 32
+            yield dict(fam="conv1d", layout="ncl", dtype=dtype, n=batch, ci=ci, co=co, h=length, k=k, s=s,
+                       g=ci if g == -1 else g), _conv_nd_block
+
+
+def conv3d_cases():
+    """3-D convolutions (N, C, T, H, W) + batch norm + ReLU, as video and volumetric models use
+    them: dense 3x3x3 at the usual (channels, frames, size) steps, strided 3x3x3, 1x1x1,
+    factorised (1x3x3 spatial, 3x1x1 temporal), depthwise 3x3x3, and stems from 3 channels;
+    NCDHW and channels-last-3d, bf16 autocast and fp32."""
+    # (C_in, C_out, T, H, (kt, kh), (st, sh), groups)
+    shapes = []
+    for c, t, h in ((32, 16, 112), (64, 16, 56), (128, 8, 28), (256, 4, 14), (512, 2, 7), (64, 8, 28),
+                    (128, 16, 14)):
+        shapes += [(c, c, t, h, (3, 3), (1, 1), 1), (c, c * 2 if c < 512 else c, t, h, (1, 1), (1, 1), 1)]
+    shapes += [(64, 128, 16, 56, (3, 3), (2, 2), 1), (128, 256, 8, 28, (3, 3), (2, 2), 1),
+               (256, 512, 4, 14, (3, 3), (2, 2), 1)]
+    shapes += [(64, 64, 16, 56, (1, 3), (1, 1), 1), (144, 64, 16, 56, (3, 1), (1, 1), 1),
+               (128, 128, 8, 28, (1, 3), (1, 1), 1), (288, 128, 8, 28, (3, 1), (1, 1), 1)]
+    shapes += [(96, 96, 16, 28, (3, 3), (1, 1), -1), (192, 192, 8, 14, (3, 3), (1, 1), -1),
+               (48, 48, 16, 56, (3, 3), (1, 2), -1)]
+    shapes += [(3, 64, 16, 112, (3, 7), (1, 2), 1), (3, 45, 16, 112, (1, 7), (1, 2), 1),
+               (3, 24, 16, 160, (1, 3), (1, 2), 1), (3, 96, 16, 224, (2, 16), (2, 16), 1)]
+    for layout in ("cl", "ncdhw"):
+        for dtype in ("bf16", "fp32"):
+            for (ci, co, t, h, k, s, g) in shapes:
+                batch = 8 if t * h * h >= 16 * 56 * 56 else 16
+                yield dict(fam="conv3d", layout=layout, dtype=dtype, n=batch, ci=ci, co=co, t=t, h=h, k=list(k),
+                           s=list(s), g=ci if g == -1 else g), _conv_nd_block
+
+
+def _conv_nd_block(p):
+    """conv1d / conv3d + batch norm + ReLU, forward and backward (the 2-D `_conv_block`'s pattern)."""
+    if p["fam"] == "conv1d":
+        conv = nn.Conv1d(p["ci"], p["co"], p["k"], p["s"], p["k"] // 2, groups=p["g"], bias=False).to(DEV)
+        bn = nn.BatchNorm1d(p["co"]).to(DEV)
+        x = torch.randn(p["n"], p["ci"], p["h"], device=DEV)
+    else:
+        (kt, kh), (st, sh) = p["k"], p["s"]
+        conv = nn.Conv3d(p["ci"], p["co"], (kt, kh, kh), (st, sh, sh), (kt // 2, kh // 2, kh // 2), groups=p["g"],
+                         bias=False).to(DEV)
+        bn = nn.BatchNorm3d(p["co"]).to(DEV)
+        x = torch.randn(p["n"], p["ci"], p["t"], p["h"], p["h"], device=DEV)
+        if p["layout"] == "cl":
+            cl = torch.channels_last_3d
+            conv, bn, x = conv.to(memory_format=cl), bn.to(memory_format=cl), x.contiguous(memory_format=cl)
+    x.requires_grad_(p["ci"] != 3 and p["ci"] != 1)
     st: dict = {}
 
     def run():
@@ -461,7 +546,7 @@ def _rnn(p):
 
 
 FAMILIES = {"conv": conv_cases, "conv_grouped": grouped_conv_cases,
-            "conv_grouped2": odd_width_grouped_conv_cases, "pool": pool_cases, "pool_windows": pool_window_cases,
+            "conv_grouped2": odd_width_grouped_conv_cases, "conv1d": conv1d_cases, "conv3d": conv3d_cases, "pool": pool_cases, "pool_windows": pool_window_cases,
             "pointwise": pointwise_cases, "copies": copy_cases,
             "attention": attention_cases, "attention_bias": lambda: attention_cases(("bias",)), "norms": norm_cases, "norms_narrow": narrow_norm_cases,
             "reductions": reduction_cases, "reductions_cols": column_reduction_cases, "losses": loss_cases, "embedding": embedding_cases,
