@@ -183,3 +183,82 @@ def test_pooling_is_classed_by_window_and_stride_forward_and_backward():
     ks = estimate(fwd, "h200")
     assert {k.source for k in ks} == {"family"} and 250e3 < total(ks) < 450e3
     assert {k.source for k in estimate(bwd, "h200")} == {"family"}
+
+
+def _conv1d(n, c, length, k, groups, transposed=False):
+    """nn.Conv1d's captured call: (N, C, L) input, as HF speech models pass it transposed from (N, L, C)."""
+    x = T((n, c, length), "bfloat16", stride=(length * c, 1, c) if transposed else None)
+    w = T((c, c // groups, k), "bfloat16")
+    out = T((n, c, length + 1 if k % 2 == 0 else length), "bfloat16")
+    return call("aten::convolution", [x, w, T((c,), "bfloat16"), [1], [k // 2], [1], False, [0], groups], [out])
+
+
+def test_one_and_three_d_convolutions_are_classes_of_their_own():
+    """A 1-D convolution reaches cuDNN as a 2-D one of height 1 (cudnn_convolution's (N, C, 1, L)),
+    both count as 1-D; ATen makes its input contiguous first, so a transposed sequence is keyed
+    contiguous. 3-D kernels and strides keep their temporal and spatial sizes; channels-last-3d
+    is a layout of its own."""
+    assert F.class_key(_conv1d(8, 768, 199, 128, 16, transposed=True), "convolution") == "bfloat16|1d|k128|s1|gn|c"
+    x4, w4 = T((8, 512, 1, 3200), "bfloat16"), T((512, 512, 1, 3), "bfloat16")
+    cudnn = call("aten::convolution", [x4, w4, None, [1, 2], [0, 1], [1, 1], False, [0, 0], 1], [x4])
+    assert F.class_key(cudnn, "convolution") == "bfloat16|1d|k3|s2|1|c"
+    cl3 = T((16, 3, 16, 112, 112), "bfloat16", stride=(16 * 112 * 112 * 3, 1, 112 * 112 * 3, 112 * 3, 3))
+    stem = call("aten::convolution", [cl3, T((64, 3, 3, 7, 7), "bfloat16"), None, [1, 2, 2], [1, 3, 3], [1, 1, 1],
+                                      False, [0, 0, 0], 1], [T((16, 64, 16, 56, 56), "bfloat16")])
+    assert F.class_key(stem, "convolution") == "bfloat16|3d|k3x7|s1x2|1|cl3d"
+    # 2-D keys are as before (the sweeps before session 21 were keyed without a dimension part)
+    assert F.class_key(_grouped_conv(256, 16, 28), "convolution") == "bfloat16|k3|s1|g|cl"
+
+
+def test_grouped_wide_one_d_convolution_costs_cudnns_per_group_kernels():
+    """HF wav2vec2's positional convolution (768 channels, kernel 128, 16 groups) runs cuDNN's
+    legacy per-group kernels, 3 per group on 16 internal streams: ~12 ms a call unprofiled on the
+    H200 for batch 8 x 199 frames (CUDA events; 31 ms of summed kernels under the profiler,
+    tools/holdout/conv_profiler_probe.py). Its roofline is ~50 us. The sweep point is larger
+    (batch 32 x 256), so the time is held by the wave floor, not scaled down by the roofline."""
+    ks = estimate(_conv1d(8, 768, 199, 128, 16, transposed=True), "h200")
+    assert {k.source for k in ks} == {"family"}
+    assert sum("implicit_convolve_sgemm" in k.name for k in ks) == 32
+    assert 8e6 < total(ks) < 20e6
+
+
+def _family_doc(grid: int, dur: int) -> dict:
+    kernel = ["kernel", 0, grid, 1, 1, 256, 1, 1, 32, 0, 0, 0, dur]
+    return {"schema": F.SCHEMA, "names": ["k"], "apis": ["cudaLaunchKernel"],
+            "ops": {"convolution": {"key": [{"w": 1000.0, "t": dur, "s": [64, 64], "k": [kernel]},
+                                   {"w": 4000.0, "t": 4 * dur, "s": [256, 64], "k": [kernel]}]}}}
+
+
+def test_below_the_measured_range_small_grids_keep_their_time():
+    """Below the smallest point a convolution's time/roofline ratio of the nearest point holds,
+    except for kernels whose grid leaves most SMs idle (8 blocks on 132 SMs: cuDNN's per-group
+    kernels), which keep their time for less work; a grid of a block per SM (a persistent
+    kernel looping over tiles) or more scales with the work."""
+    small = F.FamilyModel(_family_doc(8, 100_000))
+    t, near = small.predict("convolution", "key", 250.0, (16, 64))
+    assert near["w"] == 1000.0 and t == pytest.approx(100_000)
+    persistent = F.FamilyModel(_family_doc(132, 100_000))
+    assert persistent.predict("convolution", "key", 250.0, (16, 64))[0] == pytest.approx(25_000)
+    # inside the measured range the interpolated ratio is unchanged
+    t, _ = small.predict("convolution", "key", 2000.0, (128, 64))
+    assert t == pytest.approx(200_000, rel=0.01)
+    # other ops' kernels loop over their data (an embedding backward's sorts): the ratio holds
+    other = F.FamilyModel({**_family_doc(8, 100_000), "ops": {"sum": _family_doc(8, 100_000)["ops"]["convolution"]}})
+    assert other.predict("sum", "key", 250.0, (16, 64))[0] == pytest.approx(25_000)
+
+
+def test_layer_norm_of_a_transposed_input_copies_it_first():
+    """layer_norm_cuda takes its input contiguous: HF whisper's encoder carries its hidden states
+    transposed from the conv front end, and each of its 13 layer norms (and their backwards) ran
+    a strided copy kernel inside the op on the H200 (~84 us for fp32 (16, 1500, 512)). The copy
+    comes first, then the norm costed as on a contiguous input; a contiguous input has no copy."""
+    w = T((512,), "float32")
+    stats = T((16, 1500, 1), "float32")
+
+    def ln(x):
+        return call("aten::native_layer_norm", [x, [512], w, w, 1e-5], [T((16, 1500, 512)), stats, stats])
+    transposed = estimate(ln(T((16, 1500, 512), stride=(768000, 1, 1500))), "h200")
+    plain = estimate(ln(T((16, 1500, 512))), "h200")
+    assert "copy" in transposed[0].name and len(transposed) == len(plain) + 1
+    assert [k.name for k in transposed[1:]] == [k.name for k in plain]
+    assert total(transposed) > total(plain) + 20_000

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # facts of PyTorch / CUDA / Kineto, interpolation and error-band parameters (GPU-independent,
 # documented where they are defined), units and bookkeeping.
 NOT_GPU_CONSTANTS = {
-    "phantora_prof/cost/__init__.py": {"_CACHE_MAX", "BLAS_OPERANDS"},  # BLAS_OPERANDS: argument positions
+    "phantora_prof/cost/__init__.py": {"_CACHE_MAX", "BLAS_OPERANDS", "CONTIGUOUS_OPERANDS"},  # argument positions
     "phantora_prof/cost/errorband.py": {"Z90", "HOST_SIGMA", "BAND_SCALE", "ROOFLINE_NOTE_SHARE", "DEFAULT_SIGMA"},
     "phantora_prof/cost/families.py": {"BANDWIDTH", "DIM_BANDWIDTH", "_NORMALIZED_SHAPE_ARG"},
     "phantora_prof/cost/gpus.py": {"TFLOP", "TB", "GB", "MiB"},  # datasheet units

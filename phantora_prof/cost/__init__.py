@@ -221,9 +221,9 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
         nbytes = sum(t.nbytes for t in outs if t is not None)
         return [Kernel(_K.KIND_MEMSET, _K.MEMSET_NAME, int(_R.memset_ns(nbytes, gpu)), bytes=nbytes,
                        launch_api=_K.API_MEMSET, source="roofline")]
-    if base in BLAS_OPERANDS:
-        parts = _blas_operand_copies(op, base)
-        if parts is not None:  # operands cloned contiguous first, then the GEMM on the copies
+    if base in BLAS_OPERANDS or base in CONTIGUOUS_OPERANDS:
+        parts = _operand_copies(op, base)
+        if parts is not None:  # operands cloned contiguous first, then the op on the copies
             return [k for part in parts for k in _estimate(part, gpu, allow_tf32, use_table, use_measured,
                                                            use_family, source)]
     handler = _ops.handler_for(base)
@@ -310,6 +310,43 @@ def _conv_bias_split(op: OpCall) -> tuple[OpCall, OpCall] | None:
 # the positions of those operands
 BLAS_OPERANDS = {"mm": (0, 1), "addmm": (1, 2), "_addmm_activation": (1, 2), "bmm": (0, 1), "baddbmm": (1, 2),
                   "addbmm": (1, 2)}
+# ops whose CUDA kernels take an operand contiguous (`expect_contiguous` in layer_norm_cuda and
+# its backward, which the fused RMS norm shares), and its positions: a non-contiguous one (a
+# transposed sequence, as HF whisper's encoder carries its hidden states from the conv front
+# end: 13 layer norms and their backwards a step, each with a strided copy kernel inside, on the
+# H200) is cloned inside the op first
+CONTIGUOUS_OPERANDS = {"native_layer_norm": (0,), "native_layer_norm_backward": (0, 1), "_fused_rms_norm": (0,),
+                       "_fused_rms_norm_backward": (0, 1)}
+
+
+def copied_operands(base: str, args: tuple) -> list[int]:
+    """Positions of the operands a CUDA build clones contiguous inside op `base` before its
+    kernels run (GEMM operands cuBLAS cannot take, BLAS_OPERANDS; operands of ops that need
+    them contiguous, CONTIGUOUS_OPERANDS). `args` hold TensorArgs or tensors (shape, stride)."""
+    if base in BLAS_OPERANDS:
+        positions, needs = BLAS_OPERANDS[base], _R.blas_needs_copy
+    elif base in CONTIGUOUS_OPERANDS:
+        positions, needs = CONTIGUOUS_OPERANDS[base], _not_contiguous
+    else:
+        return []
+    out = []
+    for i in positions:
+        t = args[i] if i < len(args) else None
+        if t is not None and hasattr(t, "shape") and hasattr(t, "stride") and not isinstance(t, (list, tuple)):
+            shape = tuple(t.shape)
+            stride = tuple(t.stride) if isinstance(t, TensorArg) else tuple(t.stride())
+            if needs(shape, stride):
+                out.append(i)
+    return out
+
+
+def _not_contiguous(shape: tuple, stride: tuple) -> bool:
+    expected = 1
+    for size, st in zip(reversed(shape), reversed(stride)):
+        if size != 1 and st != expected:
+            return True
+        expected *= size
+    return False
 
 
 def _contiguous(t: TensorArg) -> TensorArg:
@@ -320,25 +357,25 @@ def _contiguous(t: TensorArg) -> TensorArg:
     return TensorArg(t.shape, tuple(reversed(stride)), t.dtype, t.device)
 
 
-def _blas_operand_copies(op: OpCall, base: str) -> list[OpCall] | None:
-    """A GEMM with an operand cuBLAS cannot take as it is (roofline.blas_needs_copy: an
-    expanded, stride-0 gradient, as `loss.sum().backward()` gives the first backward GEMMs), as
-    what a CUDA build runs: the operand's contiguous clone (a strided copy kernel), then the
-    GEMM on the clone. Measured on the H200 (tools/holdout/real_h200/session20/): each such
-    operand costs a clone and a transient allocation of its size inside the GEMM op. None when
-    every operand is usable."""
+def _operand_copies(op: OpCall, base: str) -> list[OpCall] | None:
+    """An op with operands its CUDA kernels cannot take as they are (`copied_operands`: a GEMM's
+    expanded, stride-0 gradient, as `loss.sum().backward()` gives the first backward GEMMs; a
+    layer norm's transposed input), as what a CUDA build runs: each operand's contiguous clone
+    (a strided copy kernel), then the op on the clones. Measured on the H200: a clone and a
+    transient allocation of the operand's size inside the op (session 20's memory traces, session
+    21's whisper profile). None when every operand is usable."""
     import dataclasses
 
+    positions = copied_operands(base, op.args)
+    if not positions:
+        return None
     args = list(op.args)
     copies = []
-    for i in BLAS_OPERANDS[base]:
-        t = args[i] if i < len(args) else None
-        if isinstance(t, TensorArg) and _R.blas_needs_copy(t.shape, t.stride):
-            dense = _contiguous(t)
-            copies.append(dataclasses.replace(op, name="aten::clone", args=(t,), kwargs={}, outputs=(dense,)))
-            args[i] = dense
-    if not copies:
-        return None
+    for i in positions:
+        t = args[i]
+        dense = _contiguous(t)
+        copies.append(dataclasses.replace(op, name="aten::clone", args=(t,), kwargs={}, outputs=(dense,)))
+        args[i] = dense
     return copies + [dataclasses.replace(op, args=tuple(args))]
 
 
@@ -388,7 +425,11 @@ def _family(op, base, gpu, allow_tf32, handler, cost, specs, total) -> list[Kern
         rc = (handler(op, base, ref, allow_tf32, table("h200"))[0] if handler is _ops.embedding_dense_backward
               else handler(op, base, ref, allow_tf32)[0])
         w_ref = sum(k.duration_ns for k in materialize(rc, specs, _R.op_time_ns(rc, ref), ref))
-    feats = _FAM.shape_features(op, name)
+    # a foreach op over a parameter list: its first tensor says nothing of the work (HF wav2vec2's
+    # is a 768-element embedding, whisper's a convolution weight; their AdamW steps moved the same
+    # bytes per element on the H200 while first-tensor features priced them 2.5x apart), so its
+    # points are neighbours by roofline time (total bytes) alone
+    feats = () if _multi_tensor(specs) else _FAM.shape_features(op, name)
     if composed is not None:  # t(without dropout) x t(dropout only) / t(plain), same shape
         hits = [fam.predict(name, k, w_ref, feats) for k in composed]
         if any(h is None for h in hits):

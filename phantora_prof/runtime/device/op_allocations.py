@@ -28,8 +28,7 @@ import threading
 from typing import Any
 
 from phantora_prof.runtime.device.allocator import _models
-from phantora_prof.cost import BLAS_OPERANDS
-from phantora_prof.cost.roofline import blas_needs_copy
+from phantora_prof.cost import CONTIGUOUS_OPERANDS, copied_operands
 
 # ---------------------------------------------------------------- CUDA reductions' scratch
 
@@ -187,17 +186,9 @@ GEMM_OPS = frozenset({
 })
 
 
-def _blas_copied(name: str, args: tuple) -> list:
-    """The GEMM's matrix operands that aten clones contiguous first (cost: blas_needs_copy)."""
-    positions = BLAS_OPERANDS.get(name[6:].split(".")[0])
-    if positions is None:
-        return []
-    out = []
-    for i in positions:
-        t = args[i] if i < len(args) else None
-        if hasattr(t, "stride") and t.dim() >= 2 and blas_needs_copy(tuple(t.shape), tuple(t.stride())):
-            out.append(t)
-    return out
+def _copied(name: str, args: tuple) -> list:
+    """The operands the op clones contiguous before its kernels (cost.copied_operands)."""
+    return [args[i] for i in copied_operands(name[6:].split(".")[0], args)]
 
 
 def note_op(name: str, args: tuple, kwargs: dict, out: Any, device: int = 0) -> None:
@@ -217,9 +208,13 @@ def note_op(name: str, args: tuple, kwargs: dict, out: Any, device: int = 0) -> 
             lt = True
         # operands cuBLAS cannot take as they are: a contiguous clone, alive during the GEMM
         # (after the output, around the handle's first workspace; H200 memory trace, session 20)
-        clones = [m.malloc(t.numel() * t.element_size()) for t in _blas_copied(name, args)]
+        clones = [m.malloc(t.numel() * t.element_size()) for t in _copied(name, args)]
         m.gemm(lt=lt)
         for b in reversed(clones):
+            m.free(b)
+    elif name[6:].split(".")[0] in CONTIGUOUS_OPERANDS:
+        # a layer norm's non-contiguous input: its contiguous clone lives while the op runs
+        for b in reversed([m.malloc(t.numel() * t.element_size()) for t in _copied(name, args)]):
             m.free(b)
     elif name in _REDUCTIONS:
         x = args[0] if args else None
