@@ -164,7 +164,8 @@ def _vision_model(name: str):
 
         arch = {"timm_vit": "vit_base_patch16_224", "timm_convnext": "convnext_tiny",
                 "timm_resnet50": "resnet50", "timm_regnet": "regnety_016", "timm_mixer": "mixer_b16_224",
-                "timm_resnext": "resnext50_32x4d", "timm_poolformer": "poolformer_s12"}[name]
+                "timm_resnext": "resnext50_32x4d", "timm_poolformer": "poolformer_s12",
+                "timm_maxvit": "maxvit_tiny_tf_224"}[name]
         return timm.create_model(arch, pretrained=False)
     tv = import_torchvision()
     arch = {"tv_resnet50": "resnet50", "tv_mobilenet": "mobilenet_v3_large",
@@ -182,6 +183,65 @@ def _vision_step(model, a, dev, channels_last: bool, sgd: bool):
         x = x.contiguous(memory_format=torch.channels_last)
     opt = (torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4) if sgd
            else torch.optim.AdamW(model.parameters(), lr=1e-4))
+
+    def step(i):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+# ---------------------------------------------------------------- blind set 6: speech, contrastive, video
+
+def _hf_speech_or_clip(name: str, a):
+    import transformers as tf
+
+    if name == "hf_whisper":  # whisper-base: conv1d front end, encoder-decoder with cross-attention
+        cfg = tf.WhisperConfig(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
+                               decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048,
+                               attn_implementation="sdpa")
+        return tf.WhisperForConditionalGeneration(cfg)
+    if name == "hf_wav2vec2":  # wav2vec2-base with a CTC head: 7 strided conv1d, weight-normed positional conv
+        cfg = tf.Wav2Vec2Config(vocab_size=32, attn_implementation="sdpa")
+        return tf.Wav2Vec2ForCTC(cfg)
+    if name == "hf_clip":  # CLIP ViT-B/32 image tower + 12-layer text tower, contrastive loss
+        cfg = tf.CLIPConfig(attn_implementation="sdpa")
+        return tf.CLIPModel(cfg)
+    raise SystemExit(f"unknown model {name}")
+
+
+def _hf_speech_or_clip_step(model, a, dev):
+    name = a.model
+    g = torch.Generator(device="cpu").manual_seed(0)
+    if name == "hf_whisper":
+        inputs = {"input_features": torch.randn(a.batch, 80, 3000, generator=g).to(dev),
+                  "labels": torch.randint(0, model.config.vocab_size, (a.batch, a.seq), generator=g).to(dev)}
+    elif name == "hf_wav2vec2":
+        inputs = {"input_values": torch.randn(a.batch, a.seq, generator=g).to(dev),
+                  "labels": torch.randint(1, model.config.vocab_size, (a.batch, 64), generator=g).to(dev)}
+    else:
+        inputs = {"input_ids": torch.randint(0, model.config.text_config.vocab_size, (a.batch, 77), generator=g).to(dev),
+                  "pixel_values": torch.randn(a.batch, 3, 224, 224, generator=g).to(dev), "return_loss": True}
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step(i):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = model(**inputs)
+        out.loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+def _video_step(model, a, dev):
+    """torchvision's video ResNets take (batch, 3, frames, height, width); 16 frames of 112 x 112."""
+    x = torch.randn(a.batch, 3, 16, a.image, a.image, device=dev)
+    y = torch.randint(0, 400, (a.batch,), device=dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
 
     def step(i):
         with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -240,6 +300,11 @@ MODELS = {
     # blind set 5 (added 2026-12-02, session 11): chosen before any run, measured once at the end of
     # that session's changes, compared once
     "hf_falcon": (4, 2048), "timm_poolformer": (128, 224), "tv_vgg": (64, 224), "tv_mnasnet": (128, 224),
+    # blind set 6 (added 2026-12-04, session 21): chosen before any run; families none of the sets
+    # above has (speech front ends, CTC, cross-attention, contrastive towers, 3-D convolutions,
+    # windowed / grid attention with MBConv). --seq: decoder tokens (whisper), audio samples (wav2vec2)
+    "hf_whisper": (16, 128), "hf_wav2vec2": (8, 64000), "hf_clip": (128, 224), "tv_r3d": (16, 112),
+    "timm_maxvit": (64, 224),
 }
 
 
@@ -280,6 +345,12 @@ def main() -> None:
 
         model = tf.T5ForConditionalGeneration(tf.T5Config(decoder_start_token_id=0, pad_token_id=0)).to(dev)  # t5-small
         step = _hf_t5_step(model, a, dev)
+    elif name in ("hf_whisper", "hf_wav2vec2", "hf_clip"):
+        model = _hf_speech_or_clip(name, a).to(dev)
+        step = _hf_speech_or_clip_step(model, a, dev)
+    elif name == "tv_r3d":
+        model = import_torchvision().models.video.r3d_18().to(dev)
+        step = _video_step(model, a, dev)
     elif name == "lstm":
         model = LstmLM(10000, a.dim or 1024, a.layers or 2).to(dev)
         step = _lstm_step(model, a, dev)

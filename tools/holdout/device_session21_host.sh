@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Session 21, issue #15: host time of blind6's host-bound models (whisper, CLIP, MaxViT) on one
+# lease, next to the fitted reference gpt.py (batch 1, host-bound; batch 8) as that lease's host
+# speed: unprofiled phases, then cProfile of the same run's main thread (phases.py --cprofile,
+# cprofile_table.py), then blind6's timed steps again on this lease.
+# Usage: tools/holdout/device_session21_host.sh OUTDIR WORKLOADS_DIR   (WORKLOADS_DIR: gpt.py)
+set -u
+out=$1; wl=$2
+H=$PWD/tools/holdout
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+python3 -m phantora_prof.measure.host_probe --out "$out/host_probe.json" > /dev/null 2>&1
+echo "probe rc=$?"
+run() {  # name dir script args...
+  local name=$1 dir=$2; shift 2
+  local p
+  p=$(cd "$dir" && timeout 150 python3 "$H/phases.py" "$@" --steps 12 2>&1 | grep '^PHASES ')
+  echo "$name plain $p" | tee -a "$out/phases.txt"
+  p=$(cd "$dir" && timeout 150 python3 "$H/phases.py" --cprofile /tmp/$name.prof "$@" --steps 12 2>&1 | grep '^PHASES ')
+  echo "$name cprofile $p" | tee -a "$out/phases.txt"
+  python3 "$H/cprofile_table.py" /tmp/$name.prof --steps 9 --out "$out/cprof_$name.json"
+}
+run gpt_b1 "$wl" gpt.py --batch 1 --seq 64
+run gpt_b8 "$wl" gpt.py
+run hf_whisper "$H" zoo.py --model hf_whisper
+run timm_maxvit "$H" zoo.py --model timm_maxvit
+run hf_clip "$H" zoo.py --model hf_clip
+mkdir -p "$out/blind6"
+python3 "$H/compare.py" --real-gpu --only hf_whisper,hf_wav2vec2,hf_clip,tv_r3d,timm_maxvit --real-dir "$out/blind6"
+(cd "$out" && tar cf blind6_logs.tar blind6 && rm -r blind6)
+ls -la "$out"
