@@ -61,8 +61,8 @@ POOL_OPS = frozenset(("max_pool2d_with_indices", "max_pool2d_with_indices_backwa
 
 def _first_tensor(op) -> TensorArg | None:
     """The op's first tensor argument; in a tensor list, the first non-empty one (`cat` skips
-    empty tensors, and HF's key/value caches start as one: `cat([empty, keys])`, whose keys are
-    a transposed view: the strided copy's class, 5x the dense one's time on the H200)."""
+    empty tensors, and HF's key/value caches start as one: `cat([empty, keys])` is keyed by the
+    keys' dtype, layout and shape, not by an empty placeholder's)."""
     for a in op.args:
         if isinstance(a, TensorArg):
             return a
