@@ -17,8 +17,8 @@ op's first tensor, with bandwidths `BANDWIDTH` and `DIM_BANDWIDTH` in natural-lo
 point of the same shape dominates and neighbours in size and aspect fill in; outside the
 measured range the ratio of the nearest points holds (time scales with the roofline); below
 the smallest measured size, a convolution's kernels that do not fill the GPU keep their time
-(`FamilyModel.wave_floor`: an implicit-GEMM block computes a fixed tile, so cuDNN's per-group
-kernels of 8 blocks take the same time for fewer of them). The
+(`FamilyModel.small_grid_floor`: an implicit-GEMM block computes a fixed tile, so cuDNN's
+per-group kernels of 8 blocks take the same time for fewer of them). The
 kernels (names, launch configs) are those of the nearest point, their durations scaled to the
 interpolated total. Ops or classes the sweep did not cover return None and the next source
 answers (the isolated-op sweep, then the roofline).
@@ -387,13 +387,13 @@ class FamilyModel:
         t = near["t"] * w_ns / near["w"] if den <= 1e-12 else w_ns * math.exp(num / den)
         if lw < lo and op_name in CONV_OPS:
             # below every measured size: the work shrinks, but a kernel that leaves most SMs idle
-            # does not get faster (wave_floor). Convolutions only: cuDNN's implicit-GEMM kernels
-            # give each block a fixed output tile; kernels whose blocks loop over the data
-            # (sorts, scans, reductions: an embedding backward's) do get faster with less of it
-            t = max(t, self.wave_floor(near, w_ns / near["w"]))
+            # does not get faster (small_grid_floor). Convolutions only: cuDNN's implicit-GEMM
+            # kernels give each block a fixed output tile; kernels whose blocks loop over the
+            # data (sorts, scans, reductions: an embedding backward's) get faster with less of it
+            t = max(t, self.small_grid_floor(near, w_ns / near["w"]))
         return t, near
 
-    def wave_floor(self, point: dict, r: float) -> float:
+    def small_grid_floor(self, point: dict, r: float) -> float:
         """The point's time with the work scaled by `r` (< 1), kernel by kernel: a kernel whose
         grid does not fill half the GPU's SMs (cuDNN's legacy per-group kernels: 8 blocks) keeps
         its time, each block computing a fixed tile; any other (a persistent Hopper kernel has a
