@@ -319,10 +319,12 @@ CONTIGUOUS_OPERANDS = {"native_layer_norm": (0,), "native_layer_norm_backward": 
                        "_fused_rms_norm_backward": (0, 1)}
 
 
-def copied_operands(base: str, args: tuple) -> list[int]:
-    """Positions of the operands a CUDA build clones contiguous inside op `base` before its
-    kernels run (GEMM operands cuBLAS cannot take, BLAS_OPERANDS; operands of ops that need
-    them contiguous, CONTIGUOUS_OPERANDS). `args` hold TensorArgs or tensors (shape, stride)."""
+def copied_operands(name: str, args: tuple) -> list[int]:
+    """Positions of the operands a CUDA build clones contiguous inside op `name` ("aten::mm",
+    an overload's name too) before its kernels run (GEMM operands cuBLAS cannot take,
+    BLAS_OPERANDS; operands of ops that need them contiguous, CONTIGUOUS_OPERANDS). `args` hold
+    TensorArgs or tensors (shape, stride)."""
+    base = _split_name(name)[1]
     if base in BLAS_OPERANDS:
         positions, needs = BLAS_OPERANDS[base], _R.blas_needs_copy
     elif base in CONTIGUOUS_OPERANDS:
@@ -341,12 +343,7 @@ def copied_operands(base: str, args: tuple) -> list[int]:
 
 
 def _not_contiguous(shape: tuple, stride: tuple) -> bool:
-    expected = 1
-    for size, st in zip(reversed(shape), reversed(stride)):
-        if size != 1 and st != expected:
-            return True
-        expected *= size
-    return False
+    return not _R.contiguous_strides(shape, stride)
 
 
 def _contiguous(t: TensorArg) -> TensorArg:
@@ -366,7 +363,7 @@ def _operand_copies(op: OpCall, base: str) -> list[OpCall] | None:
     21's whisper profile). None when every operand is usable."""
     import dataclasses
 
-    positions = copied_operands(base, op.args)
+    positions = copied_operands(op.name, op.args)
     if not positions:
         return None
     args = list(op.args)

@@ -49,6 +49,7 @@ from functools import lru_cache
 from importlib import resources
 
 from phantora_prof.cost.profiles import load_profile
+from phantora_prof.cost.roofline import is_contiguous
 from phantora_prof.protocol import DTYPE_ITEMSIZE, TensorArg
 
 SCHEMA = "phantora-measured/1"
@@ -450,15 +451,6 @@ _FILL = frozenset(("fill_", "zero_", "zeros", "zeros_like", "ones", "ones_like",
 _SUMS = frozenset(("sum", "mean", "nansum"))
 
 
-def _contig(t: TensorArg) -> bool:
-    expected = 1
-    for s, st in zip(reversed(t.shape), reversed(t.stride)):
-        if s != 1 and st != expected:
-            return False
-        expected *= s
-    return True
-
-
 def _tensors(vals):
     for a in vals:
         if isinstance(a, TensorArg):
@@ -514,7 +506,7 @@ def _query_for(op, base, allow_tf32):
             x = a[0]
         else:
             x = a[0]
-        if not isinstance(x, TensorArg) or not _contig(x) or not x.shape:
+        if not isinstance(x, TensorArg) or not is_contiguous(x) or not x.shape:
             return None
         dt = _DT.get(x.dtype)
         if dt is None:
@@ -538,7 +530,7 @@ def _query_for(op, base, allow_tf32):
         return ("mem", _ROW[base], dt, x.numel, h)
     if base in _SUMS:
         x = a[0]
-        if not isinstance(x, TensorArg) or not _contig(x) or not x.shape or not outs:
+        if not isinstance(x, TensorArg) or not is_contiguous(x) or not x.shape or not outs:
             return None
         dt = _DT.get(x.dtype)
         if dt is None or outs[0].dtype != x.dtype:
@@ -560,7 +552,7 @@ def _query_for(op, base, allow_tf32):
         return None
     if base in _FILL:
         t = outs[0] if outs else (a[0] if a and isinstance(a[0], TensorArg) else None)
-        if t is None or not _contig(t) or _DT.get(t.dtype) is None:
+        if t is None or not is_contiguous(t) or _DT.get(t.dtype) is None:
             return None
         return ("mem", "zero_", _DT[t.dtype], t.numel, 0)
     if base in ("_to_copy", "copy_"):
@@ -570,7 +562,7 @@ def _query_for(op, base, allow_tf32):
             src, dst = a[0], (outs[0] if outs else None)
         if not (isinstance(src, TensorArg) and isinstance(dst, TensorArg)):
             return None
-        if not (src.on_gpu and dst.on_gpu and _contig(src) and _contig(dst) and src.shape == dst.shape):
+        if not (src.on_gpu and dst.on_gpu and is_contiguous(src) and is_contiguous(dst) and src.shape == dst.shape):
             return None
         if src.dtype == dst.dtype:
             return ("memcpy", "d2d", dst.nbytes)
@@ -604,7 +596,7 @@ def _query_for(op, base, allow_tf32):
         if not outs or not ins:
             return None
         ref = outs[0]
-        if any(t.shape != ref.shape or not _contig(t) for t in ins + outs):
+        if any(t.shape != ref.shape or not is_contiguous(t) for t in ins + outs):
             return None
         if base == "add" and len(ins) == 2 and ref.dtype == "float32" and \
                 sorted(t.dtype for t in ins) == ["bfloat16", "float32"]:

@@ -72,8 +72,13 @@ def tensor_bytes(t: TensorArg) -> int:
 
 
 def is_contiguous(t: TensorArg) -> bool:
+    return contiguous_strides(t.shape, t.stride)
+
+
+def contiguous_strides(shape: tuple, stride: tuple) -> bool:
+    """Whether these strides are a contiguous tensor's (size-1 dims' strides do not matter)."""
     expected = 1
-    for s, st in zip(reversed(t.shape), reversed(t.stride)):
+    for s, st in zip(reversed(shape), reversed(stride)):
         if s != 1 and st != expected:
             return False
         expected *= s

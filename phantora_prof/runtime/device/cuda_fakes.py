@@ -85,7 +85,7 @@ def _rnn(input, weight, weight_stride0, weight_buf, hx, cx, mode, hidden_size, p
     return output, hy, cy, reserve, weight_buf
 
 
-def _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
     """CTC loss with int-list lengths (known on the host): the negative log-likelihood per
     sequence and log_alpha of (batch, frames, 2 x longest target + 1), as the CUDA kernel sizes
     them. (The Tensor-lengths overload reads its lengths from the GPU: capture.ctc_loss_outputs.)"""
@@ -104,7 +104,7 @@ _META = {
     "_cudnn_rnn": _rnn,
     "_cudnn_rnn_flatten_weight": _flatten_weight,
     "_cudnn_rnn_backward": _rnn_backward,
-    "_ctc_loss": _ctc_loss,
+    "_ctc_loss": ctc_loss,
     "_ctc_loss_backward": _ctc_loss_backward,
     "_ctc_loss_backward.Tensor": _ctc_loss_backward,
 }

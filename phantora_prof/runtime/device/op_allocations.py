@@ -186,9 +186,19 @@ GEMM_OPS = frozenset({
 })
 
 
-def _copied(name: str, args: tuple) -> list:
-    """The operands the op clones contiguous before its kernels (cost.copied_operands)."""
-    return [args[i] for i in copied_operands(name[6:].split(".")[0], args)]
+# ops that clone a non-contiguous operand inside (cost.CONTIGUOUS_OPERANDS: layer norms)
+CLONING_OPS = frozenset("aten::" + base for base in CONTIGUOUS_OPERANDS)
+
+
+def _clones(m: Any, name: str, args: tuple) -> list:
+    """Blocks for the contiguous clones of the operands the op copies before its kernels
+    (cost.copied_operands); the caller frees them (`_free`) when the op ends."""
+    return [m.malloc(args[i].numel() * args[i].element_size()) for i in copied_operands(name, args)]
+
+
+def _free(m: Any, blocks: list) -> None:
+    for b in reversed(blocks):
+        m.free(b)
 
 
 def note_op(name: str, args: tuple, kwargs: dict, out: Any, device: int = 0) -> None:
@@ -208,14 +218,12 @@ def note_op(name: str, args: tuple, kwargs: dict, out: Any, device: int = 0) -> 
             lt = True
         # operands cuBLAS cannot take as they are: a contiguous clone, alive during the GEMM
         # (after the output, around the handle's first workspace; H200 memory trace, session 20)
-        clones = [m.malloc(t.numel() * t.element_size()) for t in _copied(name, args)]
+        clones = _clones(m, name, args)
         m.gemm(lt=lt)
-        for b in reversed(clones):
-            m.free(b)
-    elif name[6:].split(".")[0] in CONTIGUOUS_OPERANDS:
+        _free(m, clones)
+    elif name in CLONING_OPS:
         # a layer norm's non-contiguous input: its contiguous clone lives while the op runs
-        for b in reversed([m.malloc(t.numel() * t.element_size()) for t in _copied(name, args)]):
-            m.free(b)
+        _free(m, _clones(m, name, args))
     elif name in _REDUCTIONS:
         x = args[0] if args else None
         if x is None or not hasattr(x, "stride"):

@@ -27,7 +27,7 @@ from phantora_prof import hostcost
 from phantora_prof.cost.model import CostModel
 from phantora_prof.errors import UnsupportedOpError
 from phantora_prof.protocol import CPU_DEVICE, HIDDEN_DEPTH, AutogradSpan, OpCall, OpKind, SyncKind, TensorArg
-from phantora_prof.runtime.device import allocator, op_allocations, pinned
+from phantora_prof.runtime.device import allocator, cuda_fakes, op_allocations, pinned
 from phantora_prof.runtime.dispatch import annotations, conv_layout, cuda_dispatch, cuda_queries, fake_wrap, meta_cache, op_recorder, sdpa, values
 from phantora_prof.runtime.host import dataloader
 from phantora_prof.runtime.dispatch.tensors import tensors_in
@@ -826,24 +826,15 @@ def ctc_loss_outputs(mode: CaptureMode, args: tuple, kwargs: dict, orig_args: tu
     (all targets in one sequence) with a warning."""
     log_probs, targets = args[0], args[1]
     lengths = orig_args[3] if len(orig_args) > 3 else kwargs.get("target_lengths")
-    batch = log_probs.size(1) if log_probs.dim() == 3 else 1
-    if targets.dim() == 2:
-        longest = targets.size(1)
-    else:
-        known = cuda_queries.known_ints(lengths)
-        if known is None:
-            longest = targets.numel()
-            if "aten::_ctc_loss" not in mode.unsupported:
-                mode.unsupported["aten::_ctc_loss"] = "upper-bound estimate"
-                log.warning("aten::_ctc_loss: the target lengths have no values in the simulation; its work "
-                            "is sized for one target of all %d labels (the upper bound)", longest)
-        else:
-            longest = max(known, default=0)
-    with mode.fake_mode:
-        nll = torch.empty((batch,), dtype=log_probs.dtype, device=log_probs.device)
-        alpha = torch.empty((batch, log_probs.size(0), 2 * longest + 1), dtype=log_probs.dtype,
-                            device=log_probs.device)
-    return nll, alpha
+    known = cuda_queries.known_ints(lengths) if targets.dim() == 1 else []
+    if known is None:
+        known = [targets.numel()]
+        if "aten::_ctc_loss" not in mode.unsupported:
+            mode.unsupported["aten::_ctc_loss"] = "upper-bound estimate"
+            log.warning("aten::_ctc_loss: the target lengths have no values in the simulation; its work "
+                        "is sized for one target of all %d labels (the upper bound)", known[0])
+    with mode.fake_mode:  # the int-list overload's shape function, with the lengths now known
+        return cuda_fakes.ctc_loss(log_probs, targets, None, known)
 
 
 if op_cpu.ACTIVE is not None:  # PHANTORA_OP_CPU: the capture mode's CPU per aten op
