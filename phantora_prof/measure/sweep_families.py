@@ -147,13 +147,17 @@ def _conv_block(p):
         conv, bn = conv.to(memory_format=torch.channels_last), bn.to(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
     x.requires_grad_(p["ci"] != 3)
+    return _conv_bn_relu(conv, bn, x, p["dtype"])
 
-    st: dict = {}
+
+def _conv_bn_relu(conv: nn.Module, bn: nn.Module, x: torch.Tensor, dtype: str):
+    """One step of a convolution block: conv, batch norm, ReLU forward and their backward."""
+    state: dict = {}
 
     def run():
-        with _autocast(p["dtype"]):
+        with _autocast(dtype):
             y = F.relu(bn(conv(x)))
-        _backward(y, st)
+        _backward(y, state)
 
     return run
 
@@ -231,14 +235,7 @@ def _conv_nd_block(p):
             cl = torch.channels_last_3d
             conv, bn, x = conv.to(memory_format=cl), bn.to(memory_format=cl), x.contiguous(memory_format=cl)
     x.requires_grad_(p["ci"] != 3 and p["ci"] != 1)
-    st: dict = {}
-
-    def run():
-        with _autocast(p["dtype"]):
-            y = F.relu(bn(conv(x)))
-        _backward(y, st)
-
-    return run
+    return _conv_bn_relu(conv, bn, x, p["dtype"])
 
 
 def pool_cases():

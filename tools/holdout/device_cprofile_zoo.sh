@@ -6,22 +6,10 @@
 # Usage: tools/holdout/device_cprofile_zoo.sh OUTDIR WORKLOADS_DIR   (WORKLOADS_DIR: gpt.py)
 set -u
 out=$1; wl=$2
-H=$PWD/tools/holdout
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-python3 -m phantora_prof.measure.host_probe --out "$out/host_probe.json" > /dev/null 2>&1
-echo "probe rc=$?"
-run() {  # name dir script args...
-  local name=$1 dir=$2; shift 2
-  local p
-  p=$(cd "$dir" && timeout 150 python3 "$H/phases.py" "$@" --steps 12 2>&1 | grep '^PHASES ')
-  echo "$name plain $p" | tee -a "$out/phases.txt"
-  p=$(cd "$dir" && timeout 150 python3 "$H/phases.py" --cprofile /tmp/$name.prof "$@" --steps 12 2>&1 | grep '^PHASES ')
-  echo "$name cprofile $p" | tee -a "$out/phases.txt"
-  python3 "$H/cprofile_table.py" /tmp/$name.prof --steps 9 --out "$out/cprof_$name.json"
-}
-run gpt_b1 "$wl" gpt.py --batch 1 --seq 64
-run tv_swin "$H" zoo.py --model tv_swin
-run timm_convnext "$H" zoo.py --model timm_convnext
-run tv_efficientnet "$H" zoo.py --model tv_efficientnet
-run vit "$H" vit.py
+source "$(dirname "$0")/device_host_env.sh"
+run_cprofiled gpt_b1 "$wl" gpt.py --batch 1 --seq 64
+run_cprofiled tv_swin "$H" zoo.py --model tv_swin
+run_cprofiled timm_convnext "$H" zoo.py --model timm_convnext
+run_cprofiled tv_efficientnet "$H" zoo.py --model tv_efficientnet
+run_cprofiled vit "$H" vit.py
 ls -la "$out"

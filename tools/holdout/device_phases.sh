@@ -6,10 +6,7 @@
 # Usage: tools/holdout/device_phases.sh OUTDIR WORKLOADS_DIR   (WORKLOADS_DIR: the reference gpt.py)
 set -u
 out=$1; wl=$2
-H=$PWD/tools/holdout
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-python3 -m phantora_prof.measure.host_probe --out "$out/host_probe.json" > /dev/null 2>&1
-echo "probe rc=$?"
+source "$(dirname "$0")/device_host_env.sh"
 log=$out/phases.txt
 run() {  # name dir script args...
   local name=$1 dir=$2; shift 2

@@ -48,6 +48,19 @@ def import_torchvision():
     return torchvision
 
 
+def _train_step(loss_of, opt):
+    """A training step: the loss under bf16 autocast, its backward, the optimizer's step and
+    zero_grad (set to None), as the zoo's models all train."""
+    def step(i):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = loss_of()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
 # ---------------------------------------------------------------- language models (HF transformers)
 
 def _hf_causal_lm(name: str, a):
@@ -115,14 +128,7 @@ def _hf_lm_step(model, a, dev):
     ids = torch.randint(0, vocab, (a.batch, a.seq), device=dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
-    def step(i):
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            out = model(input_ids=ids, labels=ids)
-        out.loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    return step
+    return _train_step(lambda: model(input_ids=ids, labels=ids).loss, opt)
 
 
 def _hf_bert_step(model, a, dev):
@@ -130,14 +136,7 @@ def _hf_bert_step(model, a, dev):
     mask = torch.ones(a.batch, a.seq, dtype=torch.long, device=dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
-    def step(i):
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            out = model(input_ids=ids, attention_mask=mask, labels=ids)
-        out.loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    return step
+    return _train_step(lambda: model(input_ids=ids, attention_mask=mask, labels=ids).loss, opt)
 
 
 def _hf_t5_step(model, a, dev):
@@ -145,14 +144,7 @@ def _hf_t5_step(model, a, dev):
     labels = torch.randint(0, model.config.vocab_size, (a.batch, a.seq // 4), device=dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
-    def step(i):
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            out = model(input_ids=ids, labels=labels)
-        out.loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    return step
+    return _train_step(lambda: model(input_ids=ids, labels=labels).loss, opt)
 
 
 # ---------------------------------------------------------------- vision models (timm, torchvision)
@@ -184,14 +176,7 @@ def _vision_step(model, a, dev, channels_last: bool, sgd: bool):
     opt = (torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4) if sgd
            else torch.optim.AdamW(model.parameters(), lr=1e-4))
 
-    def step(i):
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    return step
+    return _train_step(lambda: F.cross_entropy(model(x), y), opt)
 
 
 # ---------------------------------------------------------------- blind set 6: speech, contrastive, video
@@ -227,14 +212,7 @@ def _hf_speech_or_clip_step(model, a, dev):
                   "pixel_values": torch.randn(a.batch, 3, 224, 224, generator=g).to(dev), "return_loss": True}
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
-    def step(i):
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            out = model(**inputs)
-        out.loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    return step
+    return _train_step(lambda: model(**inputs).loss, opt)
 
 
 def _video_step(model, a, dev):
@@ -243,14 +221,7 @@ def _video_step(model, a, dev):
     y = torch.randint(0, 400, (a.batch,), device=dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
 
-    def step(i):
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    return step
+    return _train_step(lambda: F.cross_entropy(model(x), y), opt)
 
 
 # ---------------------------------------------------------------- recurrent (cuDNN RNN)
