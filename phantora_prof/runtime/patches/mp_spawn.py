@@ -135,7 +135,36 @@ def _join_children(local_rank: int, local_world: int) -> None:
     ranks = tuple(range(first, first + local_world))
     name = f"{INTERNAL_GROUP_PREFIX}mp_spawn:{first // local_world}"
     st.channel.send(GroupCreated(rank, name, "mp_spawn", ranks, backend="", backend_config=""))
+    _wait_output_read()
     HostGroup(name, ranks, local_rank).exchange("mp.spawn join", b"")
+
+
+def _wait_output_read(polls: int = 2000) -> None:
+    """Before the join: until the CLI has read what this rank wrote to its stdout and stderr
+    pipes. The CLI reads each rank's pipe on a thread of its own, so without this a child's last
+    lines could reach the terminal after the parent's first line past the join (a race seen in
+    CI), where a real mp.spawn's children write to the terminal before the join returns. Pipes
+    only (FIONREAD); bounded (about 2 s of real time), so a stalled reader never hangs the join;
+    real sleeps, no simulated time."""
+    import fcntl
+    import stat
+    import struct
+    import termios
+
+    from phantora_prof.runtime.process.clock import real_sleep
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for fd in (1, 2):
+        try:
+            if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+                continue  # a file or a terminal: nothing reads it for us
+        except OSError:
+            continue
+        for _ in range(polls):
+            if struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0] == 0:
+                break
+            real_sleep(0.001)
 
 
 def _request_relaunch(nprocs: int) -> None:
