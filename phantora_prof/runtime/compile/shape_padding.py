@@ -49,17 +49,27 @@ def available() -> bool:
 @contextlib.contextmanager
 def decided_by(cost_ns: Callable[[OpCall], float], ratio: float) -> Iterator[None]:
     """Inside: pad_mm's decision uses `cost_ns` (the GPU time of a call) instead of timing, and
-    pads when unpadded / padded exceeds `ratio` (the GPU profile's `pad_mm_ratio`)."""
+    pads when unpadded / padded exceeds `ratio` (the GPU profile's `pad_mm_ratio`).
+
+    `can_pad` also asks whether Triton is installed: a CUDA machine has it (CUDA builds of torch
+    depend on it), a CPU-only environment without the `frameworks` extra does not, and padding
+    would silently stop there. It is answered as on the GPU machine while the pass runs (the
+    padding copies are timed by the cost model; no Triton code is generated)."""
     from torch._inductor.fx_passes import pad_mm
 
     name = next(n for n in _DECISION_NAMES if hasattr(pad_mm, n))
     original = getattr(pad_mm, name)
     setattr(pad_mm, name, lambda match, mat1, mat2, op, input=None: _should_pad(
         pad_mm, cost_ns, match, mat1, mat2, op, input, ratio))
+    had_triton = getattr(pad_mm, "has_triton", None)
+    if had_triton is not None:
+        pad_mm.has_triton = lambda: True
     try:
         yield
     finally:
         setattr(pad_mm, name, original)
+        if had_triton is not None:
+            pad_mm.has_triton = had_triton
 
 
 def _arg(t: torch.Tensor, shape: tuple | None = None) -> TensorArg:
