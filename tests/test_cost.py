@@ -170,7 +170,56 @@ def test_elementwise_kernel_names():
     assert k.name.startswith("void at::native::unrolled_elementwise_kernel<at::native::CUDAFunctor_add<float>")
     assert k.grid == (12288, 1, 1)
     (k,) = estimate(call("aten::add.Tensor", [x, T((1024, 768))], [x]), "h200", use_table=False)
-    assert k.name.startswith("void at::native::elementwise_kernel<128, 2, ")
+    assert k.name.startswith("void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<")
+    # 2-byte operands: unrolled 4x; two dtypes on a broadcast: the casting gpu_kernel_impl (HF LLaMA's RoPE)
+    q = T((4, 16, 2048, 64), "bfloat16")
+    (k,) = estimate(call("aten::mul.Tensor", [q, T((1, 1, 2048, 64), "bfloat16")], [q]), "h200", use_table=False)
+    assert k.name.startswith("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<")
+    (k,) = estimate(call("aten::mul.Tensor", [q, T((1, 1, 2048, 64))], [T(q.shape)]), "h200", use_table=False)
+    assert k.name.startswith("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl<"
+                             "at::native::BinaryFunctor<float, float, float, ")
+    # a Scalar other folds into the functor (RMSNorm's `variance + eps`)
+    v = T((4, 2048, 1))
+    (k,) = estimate(call("aten::add.Tensor", [v, 1e-6], [v]), "h200", use_table=False)
+    assert "CUDAFunctorOnSelf_add<float>, std::array<char*, 2ul>" in k.name
+
+
+def test_mixed_dtype_elementwise_keeps_its_casting_kernel_with_family_times():
+    """The family class is keyed by the first operand's dtype; its points ran single-dtype
+    vectorized kernels. A `bf16 * fp32` product (HF GPT-2's GELU, 98 us on the H200) takes the
+    point's time and TensorIterator's casting kernel name."""
+    a, b = T((8, 1024, 3072), "bfloat16"), T((8, 1024, 3072))
+    for args in ((a, b), (b, a)):
+        (k,) = estimate(call("aten::mul.Tensor", list(args), [T(a.shape)]), "h200")
+        assert k.name.startswith("void at::native::unrolled_elementwise_kernel<at::native::BinaryFunctor<float, float, "
+                                 "float, at::native::binary_internal::MulFunctor<float> >, std::array<char*, 3ul>, 4, ")
+        assert k.source == "family" and 80_000 < k.duration_ns < 120_000
+    (k,) = estimate(call("aten::mul.Tensor", [b, b], [b]), "h200")
+    assert k.name.startswith("void at::native::vectorized_elementwise_kernel<4, "
+                             "at::native::BinaryFunctor<float")
+
+
+def test_empty_tensors_launch_nothing():
+    """ATen's copy_ and TensorIterator's gpu_kernel return before launching for no elements
+    (HF GPT-2 moves a (0,)-shaped tensor to the GPU twelve times a step: no memcpy on the H200)."""
+    e = T((0,))
+    assert estimate(call("aten::_to_copy", [T((0,), device=CPU_DEVICE)], [e], kind=OpKind.MEMCPY), "h200") == []
+    assert estimate(call("aten::_to_copy", [e], [T((0,), "bfloat16")]), "h200") == []
+    assert estimate(call("aten::add.Tensor", [T((0, 5)), 1], [T((0, 5))]), "h200") == []
+    (k,) = estimate(call("aten::_to_copy", [T((3,), device=CPU_DEVICE)], [T((3,))], kind=OpKind.MEMCPY), "h200")
+    assert k.kind == "memcpy"
+
+
+def test_pow_by_one_or_zero_copies_or_fills():
+    """Pow.cpp: exponent 1 copies the base (PowBackward0 of x.pow(2): a Memcpy DtoD under
+    aten::pow in HF LLaMA's profile), exponent 0 fills ones; others run the power kernel."""
+    x = T((4, 2048, 1024))
+    (k,) = estimate(call("aten::pow.Tensor_Scalar", [x, 1], [x]), "h200")
+    assert (k.kind, k.name) == ("memcpy", "Memcpy DtoD (Device -> Device)")
+    (k,) = estimate(call("aten::pow.Tensor_Scalar", [x, 0], [x]), "h200")
+    assert "FillFunctor<float>" in k.name
+    (k,) = estimate(call("aten::pow.Tensor_Scalar", [x, 2], [x]), "h200")
+    assert k.kind == "kernel" and "pow" in k.name
 
 
 def test_cast_and_copy_kinds():

@@ -191,6 +191,40 @@ def _copy_ends(op, base):
     return src, dst
 
 
+def _trivial_power(op, base: str) -> OpCall | None:
+    """`pow(t, 1)` and `pow(t, 0)` as a CUDA build runs them: ATen's pow_Tensor_Scalar_out copies
+    the base (`out.copy_(base)`) or fills ones (`out.fill_(1)`) instead of launching the power
+    kernel (Pow.cpp). Autograd's PowBackward0 of `x.pow(2)` computes `x.pow(1)`: a Memcpy DtoD
+    under `aten::pow` in HF LLaMA's RMSNorm backward on the H200 (17 a step). None otherwise."""
+    import dataclasses
+
+    if base != "pow" or len(op.args) < 2 or not isinstance(op.args[0], TensorArg) or \
+            isinstance(op.args[1], TensorArg) or isinstance(op.args[1], bool) or op.args[1] not in (0, 1):
+        return None
+    outs = [t for t in _R.iter_tensors(op.outputs)]
+    if not outs:
+        return None
+    if op.args[1] == 1:
+        return dataclasses.replace(op, name="aten::copy_", args=(outs[0], op.args[0]), kwargs={})
+    return dataclasses.replace(op, name="aten::fill_.Scalar", args=(outs[0], 1), kwargs={})
+
+
+def _over_no_elements(op, base: str) -> bool:
+    """A copy or an elementwise op of an empty tensor, which launches nothing on a CUDA build:
+    ATen's copy_ returns before any memcpy or cast kernel when the destination is empty
+    (Copy.cpp, copy_impl), and TensorIterator's gpu_kernel when the iteration has no elements
+    (HF GPT-2 moves a (0,)-shaped tensor to the GPU twelve times a step: no Memcpy HtoD in its
+    H200 profile). Fills and reductions are left to their handlers (a sum over nothing still
+    writes its zeros)."""
+    if base in _ops.COPY_OPS or base == "to":
+        src, dst = _copy_ends(op, base)
+        return (src is not None and src.numel == 0) or (dst is not None and dst.numel == 0)
+    if _ops.handler_for(base) is _ops.elementwise:
+        outs = [t for t in _R.iter_tensors(op.outputs)]
+        return bool(outs) and all(t.numel == 0 for t in outs)
+    return False
+
+
 def _cross_device(op, base) -> bool:
     if base not in _ops.COPY_OPS:
         return False
@@ -209,6 +243,8 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
         return []
     if not _gpu_tensors(op):
         return []
+    if _over_no_elements(op, base):
+        return []
     if base == "_local_scalar_dense":
         t = _R.first_tensor(op)
         return [_memcpy(gpu, t, TensorArg((), (), t.dtype, -1, True), t.itemsize)]
@@ -221,6 +257,9 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
         nbytes = sum(t.nbytes for t in outs if t is not None)
         return [Kernel(_K.KIND_MEMSET, _K.MEMSET_NAME, int(_R.memset_ns(nbytes, gpu)), bytes=nbytes,
                        launch_api=_K.API_MEMSET, source="roofline")]
+    trivial = _trivial_power(op, base)
+    if trivial is not None:
+        return _estimate(trivial, gpu, allow_tf32, use_table, use_measured, use_family, source)
     if base in BLAS_OPERANDS or base in CONTIGUOUS_OPERANDS:
         parts = _operand_copies(op, base)
         if parts is not None:  # operands cloned contiguous first, then the op on the copies
@@ -445,13 +484,32 @@ def _family(op, base, gpu, allow_tf32, handler, cost, specs, total) -> list[Kern
         # the family's, shared by the launches' elements
         return materialize(cost, specs, t, gpu, "family")
     scale = t / max(near["t"], 1)
+    own = _own_casting_kernel(handler, specs, near, fam)
     out = []
     for kind, ni, gx, gy, gz, bx, by, bz, regs, smem, nbytes, ai, dur in near["k"]:
         d = dur if kind == _K.KIND_MEMSET else dur * scale
-        out.append(Kernel(kind, fam.names[ni], max(profile_for(gpu).kernel_floor_ns, int(round(d))), (gx, gy, gz), (bx, by, bz), regs,
-                          smem, nbytes, fam.apis[ai], cost.flops * (d / max(t, 1.0)) if kind == _K.KIND_KERNEL else 0.0,
+        name, api = fam.names[ni], fam.apis[ai]
+        if own is not None:
+            name, api, (gx, gy, gz), (bx, by, bz), regs = own.name, own.api, own.grid, own.block, own.regs
+        out.append(Kernel(kind, name, max(profile_for(gpu).kernel_floor_ns, int(round(d))), (gx, gy, gz), (bx, by, bz), regs,
+                          smem, nbytes, api, cost.flops * (d / max(t, 1.0)) if kind == _K.KIND_KERNEL else 0.0,
                           "family"))
     return out
+
+
+def _own_casting_kernel(handler, specs, near, fam):
+    """The op's own kernel where it casts and its nearest family point does not: an elementwise
+    op over operands of two dtypes (HF GPT-2's `bf16 * fp32` in its GELU, HF LLaMA's RoPE
+    products) runs TensorIterator's casting kernel (unrolled with LoadWithCast when contiguous,
+    `gpu_kernel_impl` when strided), while the class (keyed by the first operand's dtype)
+    holds single-dtype points that ran the vectorized one. The point's time stands (the sweep's
+    in-training times put these within ~5% of the H200 profile's), its name does not. None
+    when the point's own kernel applies."""
+    if handler is not _ops.elementwise or len(specs) != 1 or len(near["k"]) != 1 or specs[0].generic:
+        return None
+    if not _K.casts(specs[0].name) or _K.casts(fam.names[near["k"][0][1]]):
+        return None
+    return specs[0]
 
 
 def _list_op_roofline(op, base, handler, ref, allow_tf32) -> float:

@@ -294,10 +294,20 @@ def unrolled_kernel(functor: str, ntensors: int, numel: int) -> KernelSpec:
     return KernelSpec(KIND_KERNEL, name, _grid1(numel, 512), (128, 1, 1), 32)
 
 
-def strided_kernel(functor: str, numel: int) -> KernelSpec:
-    lam = f"at::native::gpu_kernel_impl_nocast<{functor}>(at::TensorIteratorBase&, {functor} const&)::{{lambda(int)#1}}"
-    name = f"void at::native::elementwise_kernel<128, 2, {lam}>(int, {lam})"
-    return KernelSpec(KIND_KERNEL, name, _grid1(numel, 256), (128, 1, 1), 18)
+def strided_kernel(functor: str, numel: int, dtype: str = "float32", cast: bool = False) -> KernelSpec:
+    """TensorIterator's legacy kernel for broadcast or non-contiguous operands (CUDALoops.cuh):
+    `gpu_kernel_impl_nocast` unrolled 4x for operands under 4 bytes (`dtype`: the functor's),
+    2x otherwise; with operands of several dtypes (`cast`) `gpu_kernel_impl`, which casts each
+    load and store, unrolled 4x (the H200 traces: HF LLaMA's RoPE `bf16 * fp32` products)."""
+    impl, unroll = ("gpu_kernel_impl", 4) if cast else ("gpu_kernel_impl_nocast", 4 if _ITEMSIZE.get(dtype, 4) < 4 else 2)
+    lam = f"at::native::{impl}<{functor}>(at::TensorIteratorBase&, {functor} const&)::{{lambda(int)#1}}"
+    name = f"void at::native::elementwise_kernel<128, {unroll}, {lam}>(int, {lam})"
+    return KernelSpec(KIND_KERNEL, name, _grid1(numel, 128 * unroll), (128, 1, 1), 18)
+
+
+def casts(name: str) -> bool:
+    """Whether a TensorIterator kernel converts dtypes per element (operands of several dtypes)."""
+    return "LoadWithCast" in name or "gpu_kernel_impl<" in name
 
 
 def lambda_functor(fn: str, dtype: str, nargs: int = 1, anon: bool = False) -> str:
@@ -313,7 +323,9 @@ def binary_functor(base: str, dtype: str, scalar: bool) -> str:
     t = cpp(dtype)
     o = opmath(dtype)
     if base in ("add", "add_", "sub", "sub_", "rsub"):
-        return f"at::native::CUDAFunctor_add<{t}>"
+        # with a Scalar other (`x + eps`), ATen's add_kernel folds it into the functor
+        # (CUDAFunctorOnSelf_add: HF LLaMA's RMSNorm `variance + eps` on the H200)
+        return f"at::native::CUDAFunctorOnSelf_add<{t}>" if scalar and base != "rsub" else f"at::native::CUDAFunctor_add<{t}>"
     fn = {"mul": "MulFunctor", "mul_": "MulFunctor", "div": "DivFunctor", "div_": "DivFunctor"}.get(base)
     if fn is not None:
         wrap = "AUnaryFunctor" if scalar else "BinaryFunctor"
@@ -335,7 +347,7 @@ def copy_kernel(src: str, dst: str, numel: int, contiguous: bool) -> KernelSpec:
                f"{{lambda()#7}}::operator()() const::{{lambda({cpp(dst)})#1}}")
     if contiguous:
         return unrolled_kernel(functor, 2, numel)
-    return strided_kernel(functor, numel)
+    return strided_kernel(functor, numel, dst, cast=src != dst)
 
 
 def reduce_kernel(functor: str, dtype: str, out_dtype: str, reduce_size: int, num_outputs: int,

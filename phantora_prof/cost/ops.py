@@ -845,7 +845,7 @@ def elementwise(op, base, gpu, allow_tf32):
     if generic:
         functor = K.lambda_functor(f"{base.rstrip('_')}_kernel_cuda", dtype, max(1, min(len(ins), 3)))
     if broadcast or noncontig:
-        spec, eff = K.strided_kernel(functor, numel), "strided"
+        spec, eff = K.strided_kernel(functor, numel, dtype, cast=len(dtypes) > 1), "strided"
     elif len(dtypes) > 1:
         spec, eff = K.unrolled_kernel(functor, n_ops, numel), "unrolled"
     else:
