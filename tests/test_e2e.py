@@ -177,6 +177,16 @@ def test_ctc_loss_as_speech_models_run_it(cli):
     assert "upper bound" not in r.stderr
 
 
+def test_transformer_encoder_inference_with_a_padding_mask_runs_dense(cli):
+    """On a GPU the encoder's inference fast path turns a masked batch into a nested tensor; the
+    simulated device has none, so the layers run on the padded tensor, with one warning that
+    says so, and the module's own setting is left as it was."""
+    r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "encoder_padding")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "encoder (3, 10, 64) (3, 10, 64) True" in r.stdout, r.stdout
+    assert r.stderr.count("nested-tensor fast path") == 1, r.stderr
+
+
 def test_mixture_of_experts_routing_over_simulated_data_is_balanced(cli):
     """topk over data without values takes evenly spread choices, bincount / histc even
     counts: where, nonzero and split sizes downstream are a balanced router's, without the

@@ -67,6 +67,17 @@ elif mode == "ctc":
     padded = F.ctc_loss(logits.log_softmax(2), labels.clamp(min=1), [50] * 4, [9] * 4)
     print("ctc", tuple(targets.shape), target_lengths.tolist(), tuple(loss.shape), tuple(logits.grad.shape),
           tuple(padded.shape), torch.backends.cudnn.benchmark_limit, torch.backends.cudnn.enabled)
+elif mode == "encoder_padding":
+    # nn.TransformerEncoder's inference fast path with a padding mask (nested tensors on a GPU);
+    # the module was moved to CUDA after construction, as scripts do
+    enc = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(64, 4, 128, batch_first=True), 2)
+    enc = enc.to("cuda").eval()
+    pad = torch.zeros(3, 10, dtype=torch.bool, device="cuda")
+    pad[:, 7:] = True
+    with torch.inference_mode():
+        y = enc(torch.randn(3, 10, 64, device="cuda"), src_key_padding_mask=pad)
+        z = enc(torch.randn(3, 10, 64, device="cuda"))
+    print("encoder", tuple(y.shape), tuple(z.shape), enc.use_nested_tensor)
 elif mode == "routing":
     # a mixture-of-experts router over simulated (large) activations: balanced choices
     x = torch.randn(4096, 512, device="cuda")

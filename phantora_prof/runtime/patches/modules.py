@@ -7,6 +7,7 @@
   and put the same new Parameter back everywhere the old one was.
 - The "foreach supported types" lists of torch.optim and torch.utils._foreach_utils learn
   the fake tensor type, so defaults pick the same implementation as on a GPU.
+- `nn.TransformerEncoder`'s nested-tensor fast path runs dense (see _dense_transformer_encoder).
 """
 from __future__ import annotations
 
@@ -136,7 +137,40 @@ def _foreach_accepts_fake_tensors() -> None:
             types.append(FakeTensor)
 
 
+_NESTED_WARNED = False
+
+
+def _dense_transformer_encoder(orig: Callable) -> Callable:
+    """`nn.TransformerEncoder` in inference with a padding mask converts its input to a nested
+    tensor (`torch._nested_tensor_from_mask`) and runs its layers' fused kernels on the valid
+    tokens only. Nested tensors do not exist on the simulated device (FakeTensor has no nested
+    layout), so there the encoder takes the path it takes with `enable_nested_tensor=False`:
+    the same fused layer kernels on the padded tensor, which does the padding's work too (more GPU
+    time than the GPU spends, up to the padded share of the tokens) and skips the mask check's
+    host sync. Said once per run; training and unmasked calls are not affected."""
+
+    @functools.wraps(orig)
+    def forward(self: nn.Module, src: torch.Tensor, *args: Any, **kwargs: Any):
+        global _NESTED_WARNED
+        if not getattr(self, "use_nested_tensor", False) or not isinstance(src, torch.Tensor) \
+                or src.device.type != "cuda":
+            return orig(self, src, *args, **kwargs)
+        masked = kwargs.get("src_key_padding_mask", args[1] if len(args) > 1 else None) is not None
+        if masked and not _NESTED_WARNED and not self.layers[0].training:
+            _NESTED_WARNED = True
+            log.warning("nn.TransformerEncoder: the nested-tensor fast path (inference with a padding mask) is "
+                        "simulated on the padded tensor: its GPU time includes the padding's work")
+        self.use_nested_tensor = False
+        try:
+            return orig(self, src, *args, **kwargs)
+        finally:
+            self.use_nested_tensor = True
+
+    return forward
+
+
 def install() -> None:
     nn.Module._apply = _patched_apply(nn.Module._apply)
     _foreach_accepts_fake_tensors()
     torch.Tensor.record_stream = _record_stream
+    nn.TransformerEncoder.forward = _dense_transformer_encoder(nn.TransformerEncoder.forward)
