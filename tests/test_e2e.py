@@ -187,6 +187,15 @@ def test_transformer_encoder_inference_with_a_padding_mask_runs_dense(cli):
     assert r.stderr.count("nested-tensor fast path") == 1, r.stderr
 
 
+def test_packed_sequences_take_their_sizes_from_the_lengths(cli):
+    """pack_padded_sequence / pad_packed_sequence on GPU data: the sizes come from the CPU
+    lengths (values the simulation has), batch_sizes and the padded lengths are real CPU
+    tensors, and the RNN and both backwards run."""
+    r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "packed")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "packed (23, 16) [4, 4, 3, 3, 3, 3, 1, 1, 1] (4, 12, 32) [9, 6, 6, 2] (4, 9, 16)" in r.stdout, r.stdout
+
+
 def test_mixture_of_experts_routing_over_simulated_data_is_balanced(cli):
     """topk over data without values takes evenly spread choices, bincount / histc even
     counts: where, nonzero and split sizes downstream are a balanced router's, without the

@@ -820,7 +820,9 @@ def elementwise(op, base, gpu, allow_tf32):
         return Cost(ELEMENTWISE, "vectorized"), []
     ref = outs[0] if outs else ins[0]
     numel = max(ref.numel, 1)
-    dtypes = {t.dtype for t in tensors}
+    # the kernel's operands are the GPU tensors (a CPU one beside them is a host-side list:
+    # pack_padded_sequence's lengths)
+    dtypes = {t.dtype for t in tensors if t.on_gpu} or {t.dtype for t in tensors}
     broadcast = any(t.numel != numel or 0 in t.stride for t in ins)
     # TensorIterator coalesces operands that share one dense layout (channels-last included)
     noncontig = not one_dense_layout(t for t in tensors if t.numel > 1)

@@ -78,6 +78,16 @@ elif mode == "encoder_padding":
         y = enc(torch.randn(3, 10, 64, device="cuda"), src_key_padding_mask=pad)
         z = enc(torch.randn(3, 10, 64, device="cuda"))
     print("encoder", tuple(y.shape), tuple(z.shape), enc.use_nested_tensor)
+elif mode == "packed":
+    # variable-length batches through an LSTM: lengths on the CPU, as CUDA requires
+    rnn = torch.nn.LSTM(16, 32, batch_first=True).cuda()
+    x = torch.randn(4, 9, 16, device="cuda", requires_grad=True)
+    packed = torch.nn.utils.rnn.pack_padded_sequence(x, torch.tensor([9, 6, 6, 2]), batch_first=True)
+    out, _ = rnn(packed)
+    padded, lengths = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=12)
+    padded.sum().backward()
+    print("packed", tuple(packed.data.shape), packed.batch_sizes.tolist(), tuple(padded.shape), lengths.tolist(),
+          tuple(x.grad.shape))
 elif mode == "routing":
     # a mixture-of-experts router over simulated (large) activations: balanced choices
     x = torch.randn(4096, 512, device="cuda")

@@ -383,8 +383,10 @@ class CaptureMode(TorchDispatchMode):
         except DynamicOutputShapeException:
             # a CUDA kernel of such an op copies its output size to the host and waits for it
             # (nonzero, bincount, unique, boolean indexing: cudaMemcpyAsync + cudaStreamSynchronize)
-            reads_size = True
-            known = values.data_dependent_result(func, args, kwargs)
+            # packed sequences: sized by lengths already on the CPU (no copy back, no wait), some
+            # outputs on the CPU: not from values
+            reads_size = name not in _PACKED_SEQUENCE_OPS
+            known = None if name in _PACKED_SEQUENCE_OPS else values.data_dependent_result(func, args, kwargs)
             out = self._data_dependent_exact(known, args, kwargs) if known is not None else None
             if out is None:
                 known = None
@@ -774,6 +776,10 @@ class CaptureMode(TorchDispatchMode):
         sizes its work by the longest target (`ctc_loss_outputs`)."""
         if name == "aten::_ctc_loss":
             return ctc_loss_outputs(self, args, kwargs, orig_args or args)
+        if name in _PACKED_SEQUENCE_OPS:
+            packed = packed_sequence_outputs(self, name, args, kwargs, orig_args or args)
+            if packed is not None:
+                return packed
         x = args[0]
         n = x.numel()
         if name not in self.unsupported:
@@ -835,6 +841,40 @@ def ctc_loss_outputs(mode: CaptureMode, args: tuple, kwargs: dict, orig_args: tu
                         "is sized for one target of all %d labels (the upper bound)", known[0])
     with mode.fake_mode:  # the int-list overload's shape function, with the lengths now known
         return cuda_fakes.ctc_loss(log_probs, targets, None, known)
+
+
+_PACKED_SEQUENCE_OPS = frozenset(("aten::_pack_padded_sequence", "aten::_pad_packed_sequence"))
+
+
+def packed_sequence_outputs(mode: CaptureMode, name: str, args: tuple, kwargs: dict, orig_args: tuple):
+    """`nn.utils.rnn.pack_padded_sequence` / `pad_packed_sequence` on a GPU tensor: their sizes
+    follow the sequence lengths (`lengths` must be a CPU tensor on CUDA too, so they have values)
+    or the packed batch sizes (a CPU tensor the packing made), not the data. The packed data
+    lives on the GPU (ATen copies the valid steps out with slices and a cat); `batch_sizes` and
+    the padded lengths are CPU tensors with their real values, as a CUDA build returns them.
+    None when the lengths have no values (the caller then reports the op)."""
+    bound = dict(zip(("input", "lengths", "batch_first") if name == "aten::_pack_padded_sequence" else
+                     ("data", "batch_sizes", "batch_first", "padding_value", "total_length"), orig_args))
+    bound.update(kwargs)
+    if name == "aten::_pack_padded_sequence":
+        x, lengths = args[0], cuda_queries.known_ints(bound.get("lengths"))
+        if not lengths or any(n <= 0 for n in lengths):
+            return None
+        steps = max(lengths)
+        batch_sizes = torch.tensor([sum(1 for n in lengths if n > t) for t in range(steps)], dtype=torch.int64)
+        with mode.fake_mode:
+            data = torch.empty((sum(lengths), *x.shape[2:]), dtype=x.dtype, device=x.device)
+        return data, batch_sizes
+    data, sizes = args[0], cuda_queries.known_ints(bound.get("batch_sizes"))
+    if not sizes:
+        return None
+    total = int(bound.get("total_length", -1) or -1)
+    steps, batch = max(len(sizes), total), sizes[0]
+    lengths = torch.tensor([sum(1 for b in sizes if b > i) for i in range(batch)], dtype=torch.int64)
+    shape = (batch, steps) if bool(bound.get("batch_first", False)) else (steps, batch)
+    with mode.fake_mode:
+        padded = torch.empty((*shape, *data.shape[1:]), dtype=data.dtype, device=data.device)
+    return padded, lengths
 
 
 if op_cpu.ACTIVE is not None:  # PHANTORA_OP_CPU: the capture mode's CPU per aten op
