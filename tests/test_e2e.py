@@ -196,6 +196,25 @@ def test_packed_sequences_take_their_sizes_from_the_lengths(cli):
     assert "packed (23, 16) [4, 4, 3, 3, 3, 3, 1, 1, 1] (4, 12, 32) [9, 6, 6, 2] (4, 9, 16)" in r.stdout, r.stdout
 
 
+@pytest.mark.parametrize("gpus", [1, 2])
+def test_dataparallel_scatters_replicates_and_gathers(cli, gpus):
+    """nn.DataParallel and torch.cuda.comm use torch._C's comm functions, which only CUDA
+    builds compile (runtime/device/comm.py); over two GPUs its replicas run one at a time and
+    autograd's two device threads take turns in the capture mode."""
+    r = cli("--no-trace", "--nproc-per-node", str(gpus), PY, str(SCRIPTS / "behaviours.py"), "dataparallel")
+    assert r.returncode == 0, r.stderr[-2000:]
+    parts = "[(6, 2)]" if gpus == 1 else "[(3, 2), (3, 2)]"
+    assert f"dataparallel {gpus} (8, 4) cuda:0 {parts} (6, 2)" in r.stdout, r.stdout
+
+
+def test_a_scripts_own_thread_dispatches_cuda_ops(cli):
+    """A thread the script starts (a prefetcher) gets the capture mode too (torch's mode stack
+    is per thread): its copies and ops are simulated instead of reaching missing CUDA kernels."""
+    r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "threads")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "threads 12" in r.stdout, r.stdout
+
+
 def test_mixture_of_experts_routing_over_simulated_data_is_balanced(cli):
     """topk over data without values takes evenly spread choices, bincount / histc even
     counts: where, nonzero and split sizes downstream are a balanced router's, without the

@@ -88,6 +88,43 @@ elif mode == "packed":
     padded.sum().backward()
     print("packed", tuple(packed.data.shape), packed.batch_sizes.tolist(), tuple(padded.shape), lengths.tolist(),
           tuple(x.grad.shape))
+elif mode == "dataparallel":
+    # an older single-process script: DataParallel over every GPU the process sees
+    import torch.cuda.comm as comm
+    dp = torch.nn.DataParallel(torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(),
+                                                   torch.nn.Linear(16, 4))).cuda()
+    opt = torch.optim.SGD(dp.parameters(), lr=0.1)
+    for _ in range(2):
+        out = dp(torch.randn(8, 16).cuda())
+        out.sum().backward()
+        opt.step()
+        opt.zero_grad()
+    parts = comm.scatter(torch.randn(6, 2, device="cuda"), list(range(torch.cuda.device_count())))
+    print("dataparallel", torch.cuda.device_count(), tuple(out.shape), out.device, [tuple(p.shape) for p in parts],
+          tuple(comm.gather(parts, 0, destination=0).shape))
+elif mode == "threads":
+    # a prefetch thread of the script's own moves batches to the GPU on its stream
+    import queue
+    import threading
+
+    q = queue.Queue()
+
+    def prefetch():
+        s = torch.cuda.Stream()
+        for _ in range(3):
+            with torch.cuda.stream(s):
+                q.put((torch.randn(4, 8).pin_memory().to("cuda", non_blocking=True) * 2, s.record_event()))
+        q.put(None)
+
+    t = threading.Thread(target=prefetch)
+    t.start()
+    w, n = torch.randn(8, 8, device="cuda"), 0
+    while (item := q.get()) is not None:
+        torch.cuda.current_stream().wait_event(item[1])
+        n += int((item[0] @ w).shape[0])
+    t.join()
+    torch.cuda.synchronize()
+    print("threads", n)
 elif mode == "routing":
     # a mixture-of-experts router over simulated (large) activations: balanced choices
     x = torch.randn(4096, 512, device="cuda")

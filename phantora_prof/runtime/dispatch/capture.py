@@ -141,6 +141,12 @@ class CaptureMode(TorchDispatchMode):
         self.st = _state.get()
         self.gpu = self.st.gpu
         self._tls = threading.local()
+        # One op at a time across threads: the fake mode's kernel-invocation flag, the op
+        # recorder and the clock are per process, and several threads can dispatch CUDA ops at
+        # once (autograd runs one worker thread per device: DataParallel's backward over two
+        # GPUs; a script's own prefetch thread). Re-entrant: an op's decomposition and the
+        # ops the simulator runs inside one come back here on the same thread.
+        self._one_op_at_a_time = threading.RLock()
         self._autograd_open: tuple | None = None  # (node, name, seq, start_ns, ext_id)
         self.unsupported: dict[str, str] = {}
         # output metadata per op signature on the fast path (off: the A/B switch of tests/bench_runtime.py)
@@ -154,6 +160,11 @@ class CaptureMode(TorchDispatchMode):
             rec = self._rec
             self.st.pyhost.in_subclass = lambda: rec.tls().subclass_open  # Python inside a subclass's dispatch
         annotations.set_boundary_hook(self._close_autograd)
+
+    def adopt_thread(self) -> None:
+        """The calling thread (one the program started) dispatches through this mode from now on
+        for its CUDA ops only (runtime/process/install.py); its CPU ops run untouched."""
+        self._tls.adopted = True
 
     # ---- classification ----
     @staticmethod
@@ -192,13 +203,21 @@ class CaptureMode(TorchDispatchMode):
             self.st.self_profile.on_thread()
         host = self.st.pyhost
         if host is None:
-            return self._dispatch(func, types, args, kwargs)
+            return self._dispatch_one(func, types, args, kwargs)
         pause, resume = host.native.pause, host.native.resume
         pause()  # the simulator's own Python is not the program's (runtime/host/pyhost.py)
         try:
-            return self._dispatch(func, types, args, kwargs)
+            return self._dispatch_one(func, types, args, kwargs)
         finally:
             resume()
+
+    def _dispatch_one(self, func, types, args, kwargs):
+        """_dispatch under the lock that keeps threads' ops apart; a thread the program started
+        passes its CPU-only ops through untouched (runtime/process/install.py)."""
+        if getattr(self._tls, "adopted", False) and not self._touches_cuda(args, kwargs or {}):
+            return func(*args, **(kwargs or {}))  # another thread's CPU work: not the simulated host's
+        with self._one_op_at_a_time:
+            return self._dispatch(func, types, args, kwargs)
 
     def _dispatch(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

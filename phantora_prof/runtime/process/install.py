@@ -144,6 +144,9 @@ def install(config: RankConfig) -> InstalledRuntime:
     from phantora_prof.runtime.device import pointers
 
     pointers.install()  # data_ptr() of simulated CUDA tensors: distinct per storage
+    from phantora_prof.runtime.device import comm
+
+    comm.install()  # torch._C._scatter / _gather / _broadcast*: DataParallel, torch.cuda.comm
     modules.install()
     mp_spawn.install()  # torch.multiprocessing.spawn: each simulated rank runs fn(rank, ...)
     from phantora_prof.runtime.host import optim_host
@@ -188,7 +191,29 @@ def install(config: RankConfig) -> InstalledRuntime:
     if rec is not None:
         rec.enable()
     mode.__enter__()  # stays on the mode stack for the whole program
+    _threads_capture_too(mode)
     return InstalledRuntime(st, mode)
+
+
+def _threads_capture_too(mode: Any) -> None:
+    """Threads the program starts dispatch through the capture mode as well (torch's mode stack
+    is per thread; autograd's workers inherit it, a `threading.Thread` does not, and a CUDA op
+    there reached the CPU build's missing CUDA kernels). Their CUDA ops run one at a time with
+    the other threads' (CaptureMode's lock) on the host timeline of autograd's thread:
+    approximate, a real second thread runs its host work beside the main one. Their CPU-only
+    ops (a DataLoader's pin-memory thread, the simulator's own threads) pass through as before."""
+    import threading
+
+    original = threading.Thread.run
+
+    def run(self: threading.Thread) -> None:
+        if threading.get_ident() == threading.main_thread().ident:
+            return original(self)
+        mode.adopt_thread()  # its CPU-only ops stay as they were: untimed, unrecorded
+        with mode:
+            return original(self)
+
+    threading.Thread.run = run
 
 
 def _record_op_tree(st: RuntimeState) -> Any:
