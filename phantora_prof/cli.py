@@ -51,6 +51,9 @@ def _setup_logging(level: str) -> None:
               help="Directory for the per-rank Kineto traces (rank{R}.pt.trace.json.gz).")
 @click.option("--nproc-per-node", default=1, show_default=True, type=int,
               help="Simulated GPUs (one rank process each) per node, as torchrun's option.")
+@click.option("--gpus-per-node", default=None, type=int,
+              help="GPUs per node, all visible to each rank process (default: --nproc-per-node). More than "
+                   "the processes for a script that drives several GPUs from one process (nn.DataParallel).")
 @click.option("--nnodes", default=1, show_default=True, type=int,
               help="Simulated nodes; the run has NNODES x NPROC_PER_NODE ranks.")
 @click.option("--cluster", default=None, metavar="PRESET|FILE",
@@ -97,7 +100,8 @@ def _setup_logging(level: str) -> None:
               type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
 @click.version_option(package_name="phantora-prof")
 @click.pass_context
-def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, nnodes: int, collective_timeout: float,
+def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, gpus_per_node: int | None, nnodes: int,
+        collective_timeout: float,
         no_trace: bool, trace_format: str, report_dir: Path | None, summary_json: Path | None,
         op_costs: tuple[str, ...], kernel_times: str, kernel_db: Path | None, host_profile: str,
         host_python: bool, log_level: str, cluster: str | None, live_ranks: str, trace_ranks: str,
@@ -110,7 +114,8 @@ def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, nnodes
     https://ui.perfetto.dev, chrome://tracing, TensorBoard or HTA.
     """
     _setup_logging(log_level)
-    ctx.obj = {"gpu": gpu, "out_dir": out_dir, "nproc_per_node": nproc_per_node, "nnodes": nnodes,
+    ctx.obj = {"gpu": gpu, "out_dir": out_dir, "nproc_per_node": nproc_per_node, "gpus_per_node": gpus_per_node,
+               "nnodes": nnodes,
                "collective_timeout": collective_timeout, "trace": not no_trace,
                "log_level": log_level, "op_costs": op_costs,
                "summary_json": summary_json, "trace_format": trace_format.lower(), "report_dir": report_dir,

@@ -26,6 +26,9 @@ class ClusterConfig:
     gpu: str = "h200"
     nnodes: int = 1
     nproc_per_node: int = 1
+    # GPUs each node has, which every rank process sees (torchrun's view); None: one per process.
+    # More than the processes: a single-process script that drives several GPUs (nn.DataParallel)
+    gpus_per_node: int | None = None
     # a netsim preset or a TOML cluster file; None: the GPU's own DGX (an error for a GPU without one)
     network: str | None = None
     # which ranks run a live process (engine/representatives.py): auto, all, representative
@@ -43,6 +46,9 @@ class ClusterConfig:
             raise ConfigError("--nproc-per-node must be at least 1")
         if self.nnodes < 1:
             raise ConfigError("--nnodes must be at least 1")
+        if self.gpus_per_node is not None and self.gpus_per_node < self.nproc_per_node:
+            raise ConfigError(f"--gpus-per-node {self.gpus_per_node} is fewer than --nproc-per-node "
+                              f"{self.nproc_per_node}: each rank process needs a GPU of its own")
         from phantora_prof.engine.representatives import representative_mode
 
         representative_mode(self.live_ranks, self.world_size)  # validates the choice
@@ -57,6 +63,11 @@ class ClusterConfig:
     @property
     def world_size(self) -> int:
         return self.nnodes * self.nproc_per_node
+
+    @property
+    def node_gpus(self) -> int:
+        """The GPUs of a node, all visible to each of its rank processes."""
+        return self.gpus_per_node or self.nproc_per_node
 
     @property
     def representative(self) -> bool:

@@ -68,7 +68,8 @@ def run_config(options: dict, command: tuple[str, ...]):
             raise click.exceptions.Exit(0) from None
     return RunConfig(
         command=tuple(command),
-        cluster=ClusterConfig(gpu=options["gpu"], nnodes=nnodes, nproc_per_node=nproc, network=options.get("cluster"),
+        cluster=ClusterConfig(gpu=options["gpu"], nnodes=nnodes, nproc_per_node=nproc,
+                              gpus_per_node=options.get("gpus_per_node"), network=options.get("cluster"),
                               live_ranks=options.get("live_ranks", "auto"),
                               trace_ranks=parse_rank_list(options.get("trace_ranks", ""), "--trace-ranks"),
                               class_check=options.get("class_check", True)),

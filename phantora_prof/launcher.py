@@ -292,7 +292,9 @@ def run(config: RunConfig, on_progress=None) -> RunResult:
         # the script started its own ranks with torch.multiprocessing.spawn: run it as that many
         log.info("the script starts %d processes with torch.multiprocessing.spawn: simulating %d ranks",
                  nprocs, nprocs)
-        cluster = dataclasses.replace(config.cluster, nproc_per_node=nprocs)
+        gpus = config.cluster.gpus_per_node
+        cluster = dataclasses.replace(config.cluster, nproc_per_node=nprocs,
+                                      gpus_per_node=max(gpus, nprocs) if gpus is not None else None)
         relaunch = _run(dataclasses.replace(config, cluster=cluster), on_progress, stopper, {SPAWN_QUIET_ENV: "1"})
         relaunch.wall_s += result.wall_s
         return relaunch
@@ -361,7 +363,7 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop, extra_env: dict[s
     host_records = outputs.trace or outputs.report_dir is not None  # host op records are written
 
     def timeline(rank: int) -> RankTimeline:
-        props = [gpu.device_properties(i) for i in range(per_node)]
+        props = [gpu.device_properties(i) for i in range(cluster.node_gpus)]
         tl = RankTimeline(rank, host_pid=100 + rank, device_properties=props, num_sms=gpu.num_sms,
                           base_time_ns=epoch_ns - ORIGIN_NS, profile=profile_for(gpu))
         tl.keep_host_spans = host_records
@@ -389,7 +391,7 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop, extra_env: dict[s
 
     def start_rank(rank: int) -> None:
         local = rank % per_node
-        cfg = RankConfig(rank=rank, world_size=world, local_rank=local, device_count=per_node,
+        cfg = RankConfig(rank=rank, world_size=world, local_rank=local, device_count=cluster.node_gpus,
                          gpu=gpu.key, op_costs=dict(kernel_times.op_costs), kernel_times=kernel_times.mode,
                          kernel_db=str(kernel_times.db) if kernel_times.db else None,
                          host_python=config.host.count_python, representative=representative,
@@ -433,7 +435,7 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop, extra_env: dict[s
             return None
         try:
             if not forks:
-                forks.append(rank_forks.ForkServer(per_node, {**base_env, "PYTHONUNBUFFERED": "1"}))
+                forks.append(rank_forks.ForkServer(cluster.node_gpus, {**base_env, "PYTHONUNBUFFERED": "1"}))
             return forks[0].start(argv, env)
         except (OSError, RuntimeError) as exc:
             log.warning("rank fork server unavailable (%s): ranks start as their own processes", exc)

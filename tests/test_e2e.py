@@ -199,12 +199,19 @@ def test_packed_sequences_take_their_sizes_from_the_lengths(cli):
 @pytest.mark.parametrize("gpus", [1, 2])
 def test_dataparallel_scatters_replicates_and_gathers(cli, gpus):
     """nn.DataParallel and torch.cuda.comm use torch._C's comm functions, which only CUDA
-    builds compile (runtime/device/comm.py); over two GPUs its replicas run one at a time and
-    autograd's two device threads take turns in the capture mode."""
-    r = cli("--no-trace", "--nproc-per-node", str(gpus), PY, str(SCRIPTS / "behaviours.py"), "dataparallel")
+    builds compile (runtime/device/comm.py); one process sees `--gpus-per-node` GPUs, and over
+    two its replicas run one at a time and autograd's two device threads take turns in the
+    capture mode."""
+    r = cli("--no-trace", "--gpus-per-node", str(gpus), PY, str(SCRIPTS / "behaviours.py"), "dataparallel")
     assert r.returncode == 0, r.stderr[-2000:]
     parts = "[(6, 2)]" if gpus == 1 else "[(3, 2), (3, 2)]"
     assert f"dataparallel {gpus} (8, 4) cuda:0 {parts} (6, 2)" in r.stdout, r.stdout
+
+
+def test_gpus_per_node_below_the_processes_is_refused(cli):
+    r = cli("--no-trace", "--gpus-per-node", "1", "--nproc-per-node", "2", PY, str(SCRIPTS / "behaviours.py"), "argv")
+    assert r.returncode != 0
+    assert "--gpus-per-node 1 is fewer than --nproc-per-node 2" in r.stderr, r.stderr
 
 
 def test_a_scripts_own_thread_dispatches_cuda_ops(cli):
