@@ -214,6 +214,15 @@ def test_gpus_per_node_below_the_processes_is_refused(cli):
     assert "--gpus-per-node 1 is fewer than --nproc-per-node 2" in r.stderr, r.stderr
 
 
+def test_another_threads_sleep_does_not_hold_up_the_program(cli):
+    """Only the script's thread sleeps in simulated time; a refresh loop on another thread
+    (Lightning's RichProgressBar: 10 ms sleeps, 95 s of simulated time in a 32-step run before)
+    waits in real time. 20 steps of 1 ms sleep plus a GEMM take ~21 ms simulated."""
+    r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "sleeping_thread")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "sleeping_thread True" in r.stdout, r.stdout
+
+
 def test_a_scripts_own_thread_dispatches_cuda_ops(cli):
     """A thread the script starts (a prefetcher) gets the capture mode too (torch's mode stack
     is per thread): its copies and ops are simulated instead of reaching missing CUDA kernels."""

@@ -125,6 +125,29 @@ elif mode == "threads":
     t.join()
     torch.cuda.synchronize()
     print("threads", n)
+elif mode == "sleeping_thread":
+    # a progress bar's refresh loop on a thread of its own sleeps while the program trains
+    import threading
+    import time
+
+    done = threading.Event()
+
+    def refresh():
+        while not done.is_set():
+            time.sleep(0.01)
+
+    t = threading.Thread(target=refresh, daemon=True)
+    t.start()
+    w = torch.randn(1024, 1024, device="cuda")
+    t0 = time.perf_counter()
+    for _ in range(20):
+        x = (w @ w).relu()
+        torch.cuda.synchronize()
+        time.sleep(0.001)  # the program's own wait takes simulated time
+    elapsed = time.perf_counter() - t0
+    done.set()
+    t.join()
+    print("sleeping_thread", 0.02 <= elapsed < 0.05, round(elapsed, 4))
 elif mode == "routing":
     # a mixture-of-experts router over simulated (large) activations: balanced choices
     x = torch.randn(4096, 512, device="cuda")
