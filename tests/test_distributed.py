@@ -124,6 +124,17 @@ def test_ddp_example_many_ranks(cli, nproc):
     assert len(times) == nproc and len({t for _, t in times}) == 1
 
 
+def test_fsdp1_with_a_distributed_checkpoint(cli, tmp_path):
+    """FullyShardedDataParallel (FSDP1) moves a CPU-built model with `param.data = ...`, which
+    left the parameters on 'meta' ("Inconsistent compute device"); its sharded state dict asks the
+    group for its device, and DCP's object collectives must keep their values."""
+    r = cli("--nproc-per-node", "2", "--no-trace", PY, str(SCRIPTS / "fsdp1_dcp.py"),
+            env={"DCP_DIR": str(tmp_path / "ckpt")}, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "[rank0]: step 2" in r.stdout and "[rank0]: fsdp1 ok" in r.stdout, r.stdout
+    assert (tmp_path / "ckpt" / ".metadata").exists()
+
+
 @pytest.mark.parametrize("example", ["fsdp", "tp", "pp"])
 def test_fsdp2_tensor_and_pipeline_parallel_examples_run(cli, example):
     layers = "2" if example == "pp" else "1"

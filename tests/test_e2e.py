@@ -223,6 +223,14 @@ def test_another_threads_sleep_does_not_hold_up_the_program(cli):
     assert "sleeping_thread True" in r.stdout, r.stdout
 
 
+def test_assigning_a_gpu_tensor_to_a_parameters_data(cli):
+    """`param.data = param.to("cuda")` keeps the Parameter object and puts it on the simulated GPU
+    (before: torch copied the fake's meta TensorImpl in and the parameter said 'meta')."""
+    r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "data_setter")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "data_setter True cuda:0 True True torch.bfloat16 (4,)" in r.stdout, r.stdout
+
+
 def test_a_scripts_own_thread_dispatches_cuda_ops(cli):
     """A thread the script starts (a prefetcher) gets the capture mode too (torch's mode stack
     is per thread): its copies and ops are simulated instead of reaching missing CUDA kernels."""

@@ -148,6 +148,15 @@ elif mode == "sleeping_thread":
     done.set()
     t.join()
     print("sleeping_thread", 0.02 <= elapsed < 0.05, round(elapsed, 4))
+elif mode == "data_setter":
+    # `p.data = p.to("cuda")`: the Parameter object stays, now on the GPU (FSDP1, DeepSpeed, old code)
+    lin = torch.nn.Linear(8, 4)
+    w = lin.weight
+    w.data = w.data.to("cuda")
+    lin.bias.data = lin.bias.to("cuda", torch.bfloat16)
+    y = lin.weight @ torch.randn(8, device="cuda")
+    print("data_setter", lin.weight is w, w.device, isinstance(w, torch.nn.Parameter), w.requires_grad,
+          lin.bias.dtype, tuple(y.shape))
 elif mode == "routing":
     # a mixture-of-experts router over simulated (large) activations: balanced choices
     x = torch.randn(4096, 512, device="cuda")

@@ -107,6 +107,25 @@ def install() -> None:
             group.end_coalescing()
         return [w for w in works if w is not None]
 
+    orig_default_device = getattr(c10d, "_get_pg_default_device", None)
+    if orig_default_device is not None:
+        @functools.wraps(orig_default_device)
+        def _get_pg_default_device(group=None):
+            """A simulated group stands for NCCL's: its device is CUDA. torch reads it from the
+            backends registered on the group, and registers none on a group its creator returned
+            whole, so FSDP1's sharded state dict stopped with "Default device not found". (Its
+            object collectives still go through CPU tensors, whose values travel.)"""
+            import torch
+
+            from phantora_prof.runtime.distributed.backend import PhantoraProcessGroup
+
+            g = group if group is not None else c10d._get_default_group()
+            if isinstance(g, PhantoraProcessGroup):
+                return torch.device("cuda", torch.cuda.current_device())
+            return orig_default_device(group)
+
+        c10d._get_pg_default_device = _get_pg_default_device
+
     import sys
 
     replacements = {orig_init: init_process_group, orig_new_group: new_group, orig_get_backend: get_backend,

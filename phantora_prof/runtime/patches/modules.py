@@ -104,6 +104,35 @@ def _keep_identity(old: torch.Tensor, new: torch.Tensor) -> bool:
     return True
 
 
+_TENSOR_DATA = torch._C.TensorBase.data  # the C getset behind `t.data`
+
+
+def _get_data(self: torch.Tensor) -> torch.Tensor:
+    return _TENSOR_DATA.__get__(self)
+
+
+def _set_data(self: torch.Tensor, value: torch.Tensor) -> None:
+    """`param.data = x.to("cuda")` (FSDP1's and DeepSpeed's moves, older scripts' casts) keeps
+    the Parameter object and gives it the new tensor's data. With a simulated CUDA tensor torch
+    copies the fake's meta TensorImpl into the real parameter without the fake's Python identity:
+    the parameter then said `device='meta'` (FSDP1: "Inconsistent compute device and `device_id`:
+    meta vs cuda:0"). Here the parameter becomes a fake tensor sharing `x`'s storage (the
+    identity swap `_keep_identity` does for `.to()`), keeping its requires_grad; where the swap
+    is not possible, torch's own setter runs as before."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if isinstance(value, FakeTensor) and not isinstance(self, FakeTensor):
+        requires_grad = self.requires_grad
+        with torch.no_grad():
+            alias = value.detach()
+        if _keep_identity(self, alias):
+            self._is_param = True  # still an nn.Parameter to isinstance (torch's mark for subclasses)
+            if self.requires_grad != requires_grad:
+                self.requires_grad_(requires_grad)
+            return
+    _TENSOR_DATA.__set__(self, value)
+
+
 def _record_stream(self: torch.Tensor, stream: Any) -> None:
     """Tensor.record_stream with a simulated stream: the allocator model keeps the block from
     being reused by another stream until the host next synchronizes."""
@@ -174,3 +203,4 @@ def install() -> None:
     _foreach_accepts_fake_tensors()
     torch.Tensor.record_stream = _record_stream
     nn.TransformerEncoder.forward = _dense_transformer_encoder(nn.TransformerEncoder.forward)
+    torch.Tensor.data = property(_get_data, _set_data, doc=_TENSOR_DATA.__doc__)
