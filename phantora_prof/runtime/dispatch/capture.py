@@ -404,8 +404,9 @@ class CaptureMode(TorchDispatchMode):
             # (nonzero, bincount, unique, boolean indexing: cudaMemcpyAsync + cudaStreamSynchronize)
             # packed sequences: sized by lengths already on the CPU (no copy back, no wait), some
             # outputs on the CPU: not from values
-            reads_size = name not in _PACKED_SEQUENCE_OPS
-            known = None if name in _PACKED_SEQUENCE_OPS else values.data_dependent_result(func, args, kwargs)
+            packed = name in _PACKED_SEQUENCE_OPS
+            reads_size = not packed
+            known = None if packed else values.data_dependent_result(func, args, kwargs)
             out = self._data_dependent_exact(known, args, kwargs) if known is not None else None
             if out is None:
                 known = None

@@ -7,6 +7,7 @@
   and put the same new Parameter back everywhere the old one was.
 - The "foreach supported types" lists of torch.optim and torch.utils._foreach_utils learn
   the fake tensor type, so defaults pick the same implementation as on a GPU.
+- `param.data = <simulated CUDA tensor>` keeps the Parameter object, now on the GPU (_set_data).
 - `nn.TransformerEncoder`'s nested-tensor fast path runs dense (see _dense_transformer_encoder).
 """
 from __future__ import annotations
@@ -107,10 +108,6 @@ def _keep_identity(old: torch.Tensor, new: torch.Tensor) -> bool:
 _TENSOR_DATA = torch._C.TensorBase.data  # the C getset behind `t.data`
 
 
-def _get_data(self: torch.Tensor) -> torch.Tensor:
-    return _TENSOR_DATA.__get__(self)
-
-
 def _set_data(self: torch.Tensor, value: torch.Tensor) -> None:
     """`param.data = x.to("cuda")` (FSDP1's and DeepSpeed's moves, older scripts' casts) keeps
     the Parameter object and gives it the new tensor's data. With a simulated CUDA tensor torch
@@ -203,4 +200,5 @@ def install() -> None:
     _foreach_accepts_fake_tensors()
     torch.Tensor.record_stream = _record_stream
     nn.TransformerEncoder.forward = _dense_transformer_encoder(nn.TransformerEncoder.forward)
-    torch.Tensor.data = property(_get_data, _set_data, doc=_TENSOR_DATA.__doc__)
+    # the getter stays torch's C one (no Python frame per read, none counted as the program's)
+    torch.Tensor.data = property(_TENSOR_DATA.__get__, _set_data, doc=_TENSOR_DATA.__doc__)
