@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -193,6 +194,17 @@ def _max_rss_bytes() -> int:
     except (ImportError, OSError):
         return 0
     return int(kib) * (1 if sys.platform == "darwin" else 1024)
+
+
+# Developer aid: a command each rank process runs under, "{rank}" replaced by its rank, e.g.
+# PHANTORA_RANK_WRAPPER="valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.{rank}"
+# (tests/bench_runtime.py counts a rank's instructions per step so). Ranks then start as their
+# own processes, not from the fork server.
+RANK_WRAPPER_ENV = "PHANTORA_RANK_WRAPPER"
+
+
+def _rank_wrapper(rank: int) -> list[str]:
+    return [part.replace("{rank}", str(rank)) for part in shlex.split(os.environ.get(RANK_WRAPPER_ENV, ""))]
 
 
 def _free_port() -> int:
@@ -411,7 +423,7 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop, extra_env: dict[s
             "TORCHELASTIC_RUN_ID": run_id, "TORCHELASTIC_RESTART_COUNT": "0",
             "TORCHELASTIC_MAX_RESTARTS": "0", "GLOO_SOCKET_IFNAME": base_env.get("GLOO_SOCKET_IFNAME", "lo"),
         })
-        cmd = [sys.executable, "-m", "phantora_prof.runtime.process.bootstrap", *argv]
+        cmd = [*_rank_wrapper(rank), sys.executable, "-m", "phantora_prof.runtime.process.bootstrap", *argv]
         if world == 1:
             procs.append(subprocess.Popen(cmd, env=env))
         else:
@@ -431,7 +443,7 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop, extra_env: dict[s
     def _forked(env: dict[str, str]) -> Any:
         """The rank forked by the fork server, or None: one rank, PHANTORA_NO_FORK_SERVER=1, or
         a server that failed (the rank then starts as its own process and reports what failed)."""
-        if world == 1 or not rank_forks.enabled() or forks == [None]:
+        if world == 1 or not rank_forks.enabled() or forks == [None] or os.environ.get(RANK_WRAPPER_ENV):
             return None
         try:
             if not forks:

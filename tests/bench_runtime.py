@@ -7,10 +7,14 @@ ROUNDS rounds, with the smallest and largest beside it; CPU time is the user + s
 the simulation's processes (coordinator and rank), measured as the children of this one.
 `test_bench_meta_cache_ab` runs the same steps with the output-metadata cache
 (runtime/dispatch/meta_cache.py) on and off, alternating, in one run.
+`test_bench_rank_instructions_per_op` counts the instructions the rank executes (valgrind's
+callgrind), which do not depend on the machine's load: the figure to compare across commits.
 """
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import statistics
 import sys
 import time
@@ -132,5 +136,45 @@ def test_bench_lazy_dynamo_ab(benchmark, tmp_path):
     benchmark.extra_info.update({
         **{f"lazy_{k}": _summary(lazy, k) for k in ("startup_s", "wall_s", "cpu_s")},
         **{f"eager_{k}": _summary(eager, k) for k in ("startup_s", "wall_s", "cpu_s")},
+    })
+    print(benchmark.extra_info)
+
+
+TINY_GPT = ("--layers", "2", "--dim", "256", "--heads", "4", "--seq", "128", "--batch", "2", "--vocab", "1024")
+
+
+def _rank_instructions(tmp_path, steps: int) -> tuple[int, float]:
+    """(instructions the rank process executed, captured ops) of one run with the rank under
+    callgrind (PHANTORA_RANK_WRAPPER, phantora_prof/launcher.py)."""
+    out = tmp_path / f"callgrind.{steps}"
+    summary = tmp_path / f"summary_callgrind{steps}.json"
+    env = {"PHANTORA_RANK_WRAPPER": f"valgrind --tool=callgrind --callgrind-out-file={out}", "PYTHONHASHSEED": "0"}
+    r = run_cli(["--no-trace", "--summary-json", str(summary), sys.executable, GPT, "--steps", str(steps), *TINY_GPT],
+                tmp_path, timeout=1800, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    total = int(re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.M).group(1))
+    return total, json.loads(summary.read_text())["ranks"][0]["ops"]
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind (callgrind counts the instructions)")
+def test_bench_rank_instructions_per_op(benchmark, tmp_path):
+    """Instructions per simulated step and per captured op of a small GPT's rank (2 and 6 steps:
+    the difference over 4 steps leaves start-up out). Counted by callgrind, so the figure does
+    not move with the machine's load (CPU time here moves +-20%); about 6 minutes (the rank
+    runs ~30x slower under valgrind). One round: two runs of one build agreed within 0.7% here
+    (thread interleaving and collections still vary a little)."""
+    rounds: list[dict] = []
+
+    def one_round() -> None:
+        i2, ops2 = _rank_instructions(tmp_path, 2)
+        i6, ops6 = _rank_instructions(tmp_path, 6)
+        assert i6 > i2 and ops6 > ops2, (i2, i6, ops2, ops6)
+        rounds.append({"per_step": (i6 - i2) / 4, "per_op": (i6 - i2) / (ops6 - ops2), "ops_per_step": (ops6 - ops2) / 4})
+
+    benchmark.pedantic(one_round, rounds=1, iterations=1)
+    benchmark.extra_info.update({
+        "instructions_per_step": round(rounds[0]["per_step"]),
+        "instructions_per_captured_op": round(rounds[0]["per_op"]),
+        "captured_ops_per_step": rounds[0]["ops_per_step"],
     })
     print(benchmark.extra_info)

@@ -558,3 +558,16 @@ def test_socket_directory_fits_a_unix_socket_path(tmp_path, monkeypatch):
         assert len(os.path.join(d, "coordinator.sock")) <= 103
     finally:
         os.rmdir(d)
+
+
+def test_a_rank_wrapper_runs_each_rank_under_a_command(cli, tmp_path):
+    """PHANTORA_RANK_WRAPPER (developer aid, phantora_prof/launcher.py): each rank process starts
+    under the command, `{rank}` replaced (tests/bench_runtime.py runs ranks under callgrind)."""
+    script = tmp_path / "wrapped.py"
+    script.write_text("import os, torch\n"
+                      "torch.ones(4, device='cuda').sum().item()\n"
+                      "print('wrapped', os.environ['RANK'], os.environ.get('UNDER_WRAPPER'))\n")
+    r = cli("--no-trace", "--nproc-per-node", "2", PY, str(script),
+            env={"PHANTORA_RANK_WRAPPER": "env UNDER_WRAPPER=w{rank}"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "wrapped 0 w0" in r.stdout and "wrapped 1 w1" in r.stdout

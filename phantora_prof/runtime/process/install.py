@@ -134,6 +134,19 @@ def install(config: RankConfig) -> InstalledRuntime:
     channel.send(Hello(config.rank, config.world_size, os.getpid()))
     _clock.install(clock)
     _install_host_python(st, clock)
+    from phantora_prof.runtime.host import pyhost
+
+    # The rest is the simulator's work, but install() began before the host model's hook did, so
+    # the hook never saw it start: the Python its imports ran outside frozen importlib (setuptools'
+    # _distutils_hack finder) and TorchDispatchMode.__enter__ were counted as the program's.
+    with pyhost.simulator_work(st.pyhost):
+        mode = _patch_torch_and_enter_the_mode(st)
+    return InstalledRuntime(st, mode)
+
+
+def _patch_torch_and_enter_the_mode(st: RuntimeState) -> Any:
+    """Everything after the clock and the host model: torch's CUDA surface, the patches, the
+    capture mode (entered, and left on the mode stack for the whole program)."""
     cuda_api.install()
     from phantora_prof.runtime.device import memory_counters
 
@@ -192,7 +205,7 @@ def install(config: RankConfig) -> InstalledRuntime:
         rec.enable()
     mode.__enter__()  # stays on the mode stack for the whole program
     _threads_capture_too(mode)
-    return InstalledRuntime(st, mode)
+    return mode
 
 
 def _threads_capture_too(mode: Any) -> None:
