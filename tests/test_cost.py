@@ -558,3 +558,28 @@ def test_grouped_mm_and_long_sorts_as_measured_on_an_h200_moe_step():
     rows = estimate(call("aten::sort.stable", [T((64, 128), "float32")], [T((64, 128), "float32"),
                                                                           T((64, 128), "int64")]), "h200")
     assert not any("Onesweep" in k.name for k in rows)  # short rows: sorted in shared memory
+
+
+def test_split_k_follows_what_cublas_chose_on_the_h200():
+    """Whether a 16-bit GEMM gets cuBLAS's splitKreduce kernel (cost/split_k.py, the H200 sweep).
+    The real traces: gpt.py's 768 x 768 weight gradient over 8,192 tokens does not split; timm's
+    ViT-B/16 at 12,608 tokens splits its 768 x 768 one and not its 2,304 x 768 one."""
+    from phantora_prof.cost import split_k
+
+    def weight_grad(m, n, k):  # grad_out^T @ x: A transposed
+        return call("aten::mm", [T((m, k), "bfloat16", stride=(1, m)), T((k, n), "bfloat16")],
+                    [T((m, n), "bfloat16")])
+
+    def reduces(op):
+        return sum("splitKreduce" in kern.name for kern in estimate(op, "h200"))
+
+    assert split_k.splits(768, 768, 8192, 1, "bfloat16", True, False) is False
+    assert split_k.splits(768, 768, 12608, 1, "bfloat16", True, False) is True
+    assert split_k.splits(2304, 768, 12608, 1, "bfloat16", True, False) is False
+    assert split_k.splits(8192, 8192, 4096, 1, "bfloat16", False, False) is False  # a large output never
+    assert split_k.splits(768, 768, 8192, 4, "bfloat16", True, False) is None  # batched: not swept
+    assert split_k.splits(768, 768, 8192, 1, "float32", True, False) is None
+    clear_cache()
+    assert reduces(weight_grad(768, 768, 12608)) == 1
+    assert reduces(weight_grad(768, 768, 8192)) == 0
+    assert reduces(weight_grad(2304, 768, 12608)) == 0

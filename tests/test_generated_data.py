@@ -40,6 +40,7 @@ CHECKED = {
     "hosts/h200-2026-12-01.json": "test_host_model_and_profiles_say_where_they_come_from",
     "triton_h200.json": "test_triton_curve_is_the_fit_of_its_sweep",
     "grouped_mm_h200.json": "test_grouped_mm_kernels_are_the_traces",
+    "h200_split_k.json.gz": "test_split_k_sweep_is_its_generators_grid",
 }
 # hand-written model constants, each entry with its source (tests/test_profiles.py), not generated
 NOT_GENERATED = ("profiles/",)
@@ -261,3 +262,28 @@ def test_pad_mm_ratio_is_the_fit_of_its_probe():
     assert load_profile("h200").pad_mm_ratio == ratio, \
         "stale: rerun `phantora-prof calibrate pad-mm ... --write` (tools/holdout/real_h200/session17/README.md)"
     assert agree >= 0.9 * n
+
+
+def test_split_k_sweep_is_its_generators_grid():
+    """cost/data/h200_split_k.json.gz is `python -m phantora_prof.measure.split_k_sweep` on the H200
+    (session 23): its calls are exactly the generator's grid, it says where it ran, and where it
+    overlaps the GEMM sweep (data/h200_measured.json, another run) the two saw the same choice."""
+    from phantora_prof.measure import split_k_sweep
+
+    doc = json.loads(gzip.decompress((DATA / "h200_split_k.json.gz").read_bytes()))
+    assert doc["schema"] == "phantora-split-k/1" and doc["gpu"] == "NVIDIA H200" and doc["torch"] and doc["cuda"]
+    assert [(c["dtype"], c["layout"], c["m"], c["n"], c["k"]) for c in doc["calls"]] == \
+        split_k_sweep.grid(["bf16", "fp16"])
+    assert all(c["kernel"] and ("splitK" in c["kernel"]) == c["split"] for c in doc["calls"]
+               if c["kernel"].startswith("nvjet"))  # nvjet names its split-K kernels
+    choice = {(c["dtype"], c["layout"], c["m"], c["n"], c["k"]): c["split"] for c in doc["calls"]}
+    measured = json.loads((DATA / "h200_measured.json").read_text())
+    reduce_ids = {i for i, n in enumerate(measured["names"]) if "splitKreduce" in n}
+    overlap = 0
+    for r in measured["records"]:
+        p = r["p"]
+        key = (p.get("dtype"), p.get("layout"), p.get("m"), p.get("n"), p.get("k"))
+        if r["cls"] == "gemm" and r["op"] == "mm" and p.get("b") == 1 and key in choice:
+            overlap += 1
+            assert any(k[0] in reduce_ids for k in r["k"]) == choice[key], key
+    assert overlap > 100

@@ -13,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from phantora_prof.cost import kernels as K
+from phantora_prof.cost import split_k
 from phantora_prof.cost.kernels import KernelSpec
 from phantora_prof.cost.profiles import profile_for
 from phantora_prof.cost.roofline import (
@@ -143,10 +144,14 @@ def gemm(op, base, gpu, allow_tf32):
         epi_bytes += tensor_bytes(a[0])
     # few output tiles leave SMs idle (wave tail): time x (1 + TAIL * SMs / tiles of 128x128)
     tiles = max(1, -(-m // 128) * -(-n // 128) * batch)
-    # cuBLAS splits a long K over more CTAs when the output has few tiles
+    # cuBLAS splits a long K over more CTAs when the output has few tiles: where it does for
+    # 16-bit mm / addmm on Hopper is read from a sweep (cost/split_k.py); elsewhere a rule
     split = 1
-    if k >= 16384 and tiles < 2 * gpu.num_sms:
-        split = min(4, -(-2 * gpu.num_sms // tiles))
+    swept = None
+    if gpu.compute_capability[0] >= 9 and base in ("mm", "addmm"):
+        swept = split_k.splits(m, n, k, batch, dtype, _is_t(x), _is_t(w))
+    if swept if swept is not None else (k >= 16384 and tiles < 2 * gpu.num_sms):
+        split = max(2, min(4, -(-2 * gpu.num_sms // tiles)))
     mult = 1.0 + profile_for(gpu).gemm_tail * gpu.num_sms / (tiles * split)
     if dtype in ("float32",):
         eff = "gemm_tf32" if allow_tf32 else "gemm_fp32"

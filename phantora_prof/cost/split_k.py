@@ -1,0 +1,73 @@
+"""Whether cuBLAS splits a 16-bit GEMM's K dimension on Hopper, read from a sweep (issue #14).
+
+A split-K GEMM runs its nvjet kernel over K slices, then `cublasLt::splitKreduce_kernel`: one
+more kernel in the trace, and another wave shape. cuBLAS decides by heuristics that are not
+published and not smooth (on the H200, A^T B with A 12,608 x 3,072 and B 12,608 x 768 splits,
+3,072 x 1,024 outputs never do at these K). data/h200_split_k.json.gz records the choice for
+13,224 `torch.mm` calls on the H200 (`python -m phantora_prof.measure.split_k_sweep`, torch 2.11,
+CUDA 13): bf16 over m, n in 128..8192 and K in 1,024..65,536 (quarter octaves), layouts NN /
+TN / NT, fp16 over a quarter of that grid, outputs under 400 128x128 tiles (the earlier GEMM
+sweep, data/h200_measured.json, never saw a larger one split: 0 of 49; larger outputs are
+taken not to split). A GEMM takes the choice of its nearest swept call of the same dtype and
+layout in (log2 m, log2 n, log2 K).
+
+Measured: against the 909 16-bit calls of the earlier sweep (another run, other shapes), 99.0%
+right (9 wrong); the rule this replaces (K >= 16,384 and fewer tiles than twice the SMs) was
+91.7% right (75 wrong). Held out one call at a time within this sweep, 94.7%: the wrong ones
+sit on the boundaries between grid points. Not covered, and left to that rule: batched GEMMs
+(bmm), both operands transposed, other GPUs than Hopper (an H100 takes the H200's answers).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+
+_DTYPES = {"bfloat16": "bf16", "float16": "fp16"}
+
+
+def output_tiles(m: int, n: int, batch: int = 1) -> int:
+    """128x128 output tiles of the GEMM."""
+    return max(1, -(-m // 128) * -(-n // 128) * batch)
+
+
+@lru_cache(maxsize=1)
+def _sweep() -> tuple[dict[tuple[str, str], tuple[np.ndarray, np.ndarray]], int]:
+    """((dtype, layout) -> (features (log2 m, log2 n, log2 K), split?) of the swept calls, the
+    most output tiles swept: larger outputs are taken not to split, as in both sweeps)."""
+    ref = resources.files("phantora_prof.cost").joinpath("data", "h200_split_k.json.gz")
+    if not ref.is_file():
+        return {}, 0
+    with ref.open("rb") as f:
+        doc = json.loads(gzip.decompress(f.read()))
+    rows: dict[tuple[str, str], tuple[list, list]] = {}
+    for c in doc["calls"]:
+        feats, split = rows.setdefault((c["dtype"], c["layout"]), ([], []))
+        feats.append((math.log2(c["m"]), math.log2(c["n"]), math.log2(c["k"])))
+        split.append(bool(c["split"]))
+    most_tiles = max((output_tiles(c["m"], c["n"]) for c in doc["calls"]), default=0)
+    return {key: (np.array(f, dtype=float), np.array(s, dtype=bool)) for key, (f, s) in rows.items()}, most_tiles
+
+
+def splits(m: int, n: int, k: int, batch: int, dtype: str, a_transposed: bool, b_transposed: bool) -> bool | None:
+    """Whether C[m,n] = A[m,k] @ B[k,n] runs split-K on Hopper (`dtype` torch's name); None
+    where the sweep does not say (batched, both operands transposed, another dtype, no data)."""
+    short = _DTYPES.get(dtype)
+    if short is None or batch != 1 or (a_transposed and b_transposed) or min(m, n, k) < 1:
+        return None
+    table, most_tiles = _sweep()
+    if not table:
+        return None
+    if output_tiles(m, n) > most_tiles:
+        return False
+    layout = "TN" if a_transposed else "NT" if b_transposed else "NN"
+    points = table.get((short, layout))
+    if points is None:
+        return None
+    features, split = points
+    q = np.array([math.log2(m), math.log2(n), math.log2(k)])
+    return bool(split[int(np.argmin(((features - q) ** 2).sum(axis=1)))])
