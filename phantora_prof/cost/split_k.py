@@ -19,6 +19,7 @@ sit on the boundaries between grid points. Not covered, and left to that rule: b
 """
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
 import math
@@ -35,24 +36,55 @@ def output_tiles(m: int, n: int, batch: int = 1) -> int:
     return max(1, -(-m // 128) * -(-n // 128) * batch)
 
 
+class _Group:
+    """The swept calls of one dtype and layout. Most of the grid is complete, where the nearest
+    call is the nearest grid value on each axis (a dict lookup); elsewhere (the fp16 quarter
+    grid, shapes next to the excluded large outputs) all calls are searched."""
+
+    def __init__(self, calls: list[dict]) -> None:
+        self.axes = [sorted({c[a] for c in calls}) for a in ("m", "n", "k")]
+        self.logs = [[math.log2(v) for v in vals] for vals in self.axes]
+        self.at = {(c["m"], c["n"], c["k"]): bool(c["split"]) for c in calls}
+        self._all: tuple[np.ndarray, np.ndarray] | None = None
+
+    @staticmethod
+    def _closest(vals: list[int], logs: list[float], x: float) -> int:
+        i = bisect.bisect_left(logs, x)
+        if i == 0:
+            return vals[0]
+        if i == len(logs) or x - logs[i - 1] <= logs[i] - x:
+            return vals[i - 1]
+        return vals[i]
+
+    def nearest(self, m: int, n: int, k: int) -> bool:
+        q = (math.log2(m), math.log2(n), math.log2(k))
+        hit = self.at.get(tuple(self._closest(v, lg, x) for v, lg, x in zip(self.axes, self.logs, q)))
+        if hit is not None:
+            return hit
+        if self._all is None:
+            keys = list(self.at)
+            self._all = (np.log2(np.array(keys, dtype=float)), np.array([self.at[key] for key in keys], dtype=bool))
+        features, split = self._all
+        return bool(split[int(np.argmin(((features - np.array(q)) ** 2).sum(axis=1)))])
+
+
 @lru_cache(maxsize=1)
-def _sweep() -> tuple[dict[tuple[str, str], tuple[np.ndarray, np.ndarray]], int]:
-    """((dtype, layout) -> (features (log2 m, log2 n, log2 K), split?) of the swept calls, the
-    most output tiles swept: larger outputs are taken not to split, as in both sweeps)."""
+def _sweep() -> tuple[dict[tuple[str, str], _Group], int]:
+    """((dtype, layout) -> its swept calls, the most output tiles swept: larger outputs are taken
+    not to split, as in both sweeps)."""
     ref = resources.files("phantora_prof.cost").joinpath("data", "h200_split_k.json.gz")
     if not ref.is_file():
         return {}, 0
     with ref.open("rb") as f:
         doc = json.loads(gzip.decompress(f.read()))
-    rows: dict[tuple[str, str], tuple[list, list]] = {}
+    groups: dict[tuple[str, str], list[dict]] = {}
     for c in doc["calls"]:
-        feats, split = rows.setdefault((c["dtype"], c["layout"]), ([], []))
-        feats.append((math.log2(c["m"]), math.log2(c["n"]), math.log2(c["k"])))
-        split.append(bool(c["split"]))
+        groups.setdefault((c["dtype"], c["layout"]), []).append(c)
     most_tiles = max((output_tiles(c["m"], c["n"]) for c in doc["calls"]), default=0)
-    return {key: (np.array(f, dtype=float), np.array(s, dtype=bool)) for key, (f, s) in rows.items()}, most_tiles
+    return {key: _Group(calls) for key, calls in groups.items()}, most_tiles
 
 
+@lru_cache(maxsize=4096)
 def splits(m: int, n: int, k: int, batch: int, dtype: str, a_transposed: bool, b_transposed: bool) -> bool | None:
     """Whether C[m,n] = A[m,k] @ B[k,n] runs split-K on Hopper (`dtype` torch's name); None
     where the sweep does not say (batched, both operands transposed, another dtype, no data)."""
@@ -64,10 +96,5 @@ def splits(m: int, n: int, k: int, batch: int, dtype: str, a_transposed: bool, b
         return None
     if output_tiles(m, n) > most_tiles:
         return False
-    layout = "TN" if a_transposed else "NT" if b_transposed else "NN"
-    points = table.get((short, layout))
-    if points is None:
-        return None
-    features, split = points
-    q = np.array([math.log2(m), math.log2(n), math.log2(k)])
-    return bool(split[int(np.argmin(((features - q) ** 2).sum(axis=1)))])
+    group = table.get((short, "TN" if a_transposed else "NT" if b_transposed else "NN"))
+    return None if group is None else group.nearest(m, n, k)
