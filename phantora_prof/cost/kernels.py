@@ -350,6 +350,10 @@ def copy_kernel(src: str, dst: str, numel: int, contiguous: bool) -> KernelSpec:
     return strided_kernel(functor, numel, dst, cast=src != dst)
 
 
+def _floor_pow2(n: int) -> int:
+    return 1 << (max(1, n).bit_length() - 1)
+
+
 def reduce_kernel(functor: str, dtype: str, out_dtype: str, reduce_size: int, num_outputs: int,
                   num_sms: int, inner: bool) -> list[KernelSpec]:
     """reduce_kernel launch (plus the semaphore memset of a global reduction)."""
@@ -360,21 +364,29 @@ def reduce_kernel(functor: str, dtype: str, out_dtype: str, reduce_size: int, nu
         op = f"at::native::ReduceOp<{t}, {functor}, unsigned int, {o}, 4, 4>"
         gy = max(1, min(-(-reduce_size // 4096 // 8), num_sms * 4))
         grid, block, global_reduce = (1, gy, 1), (512, 1, 1), gy > 1
+    elif inner:
+        # reducing the contiguous dimension (ATen's setReduceConfig): outputs are not vectorized
+        # (reduce_kernel<512, 1>), a warp-wide row of threads per output, the input read
+        # `v` elements at a time when the row is longer than 128; as the H200 traces of HF
+        # LLaMA's RMSNorm mean and its backward's sums show (block 32 x 16, grid outputs / 16)
+        threads, vt = 512, 1
+        op = f"at::native::ReduceOp<{t}, {functor}, unsigned int, {o}, 4, {v}>"
+        dim0 = reduce_size // v if reduce_size > 128 and reduce_size % v == 0 else reduce_size
+        width = min(_floor_pow2(min(dim0, threads)), 32)
+        height = min(_floor_pow2(min(num_outputs, threads)), threads // width)
+        width = min(_floor_pow2(min(dim0, threads)), threads // height)
+        grid, block, global_reduce = (min(-(-num_outputs // height), 2**31 - 1), 1, 1), (width, height, 1), False
     else:
         threads, vt = 128, 4
         op = f"at::native::ReduceOp<{t}, {functor}, unsigned int, {o}, 4, {v}>"
-        if inner:  # reducing the contiguous dimension: one warp-row per output
-            gx = max(1, -(-num_outputs // 4))
-            grid, block, global_reduce = (min(gx, 2**31 - 1), 1, 1), (32, 4, 1), False
-        else:
-            gx = max(1, -(-num_outputs // 128))
-            gy = max(1, min(-(-reduce_size // 64), -(-num_sms * 16 // gx)))
-            grid, block, global_reduce = (gx, gy, 1), (32, 4, 1), gy > 1
+        gx = max(1, -(-num_outputs // 128))
+        gy = max(1, min(-(-reduce_size // 64), -(-num_sms * 16 // gx)))
+        grid, block, global_reduce = (gx, gy, 1), (32, 4, 1), gy > 1
     name = f"void at::native::reduce_kernel<{threads}, {vt}, {op} >({op})"
     ks = []
     if global_reduce:
         ks.append(KernelSpec(KIND_MEMSET, MEMSET_NAME, nbytes=4 * grid[0], api=API_MEMSET))
-    ks.append(KernelSpec(KIND_KERNEL, name, grid, block, 54 if threads == 128 else 32, 2064 if global_reduce else 16))
+    ks.append(KernelSpec(KIND_KERNEL, name, grid, block, 54 if vt == 4 else 32, 2064 if global_reduce else 16))
     return ks
 
 
