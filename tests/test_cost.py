@@ -583,3 +583,15 @@ def test_split_k_follows_what_cublas_chose_on_the_h200():
     assert reduces(weight_grad(768, 768, 12608)) == 1
     assert reduces(weight_grad(768, 768, 8192)) == 0
     assert reduces(weight_grad(2304, 768, 12608)) == 0
+
+
+def test_row_reductions_launch_the_unvectorized_reduce_kernel():
+    """A reduction over the contiguous dimension runs reduce_kernel<512, 1> with a 32 x 16 block
+    (H200 trace of HF LLaMA's RMSNorm mean over 8,192 rows of 512: grid 512); over an outer
+    dimension, the vectorized-output reduce_kernel<128, 4>."""
+    x = T((8192, 512))
+    row = estimate(call("aten::mean.dim", [x, (-1,), True], [T((8192, 1))]), "h200")
+    col = estimate(call("aten::sum.dim_IntList", [x, (0,)], [T((512,))]), "h200")
+    (r,) = [k for k in row if "reduce_kernel" in k.name]
+    assert "reduce_kernel<512, 1," in r.name and r.block == (32, 16, 1) and r.grid == (512, 1, 1)
+    assert any("reduce_kernel<128, 4," in k.name for k in col)
