@@ -595,3 +595,16 @@ def test_row_reductions_launch_the_unvectorized_reduce_kernel():
     (r,) = [k for k in row if "reduce_kernel" in k.name]
     assert "reduce_kernel<512, 1," in r.name and r.block == (32, 16, 1) and r.grid == (512, 1, 1)
     assert any("reduce_kernel<128, 4," in k.name for k in col)
+
+
+def test_silu_kernels_have_atens_names():
+    """SiLU and its backward are ATen's anonymous-namespace kernels, the lambda of the dtype's
+    dispatch case (H200 trace of HF LLaMA, bf16: silu_kernel ... {lambda()#6}, silu_backward_kernel
+    ... {lambda()#4})."""
+    x = T((8, 2048, 1408), "bfloat16")
+    fwd = estimate(call("aten::silu", [x], [x]), "h200")
+    bwd = estimate(call("aten::silu_backward", [x, x], [x]), "h200")
+    assert "(anonymous namespace)::silu_kernel(at::TensorIteratorBase&)::{lambda()#1}::operator()() const::" \
+           "{lambda()#6}" in fwd[0].name
+    assert "(anonymous namespace)::silu_backward_kernel(at::TensorIteratorBase&)::{lambda()#1}::operator()() " \
+           "const::{lambda()#4}" in bwd[0].name

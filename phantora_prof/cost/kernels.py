@@ -310,12 +310,13 @@ def casts(name: str) -> bool:
     return "LoadWithCast" in name or "gpu_kernel_impl<" in name
 
 
-def lambda_functor(fn: str, dtype: str, nargs: int = 1, anon: bool = False) -> str:
+def lambda_functor(fn: str, dtype: str, nargs: int = 1, anon: bool = False, case: int = 2) -> str:
+    """The GPU lambda of ATen kernel `fn`; `case`: which case of its AT_DISPATCH the dtype is."""
     t = cpp(dtype)
     ns = "at::native::(anonymous namespace)::" if anon else "at::native::"
     params = ", ".join([t] * nargs)
     return (f"{ns}{fn}(at::TensorIteratorBase&)::{{lambda()#1}}::operator()() const::"
-            f"{{lambda()#2}}::operator()() const::{{lambda({params})#1}}")
+            f"{{lambda()#{case}}}::operator()() const::{{lambda({params})#1}}")
 
 
 # functors for the common TensorIterator ops; everything else gets lambda_functor(op)

@@ -844,6 +844,15 @@ def elementwise(op, base, gpu, allow_tf32):
         params = ", ".join([K.cpp(dtype)] * (2 if base == "gelu_backward" else 1))
         functor = (f"at::native::{fn}(at::TensorIteratorBase&, at::native::GeluType)::{{lambda()#{li}}}::operator()() "
                    f"const::{{lambda()#{di}}}::operator()() const::{{lambda({params})#1}}")
+    elif base in ("silu", "silu_", "silu_backward"):
+        # ActivationSiluKernel.cu: kernels in an anonymous namespace, the inner lambda the
+        # dtype's case of the dispatch: silu over floating and complex types, Half, BFloat16;
+        # its backward over floating types, Half, BFloat16 (H200 traces of HF LLaMA: bf16 #6, #4)
+        bwd = base == "silu_backward"
+        cases = ("float64", "float32", "float16", "bfloat16") if bwd else \
+            ("float64", "float32", "complex128", "complex64", "float16", "bfloat16")
+        functor = K.lambda_functor("silu_backward_kernel" if bwd else "silu_kernel", dtype, 2 if bwd else 1,
+                                   anon=True, case=cases.index(dtype) + 1 if dtype in cases else 2)
     elif base.rstrip("_") in ("add", "sub", "mul", "div", "rsub"):
         functor = K.binary_functor(base, dtype, scalar)
     else:
