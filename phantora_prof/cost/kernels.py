@@ -351,8 +351,19 @@ def copy_kernel(src: str, dst: str, numel: int, contiguous: bool) -> KernelSpec:
     return strided_kernel(functor, numel, dst, cast=src != dst)
 
 
-def _floor_pow2(n: int) -> int:
+def last_pow2(n: int) -> int:
+    """The largest power of two not above `n` (1 for n < 2): ATen's last_pow2."""
     return 1 << (max(1, n).bit_length() - 1)
+
+
+def reduce_block(dim0: int, dim1: int, max_threads: int) -> tuple[int, int]:
+    """(width, height) of a reduce_kernel block, as ATen's ReduceConfig::set_block_dimension:
+    up to a warp along dim0 (the dimension threads of a row share), the rest along dim1."""
+    dim0_pow2 = last_pow2(dim0) if dim0 < max_threads else max_threads
+    dim1_pow2 = last_pow2(dim1) if dim1 < max_threads else max_threads
+    width = min(dim0_pow2, 32)
+    height = min(dim1_pow2, max_threads // width)
+    return min(dim0_pow2, max_threads // height), height
 
 
 def reduce_kernel(functor: str, dtype: str, out_dtype: str, reduce_size: int, num_outputs: int,
@@ -360,9 +371,9 @@ def reduce_kernel(functor: str, dtype: str, out_dtype: str, reduce_size: int, nu
     """reduce_kernel launch (plus the semaphore memset of a global reduction)."""
     t, o = cpp(dtype), cpp(out_dtype)
     v = vec_size((dtype,))
+    op = f"at::native::ReduceOp<{t}, {functor}, unsigned int, {o}, 4, {v if num_outputs > 1 else 4}>"
     if num_outputs == 1:
         threads, vt = 512, 1
-        op = f"at::native::ReduceOp<{t}, {functor}, unsigned int, {o}, 4, 4>"
         gy = max(1, min(-(-reduce_size // 4096 // 8), num_sms * 4))
         grid, block, global_reduce = (1, gy, 1), (512, 1, 1), gy > 1
     elif inner:
@@ -371,15 +382,11 @@ def reduce_kernel(functor: str, dtype: str, out_dtype: str, reduce_size: int, nu
         # `v` elements at a time when the row is longer than 128; as the H200 traces of HF
         # LLaMA's RMSNorm mean and its backward's sums show (block 32 x 16, grid outputs / 16)
         threads, vt = 512, 1
-        op = f"at::native::ReduceOp<{t}, {functor}, unsigned int, {o}, 4, {v}>"
         dim0 = reduce_size // v if reduce_size > 128 and reduce_size % v == 0 else reduce_size
-        width = min(_floor_pow2(min(dim0, threads)), 32)
-        height = min(_floor_pow2(min(num_outputs, threads)), threads // width)
-        width = min(_floor_pow2(min(dim0, threads)), threads // height)
+        width, height = reduce_block(dim0, num_outputs, threads)
         grid, block, global_reduce = (min(-(-num_outputs // height), 2**31 - 1), 1, 1), (width, height, 1), False
     else:
         threads, vt = 128, 4
-        op = f"at::native::ReduceOp<{t}, {functor}, unsigned int, {o}, 4, {v}>"
         gx = max(1, -(-num_outputs // 128))
         gy = max(1, min(-(-reduce_size // 64), -(-num_sms * 16 // gx)))
         grid, block, global_reduce = (gx, gy, 1), (32, 4, 1), gy > 1

@@ -143,7 +143,7 @@ def gemm(op, base, gpu, allow_tf32):
     if base in ("addmm", "baddbmm", "addbmm", "addmv", "_addmm_activation"):
         epi_bytes += tensor_bytes(a[0])
     # few output tiles leave SMs idle (wave tail): time x (1 + TAIL * SMs / tiles of 128x128)
-    tiles = max(1, -(-m // 128) * -(-n // 128) * batch)
+    tiles = split_k.output_tiles(m, n, batch)
     # cuBLAS splits a long K over more CTAs when the output has few tiles: where it does for
     # 16-bit mm / addmm on Hopper is read from a sweep (cost/split_k.py); elsewhere a rule
     split = 1

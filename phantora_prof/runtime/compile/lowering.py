@@ -26,6 +26,7 @@ from typing import Any, Iterator
 
 import torch
 
+from phantora_prof.cost.kernels import last_pow2
 from phantora_prof.cost.triton import TritonKernelShape, compute_class, kernel_name
 from phantora_prof.runtime.compile import hop_calls
 from phantora_prof.runtime.dispatch.capture import _dtype_name
@@ -259,7 +260,7 @@ class _Reader:
         # always a persistent reduction (Inductor overrides its heuristic for these kernels)
         step = self.triton(node, group=(numel, rnumel), category="persistent_reduction")
         outer = [n for n in node.node2.get_nodes() if n.is_reduction()]
-        split = max(16, min(128, _last_power_of_2(max(1, numel // (num_sms * 8)))))
+        split = max(16, min(128, last_pow2(numel // (num_sms * 8))))
         nsplit = -(-numel // split)
         ws = f"{step.kernel}_workspace"
         self.buffers[ws] = BufferLayout((len(outer) * nsplit * rnumel,), (1,), "float32")
@@ -394,8 +395,6 @@ def _storage_elems(lay: BufferLayout) -> int:
     return 1 + sum((n - 1) * st for n, st in zip(lay.size, lay.stride))
 
 
-def _last_power_of_2(n: int) -> int:
-    return 1 << (max(1, n).bit_length() - 1)
 
 
 def _is_none_layout(node: Any) -> bool:

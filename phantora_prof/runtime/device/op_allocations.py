@@ -29,17 +29,9 @@ from typing import Any
 
 from phantora_prof.runtime.device.allocator import _models
 from phantora_prof.cost import CONTIGUOUS_OPERANDS, copied_operands
+from phantora_prof.cost.kernels import reduce_block
 
 # ---------------------------------------------------------------- CUDA reductions' scratch
-
-def _last_pow2(n: int) -> int:
-    n |= n >> 1
-    n |= n >> 2
-    n |= n >> 4
-    n |= n >> 8
-    n |= n >> 16
-    return max(1, n - (n >> 1))
-
 
 def _div_up(a: int, b: int) -> int:
     return (a + b - 1) // b
@@ -102,12 +94,7 @@ def reduction_scratch(shape: tuple[int, ...], strides: tuple[int, ...], elem_siz
                     vec //= 2
             output_vec_size = vec
             dim0 //= output_vec_size
-    mnt = max_threads // output_vec_size
-    dim0_pow2 = _last_pow2(dim0) if dim0 < mnt else mnt
-    dim1_pow2 = _last_pow2(dim1) if dim1 < mnt else mnt
-    block_width = min(dim0_pow2, 32)
-    block_height = min(dim1_pow2, mnt // block_width)
-    block_width = min(dim0_pow2, mnt // block_height)
+    block_width, block_height = reduce_block(dim0, dim1, max_threads // output_vec_size)
     num_threads = block_width * block_height
     step_input = step_output = 1
     block_x_reduce = block_y_reduce = False
