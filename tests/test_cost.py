@@ -608,3 +608,41 @@ def test_silu_kernels_have_atens_names():
            "{lambda()#6}" in fwd[0].name
     assert "(anonymous namespace)::silu_backward_kernel(at::TensorIteratorBase&)::{lambda()#1}::operator()() " \
            "const::{lambda()#4}" in bwd[0].name
+
+
+def test_index_put_with_accumulate_sorts_its_indices():
+    """The backward of `x[idx]` on CUDA: index arithmetic, a cub radix sort of the indices with one
+    onesweep pass per 8 bits of the row count, then the accumulation kernel (the H200 probe of
+    session 24 ran a 169-row table: one pass); without accumulate one index kernel."""
+    from phantora_prof.cost import estimate
+
+    def kernels(rows, n, width, accumulate):
+        table = T((rows, width))
+        op = call("aten::_index_put_impl_", (table, (T((n,), "int64"),), T((n, width)), accumulate, False), (table,))
+        return [k.name for k in estimate(op, "h200")]
+
+    small = kernels(169, 2401, 12, True)
+    assert sum("Onesweep" in n for n in small) == 1 and small[-1].startswith(
+        "void (anonymous namespace)::indexing_backward_kernel_small_stride<float>")
+    big = kernels(50000, 8192, 768, True)
+    assert sum("Onesweep" in n for n in big) == 2 and "indexing_backward_kernel<float, 4>" in big[-1]
+    (plain,) = kernels(4096, 512, 1024, False)
+    assert "index_put_kernel_impl<at::native::OpaqueType<4> >" in plain
+
+
+def test_softmax_backward_multiplies_first_and_long_rows_take_the_smem_kernels():
+    """torch 2.11 on the H200 (probe, session 24): softmax's backward (not log-softmax's) runs
+    grad * output as its own mul kernel first; rows past the persistent kernels' limits run the
+    shared-memory backward and the register forward."""
+    from phantora_prof.cost import estimate
+
+    x = T((64, 4096))
+    bwd = [k.name for k in estimate(call("aten::_softmax_backward_data", (x, x, -1, "float32"), (x,)), "h200")]
+    assert "MulFunctor<float>" in bwd[0] and "cunn_SoftMaxBackwardSmem<4, float" in bwd[1]
+    log_bwd = [k.name for k in estimate(call("aten::_log_softmax_backward_data", (x, x, -1, "float32"), (x,)), "h200")]
+    assert len(log_bwd) == 1
+    (fwd,) = [k.name for k in estimate(call("aten::_softmax", (x, -1, False), (x,)), "h200")]
+    assert "cunn_SoftMaxForwardReg<float, float, float" in fwd
+    row = T((64, 2048))
+    (warp,) = [k.name for k in estimate(call("aten::_softmax", (row, -1, False), (row,)), "h200")]
+    assert "softmax_warp_forward<float, float, float, 11, false, false>" in warp

@@ -31,8 +31,9 @@ values, which depend on the shapes, are not kept).
 
 Sources (development set only; the held-out zoo models are never read): the reference H200
 traces in shared/reference/h200/ (--reference), the 2 x H200 traces in tests/data/real/h200x2/traces, the
-held-out CNN trace (tools/holdout/real_h200/traces/cnn.pt.trace.json.gz) and the zoo traces of
-hf_llama, hf_gpt2, timm_vit, tv_resnet50.
+held-out CNN trace (tools/holdout/real_h200/traces/cnn.pt.trace.json.gz), the zoo traces of
+hf_llama, hf_gpt2, timm_vit, tv_resnet50, and single ops one at a time
+(tools/holdout/real_h200/session24/probe_real.json.gz, tools/holdout/composite_probe.py).
 """
 from __future__ import annotations
 
@@ -59,11 +60,13 @@ def default_sources(reference: Path | None = None) -> list[Path]:
     out += sorted((ROOT / "tests" / "data" / "real" / "h200x2" / "traces").glob("*.pt.trace.json.gz"))
     out.append(ROOT / "tools" / "holdout" / "real_h200" / "traces" / "cnn.pt.trace.json.gz")
     out += [ROOT / "tools" / "holdout" / "real_h200" / "zoo" / "traces" / f"{m}.pt.trace.json.gz" for m in ZOO_DEV]
+    out.append(ROOT / "tools" / "holdout" / "real_h200" / "session24" / "probe_real.json.gz")  # single ops
     return out
 
 
 class Classifier:
-    """Whether torch's dispatcher hands an op name to the capture mode as one op."""
+    """Whether torch's dispatcher hands an op name to the capture mode as one op (not when the
+    capture mode runs its composite body: runtime/dispatch/cuda_dispatch.COMPOSITE_BODIES)."""
 
     def __init__(self) -> None:
         import torch
@@ -93,6 +96,8 @@ class Classifier:
                         implicit = torch._C._dispatch_has_kernel_for_dispatch_key(f.name(), cia)
                     except RuntimeError:  # a TorchScript-only overload (to.prim_Device): no dispatcher op
                         continue
+                    if self.cuda_dispatch.composite_body_key(f) is not None:
+                        continue  # its composite body runs under the capture mode: its parts are captured
                     if not implicit or self.cuda_dispatch.has_cuda_kernel(f):
                         r = True
                         break

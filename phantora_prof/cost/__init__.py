@@ -485,8 +485,16 @@ def _family(op, base, gpu, allow_tf32, handler, cost, specs, total) -> list[Kern
         return materialize(cost, specs, t, gpu, "family")
     scale = t / max(near["t"], 1)
     own = _own_casting_kernel(handler, specs, near, fam)
+    point = near["k"]
+    if base == "where":
+        # the sweep's points are HF masks, where(mask, x, scalar): the scalar's fill kernel is
+        # scalar_tensor's (captured as its own op here), and their broadcast mask ran the strided
+        # kernel where a full-size one runs the vectorized kernel this op's own spec names
+        point = [k for k in point if "FillFunctor" not in fam.names[k[1]]] or point
+        if len(point) == 1 and len(specs) == 1 and "vectorized" in specs[0].name:
+            own = specs[0]
     out = []
-    for kind, ni, gx, gy, gz, bx, by, bz, regs, smem, nbytes, ai, dur in near["k"]:
+    for kind, ni, gx, gy, gz, bx, by, bz, regs, smem, nbytes, ai, dur in point:
         d = dur if kind == _K.KIND_MEMSET else dur * scale
         name, api = fam.names[ni], fam.apis[ai]
         if own is not None:

@@ -278,8 +278,8 @@ def _grid1(numel: int, per_block: int) -> tuple:
     return (max(1, min(-(-numel // per_block), 2**31 - 1)), 1, 1)
 
 
-def vectorized_kernel(functor: str, ntensors: int, numel: int, dtypes) -> KernelSpec:
-    v = vec_size(dtypes)
+def vectorized_kernel(functor: str, ntensors: int, numel: int, dtypes, vec: int | None = None) -> KernelSpec:
+    v = vec or vec_size(dtypes)
     name = (f"void at::native::vectorized_elementwise_kernel<{v}, {functor}, std::array<char*, {ntensors}ul> >"
             f"(int, {functor}, std::array<char*, {ntensors}ul>)")
     return KernelSpec(KIND_KERNEL, name, _grid1(numel, 1024), (128, 1, 1), 32 if ntensors > 1 else 16)
@@ -300,7 +300,8 @@ def strided_kernel(functor: str, numel: int, dtype: str = "float32", cast: bool 
     2x otherwise; with operands of several dtypes (`cast`) `gpu_kernel_impl`, which casts each
     load and store, unrolled 4x (the H200 traces: HF LLaMA's RoPE `bf16 * fp32` products)."""
     impl, unroll = ("gpu_kernel_impl", 4) if cast else ("gpu_kernel_impl_nocast", 4 if _ITEMSIZE.get(dtype, 4) < 4 else 2)
-    lam = f"at::native::{impl}<{functor}>(at::TensorIteratorBase&, {functor} const&)::{{lambda(int)#1}}"
+    close = " >" if functor.endswith(">") else ">"  # as the demangler writes nested templates
+    lam = f"at::native::{impl}<{functor}{close}(at::TensorIteratorBase&, {functor} const&)::{{lambda(int)#1}}"
     name = f"void at::native::elementwise_kernel<128, {unroll}, {lam}>(int, {lam})"
     return KernelSpec(KIND_KERNEL, name, _grid1(numel, 128 * unroll), (128, 1, 1), 18)
 
@@ -317,6 +318,44 @@ def lambda_functor(fn: str, dtype: str, nargs: int = 1, anon: bool = False, case
     params = ", ".join([t] * nargs)
     return (f"{ns}{fn}(at::TensorIteratorBase&)::{{lambda()#1}}::operator()() const::"
             f"{{lambda()#{case}}}::operator()() const::{{lambda({params})#1}}")
+
+
+# AT_DISPATCH_V2's case numbers over AT_ALL_TYPES_AND_COMPLEX then kBool, kHalf, kBFloat16
+# (masked_fill on the H200: float #7, BFloat16 #12)
+_ALL_TYPES_CASE = {"uint8": 1, "int8": 2, "int32": 3, "int64": 4, "int16": 5, "float64": 6, "float32": 7,
+                   "complex128": 8, "complex64": 9, "bool": 10, "float16": 11, "bfloat16": 12}
+# where_kernel_impl's dispatch: kComplexHalf, kHalf, kBFloat16, kBool, then AT_ALL_TYPES_AND_COMPLEX
+# (H200 traces: BFloat16 #3, long #8, float #11)
+_WHERE_CASE = {"float16": 2, "bfloat16": 3, "bool": 4, "uint8": 5, "int8": 6, "int32": 7, "int64": 8, "int16": 9,
+               "float64": 10, "float32": 11, "complex128": 12, "complex64": 13}
+_COMPARE = ("gt", "lt", "ge", "le")
+
+
+def typed_functor(base: str, dtype: str, scalar: bool) -> tuple[str, int] | None:
+    """(functor, vector width) of a kernel whose functor takes the operands' own dtypes, so that
+    TensorIterator runs it vectorized over mixed dtypes (a bool output, a bool mask), as the H200
+    ran them (tools/holdout/composite_probe.py, session 24): comparisons with a Python scalar
+    (`compare_scalar_kernel`, 4 wide), `eq` / `ne` (`CompareEqFunctor`), comparisons of two
+    tensors (`CompareFunctor`), `masked_fill_` with a scalar (8 wide for 16-bit data, 4 for fp32),
+    `where` (a bool condition and two operands of the data's dtype); None for other ops."""
+    t = cpp(dtype)
+    op = base.rstrip("_")
+    if op in _COMPARE and scalar:
+        return (f"at::native::compare_scalar_kernel<{t}>(at::TensorIteratorBase&, at::native::(anonymous namespace)::"
+                f"OpType, {t})::{{lambda({t})#1}}"), 4
+    if op in ("eq", "ne"):
+        wrap = "AUnaryFunctor" if scalar else "BinaryFunctor"
+        return f"at::native::{wrap}<{t}, {t}, bool, at::native::(anonymous namespace)::CompareEqFunctor<{t}> >", 4
+    if op in _COMPARE:
+        return f"at::native::(anonymous namespace)::CompareFunctor<{t}>", 4
+    if op == "where" and dtype in _WHERE_CASE:
+        return (f"at::native::(anonymous namespace)::where_kernel_impl(at::TensorIterator&)::{{lambda()#1}}::operator()() "
+                f"const::{{lambda()#{_WHERE_CASE[dtype]}}}::operator()() const::{{lambda(bool, {t}, {t})#1}}"), vec_size((dtype,))
+    if base == "masked_fill_" and dtype in _ALL_TYPES_CASE:
+        return (f"at::native::(anonymous namespace)::masked_fill_kernel(at::TensorIterator&, c10::Scalar const&)::"
+                f"{{lambda()#1}}::operator()() const::{{lambda()#{_ALL_TYPES_CASE[dtype]}}}::operator()() const::"
+                f"{{lambda({t}, bool)#1}}"), vec_size((dtype,))
+    return None
 
 
 # functors for the common TensorIterator ops; everything else gets lambda_functor(op)
@@ -404,9 +443,15 @@ def sum_functor(dtype: str, out_dtype: str) -> str:
             f"(at::TensorIterator&)::{{lambda(float, float)#1}}>")
 
 
-def mean_functor(dtype: str) -> str:
-    return "at::native::MeanOps<float, float, float, float>" if dtype != "float64" else \
-        "at::native::MeanOps<double, double, double, double>"
+def mean_functor(dtype: str, out_dtype: str | None = None) -> str:
+    """ATen's mean_kernel_cuda: 16-bit data kept as it is and accumulated in float
+    (`MeanOps<c10::BFloat16, float, float, c10::BFloat16>`: the H200 traces of the torchvision
+    models' global average pools), float data all float, double all double."""
+    if dtype == "float64":
+        return "at::native::MeanOps<double, double, double, double>"
+    if dtype in ("bfloat16", "float16"):
+        return f"at::native::MeanOps<{cpp(dtype)}, float, float, {cpp(out_dtype or dtype)}>"
+    return "at::native::MeanOps<float, float, float, float>"
 
 
 def generic_reduce_functor(base: str, dtype: str) -> str:

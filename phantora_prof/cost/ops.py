@@ -18,7 +18,7 @@ from phantora_prof.cost.kernels import KernelSpec
 from phantora_prof.cost.profiles import profile_for
 from phantora_prof.cost.roofline import (
     ATTENTION, COPY, ELEMENTWISE, GEMM, INDEX, MEMSET, NORM, OPTIMIZER, REDUCTION, Cost,
-    all_inputs, arg, conv_flops, eff_for, first_tensor, io_bytes, is_contiguous, iter_tensors,
+    all_inputs, arg, conv_flops, dense_order, eff_for, first_tensor, io_bytes, is_contiguous, iter_tensors,
     mm_flops, one_dense_layout, op_time_ns, sdpa_flops, tensor_bytes,
 )
 from phantora_prof.protocol import TensorArg
@@ -496,6 +496,16 @@ def batch_group_norm(op, base, gpu, allow_tf32):
 
 
 def softmax(op, base, gpu, allow_tf32):
+    """Softmax and log-softmax, forward and backward, with the kernels torch 2.11 launches on
+    the H200 (tools/holdout/real_h200/session24/probe_real.json.gz, rows of 49 to 4,096):
+    - rows over the last dim up to 1,024 elements (and 4 KiB) run the persistent warp kernels,
+      in the forward up to 2,048 elements (and 8 KiB: fp32 rows of 2,048 too);
+    - longer rows: the forward `cunn_SoftMaxForwardReg` (the row in registers, 1,024 threads x
+      ILP elements; beyond that the older block kernel, not measured), the backward
+      `cunn_SoftMaxBackwardSmem` (the row in shared memory; beyond 48 KiB the older kernel);
+    - softmax's backward (not log-softmax's) first multiplies grad by output in an `aten::mul`
+      of its own (a vectorized MulFunctor kernel): two kernels, the op's time shared by weight.
+    Other dims than the last: the spatial kernels."""
     backward = "backward" in base
     x = op.args[0]
     outs = _outs(op)
@@ -507,29 +517,82 @@ def softmax(op, base, gpu, allow_tf32):
     rows = max(1, x.numel // max(size, 1))
     log = "log" in base
     t_in, t_out = K.cpp(x.dtype), K.cpp(out.dtype)
+    cost = Cost(REDUCTION, "softmax_bwd" if backward else "softmax", 0.0, io_bytes(op))
+    pre = []
+    if backward and not log and nd > 0:  # grad * output, ATen's own mul before the kernel
+        pre = [K.vectorized_kernel(K.binary_functor("mul", x.dtype, False), 3, x.numel, (x.dtype,))]
+    limit, row_bytes = (1024, 4096) if backward else (2048, 8192)
     if dim != nd - 1 and nd > 0:
         name = (f"void at::native::(anonymous namespace)::cunn_SpatialSoftMax{'Backward' if backward else 'Forward'}"
                 f"<{t_in}, float, {t_out}, at::native::(anonymous namespace)::{'Log' if log else ''}SoftMax"
                 f"{'Backward' if backward else 'Forward'}Epilogue>({t_out}*, {t_in} const*, unsigned int, unsigned int, unsigned int)")
-        grid, block = (rows, 1, 1), (256, 1, 1)
-    elif size <= 1024 and size * x.itemsize <= 4096:
+        return cost, pre + [KernelSpec(K.KIND_KERNEL, name, (rows, 1, 1), (256, 1, 1), 32, 0)]
+    if size <= limit and size * x.itemsize <= row_bytes:
         lg = max(0, math.ceil(math.log2(max(size, 1))))
+        params = (f"({t_out}*, {t_in} const*, {t_in} const*, int, int, int, bool const*)" if backward
+                  else f"({t_out}*, {t_in} const*, int, int, int, bool const*, int, bool)")
         name = (f"void (anonymous namespace)::softmax_warp_{'backward' if backward else 'forward'}<{t_in}, {t_out}, float, "
-                f"{lg}, {'true' if log else 'false'}, false>({t_out}*, {t_in} const*, int, int, int, bool const*, int, bool)")
-        grid, block = (max(1, -(-rows // 4)), 1, 1), (32, 4, 1)
+                f"{lg}, {'true' if log else 'false'}, false>{params}")
+        return cost, pre + [KernelSpec(K.KIND_KERNEL, name, (max(1, -(-rows // 4)), 1, 1), (32, 4, 1), 32, 0)]
+    ilp = K.vec_size((x.dtype,))
+    epi = f"at::native::(anonymous namespace)::{'Log' if log else ''}SoftMax{'Backward' if backward else 'Forward'}Epilogue"
+    if backward:
+        block = max(32, min(1024, K.last_pow2(max(1, size // (2 * ilp)))))
+        smem = size * x.itemsize + block // 32 * 4
+        if smem <= 48 * 1024:
+            name = (f"void at::native::(anonymous namespace)::cunn_SoftMaxBackwardSmem<{ilp}, {t_in}, float, {t_out}, {epi}>"
+                    f"({t_out}*, {t_in} const*, {t_in} const*, long)")
+            return cost, pre + [KernelSpec(K.KIND_KERNEL, name, (rows, 1, 1), (block, 1, 1), 32, smem)]
+        name = f"void at::native::(anonymous namespace)::cunn_SoftMaxBackward<{ilp}, {t_in}, float, {t_out}, {epi}>({t_out}*, {t_in} const*, {t_in} const*, long)"
+        return cost, pre + [KernelSpec(K.KIND_KERNEL, name, (rows, 1, 1), (512, 1, 1), 32, 2048)]
+    if size <= 1024 * ilp:
+        name = (f"void at::native::(anonymous namespace)::cunn_SoftMaxForwardReg<{t_in}, float, {t_out}, {epi}, long, {ilp}>"
+                f"({t_out}*, {t_in} const*, long)")
+        return cost, [KernelSpec(K.KIND_KERNEL, name, (rows, 1, 1), (1024, 1, 1), 32, 128)]
+    name = f"void at::native::(anonymous namespace)::cunn_SoftMaxForward<{ilp}, {t_in}, float, {t_out}, {epi}>({t_out}*, {t_in} const*, int)"
+    return cost, [KernelSpec(K.KIND_KERNEL, name, (rows, 1, 1), (1024, 1, 1), 32, 128)]
+
+
+def scan(op, base, gpu, allow_tf32):
+    """cumsum / cumprod on CUDA (ScanUtils.cuh): the input converted to the output's dtype first
+    when they differ (an int mask's cumsum accumulates in int64: `aten::to` inside the op), then
+    one scan kernel, over the innermost dim or an outer one. The H200 probe (session 24): an
+    [8, 1024] int32 cumsum ran a copy and `tensor_kernel_scan_innermost_dim<long, std::plus<long>>`
+    (grid 4, block 256 x 2). Its launch shape here is that one's generalisation; time: roofline."""
+    x = op.args[0]
+    outs = _outs(op)
+    out = outs[0] if outs else x
+    nd = len(x.shape)
+    dim = arg(op, base, "dim", -1)
+    dim = (dim if isinstance(dim, int) else -1) % max(nd, 1)
+    size = x.shape[dim] if nd else 1
+    rows = max(1, x.numel // max(size, 1))
+    t = K.cpp(out.dtype)
+    fn = "std::multiplies" if base.startswith("cumprod") else "std::plus"
+    specs = []
+    if x.dtype != out.dtype:
+        specs.append(K.copy_kernel(x.dtype, out.dtype, x.numel, is_contiguous(x)))
+    if dim == nd - 1 or nd <= 1:
+        bx = max(1, min(256, K.last_pow2(max(1, size))))
+        by = max(1, 512 // bx)
+        name = (f"void at::native::tensor_kernel_scan_innermost_dim<{t}, {fn}<{t}> >({t}*, {t} const*, unsigned int, "
+                f"unsigned int, unsigned int, {t}, {fn}<{t}>)")
+        specs.append(KernelSpec(K.KIND_KERNEL, name, (max(1, -(-rows // by)), 1, 1), (bx, by, 1), 32, 2 * bx * by * out.itemsize))
     else:
-        v = K.vec_size((x.dtype,))
-        epi = f"at::native::(anonymous namespace)::{'Log' if log else ''}SoftMax{'Backward' if backward else 'Forward'}Epilogue"
-        if backward:
-            name = f"void at::native::(anonymous namespace)::cunn_SoftMaxBackward<{v}, {t_in}, float, {t_out}, {epi}>({t_out}*, {t_in} const*, {t_in} const*, long)"
-            grid, block, smem = (rows, 1, 1), (512, 1, 1), 2048
-        else:
-            name = f"void at::native::(anonymous namespace)::cunn_SoftMaxForward<{v}, {t_in}, float, {t_out}, {epi}>({t_out}*, {t_in} const*, int)"
-            grid, block, smem = (rows, 1, 1), (1024, 1, 1), 128
-        return Cost(REDUCTION, "softmax_bwd" if backward else "softmax", 0.0, io_bytes(op)), \
-            [KernelSpec(K.KIND_KERNEL, name, grid, block, 32, smem)]
-    return Cost(REDUCTION, "softmax_bwd" if backward else "softmax", 0.0, io_bytes(op)), \
-        [KernelSpec(K.KIND_KERNEL, name, grid, block, 32, 0)]
+        inner = max(1, _prod(x.shape[dim + 1:]))
+        outer = max(1, x.numel // max(1, size * inner))
+        name = (f"void at::native::tensor_kernel_scan_outer_dim<{t}, {fn}<{t}> >({t}*, {t} const*, unsigned int, "
+                f"unsigned int, unsigned int, {t}, {fn}<{t}>)")
+        specs.append(KernelSpec(K.KIND_KERNEL, name, (max(1, min(outer, 65535)), max(1, -(-inner // 512)), 1),
+                                (min(512, inner), 1, 1), 32, 0))
+    return Cost(REDUCTION, "vectorized", 0.0, io_bytes(op) + (tensor_bytes(out) if x.dtype != out.dtype else 0)), specs
+
+
+def _prod(xs) -> int:
+    n = 1
+    for v in xs:
+        n *= v
+    return n
 
 
 def nll_loss(op, base, gpu, allow_tf32):
@@ -573,7 +636,7 @@ def reduction(op, base, gpu, allow_tf32):
     if base in ("sum", "nansum"):
         fn = K.sum_functor(x.dtype, out_dtype)
     elif base == "mean":
-        fn = K.mean_functor(x.dtype)
+        fn = K.mean_functor(x.dtype, out_dtype)
     else:
         fn = K.generic_reduce_functor(base, x.dtype)
     specs = K.reduce_kernel(fn, x.dtype, out_dtype, reduce_size, n_out, gpu.num_sms, inner)
@@ -601,7 +664,7 @@ def gather_like(op, base, gpu, allow_tf32):
     nbytes = (idx.nbytes if idx is not None else 0) + 2 * tensor_bytes(out)
     n_idx = idx.numel if idx is not None else 1
     row = max(1, out.nbytes // max(n_idx, 1))
-    if base in ("embedding", "index_select"):
+    if base in ("embedding", "index_select") or (base == "index" and _gathers_rows(op)):
         name = "void at::native::vectorized_gather_kernel<16, long>(char*, char*, long*, int, long, long, long, long, bool)"
         spec = KernelSpec(K.KIND_KERNEL, name, (max(1, n_idx), 1, 1), (max(32, min(1024, row // 16)), 1, 1), 32, 0)
     else:
@@ -611,8 +674,107 @@ def gather_like(op, base, gpu, allow_tf32):
     return Cost(INDEX, "gather", 0.0, nbytes), [spec]
 
 
+def _gathers_rows(op) -> bool:
+    """`x[idx]`: one index tensor on the first dim of a contiguous tensor, which CUDA's index
+    kernel runs as the row gather index_select uses (the H200 probe, session 24: a [169, 12]
+    table indexed by 2,401 positions ran `vectorized_gather_kernel<16, long>`, one block per row)."""
+    x = op.args[0] if op.args else None
+    idx = op.args[1] if len(op.args) > 1 else None
+    if not isinstance(x, TensorArg) or not isinstance(idx, tuple) or not idx or not is_contiguous(x):
+        return False
+    return isinstance(idx[0], TensorArg) and all(i is None for i in idx[1:]) and idx[0].dtype == "int64"
+
+
+_INDEX_PUTS = ("_index_put_impl_", "index_put_", "index_put")
+_SORT_HUB = "at_cuda_detail::cub::detail::radix::policy_hub<long, at::cuda::cub::detail::OpaqueType<8>, unsigned long long>::Policy1000"
+
+
+def _long_kernel(functor: str, n: int) -> KernelSpec:
+    return K.vectorized_kernel(functor, 2, n, ("int64",))
+
+
+def index_put_accumulate(op, base, gpu, allow_tf32):
+    """`index_put_(..., accumulate=True)` on CUDA (the backward of `x[idx]`: relative position
+    biases, gathers by index): ATen's sort-based path (Indexing.cu, index_put_with_sort_kernel).
+    The kernels as the H200 ran them for a [169, 12] fp32 table and 2,401 indices (probe,
+    session 24): the linear index's remainder / mul / div (int64), an arange of positions, a cub
+    radix sort of (index, position) pairs (three memsets, histogram, exclusive sum, one onesweep
+    pass per 8 bits of the row count) and the accumulation kernel: one warp per index for slices
+    up to a warp wide (`_small_stride`), the unrolled kernel above that (ATen's choice; only the
+    small-stride variant was measured). The sort and accumulation kernels take the fixed times
+    measured there plus their bytes at HBM bandwidth (approximate beyond that size); the index
+    arithmetic is roofline."""
+    x = op.args[0]
+    idx = next((t for t in (op.args[1] if len(op.args) > 1 and isinstance(op.args[1], tuple) else ()) if isinstance(t, TensorArg)), None)
+    values = op.args[2] if len(op.args) > 2 and isinstance(op.args[2], TensorArg) else None
+    n = max(1, idx.numel if idx is not None else 1)
+    rows = max(1, x.shape[0] if x.shape else 1)
+    stride = max(1, (values.numel if values is not None else x.numel) // n)
+    prof = profile_for(gpu)
+    bw = gpu.hbm_bandwidth
+    passes = max(1, -(-max(1, (rows - 1).bit_length()) // 8))
+    ops_l = "::operator()() const::{lambda()#4}::operator()() const::{lambda(long, long)#1}"
+    specs = [
+        _long_kernel(f"at::native::BUnaryFunctor<long, long, long, at::native::remainder_kernel_cuda(at::TensorIteratorBase&)"
+                     f"::{{lambda()#1}}{ops_l}>", n),
+        _long_kernel("at::native::AUnaryFunctor<long, long, long, at::native::binary_internal::MulFunctor<long> >", n),
+        _long_kernel(f"at::native::BUnaryFunctor<long, long, long, at::native::binary_internal::div_trunc_kernel_cuda("
+                     f"at::TensorIteratorBase&)::{{lambda()#1}}{ops_l}>", n),
+    ]
+    lam = ("at::native::arange_cuda_out(c10::Scalar const&, c10::Scalar const&, c10::Scalar const&, at::Tensor&)::{lambda()#1}"
+           "::operator()() const::{lambda()#4}::operator()() const::{lambda(long)#1}")
+    specs.append(KernelSpec(K.KIND_KERNEL, f"void (anonymous namespace)::elementwise_kernel_with_index<int, {lam}>(int, {lam}, "
+                            f"function_traits<{lam}>::result_type*)", (max(1, -(-n // 64)), 1, 1), (64, 1, 1), 16, 0))
+    key_ns = 1e9 * n * 16 / bw  # (index, position) pairs of 8 bytes each, read once per kernel
+    rs = "at_cuda_detail::cub::detail::radix_sort::"
+    specs += [KernelSpec(K.KIND_MEMSET, K.MEMSET_NAME, nbytes=4, api=K.API_MEMSET),
+              KernelSpec(K.KIND_MEMSET, K.MEMSET_NAME, nbytes=256 * 8 * passes, api=K.API_MEMSET),
+              KernelSpec(K.KIND_KERNEL, f"void {rs}DeviceRadixSortHistogramKernel<{_SORT_HUB}, (at_cuda_detail::cub::SortOrder)0, "
+                         "long, unsigned long long, at_cuda_detail::cub::detail::identity_decomposer_t>(unsigned long long*, "
+                         "long const*, unsigned long long, int, int, at_cuda_detail::cub::detail::identity_decomposer_t)",
+                         (gpu.num_sms * 7, 1, 1), (128, 1, 1), 72, 8192, dur_ns=int(prof.index_sort_histogram_ns + key_ns / 2)),
+              KernelSpec(K.KIND_KERNEL, f"void {rs}DeviceRadixSortExclusiveSumKernel<{_SORT_HUB}, unsigned long long>"
+                         "(unsigned long long*)", (1, 1, 1), (256, 1, 1), 32, 2336, dur_ns=int(prof.index_sort_scan_ns))]
+    for _ in range(passes):
+        specs += [KernelSpec(K.KIND_MEMSET, K.MEMSET_NAME, nbytes=1024, api=K.API_MEMSET),
+                  KernelSpec(K.KIND_KERNEL, f"void {rs}DeviceRadixSortOnesweepKernel<{_SORT_HUB}, (at_cuda_detail::cub::SortOrder)0, "
+                             "long, at::cuda::cub::detail::OpaqueType<8>, unsigned long long, int, int, "
+                             "at_cuda_detail::cub::detail::identity_decomposer_t>(int*, int*, unsigned long long*, unsigned long long "
+                             "const*, long*, long const*, at::cuda::cub::detail::OpaqueType<8>*, at::cuda::cub::detail::OpaqueType<8> "
+                             "const*, int, int, int, at_cuda_detail::cub::detail::identity_decomposer_t)",
+                             (max(1, -(-n // 5760)), 1, 1), (384, 1, 1), 80, 38912,
+                             dur_ns=int(prof.index_sort_onesweep_ns + 2 * key_ns))]
+    t = K.cpp(x.dtype)
+    variant = "indexing_backward_kernel_small_stride" if stride <= 32 else "indexing_backward_kernel"
+    tmpl = f"{t}" if stride <= 32 else f"{t}, 4"
+    slices = 3 * n * stride * x.itemsize  # values read, slices read and written
+    specs.append(KernelSpec(K.KIND_KERNEL, f"void (anonymous namespace)::{variant}<{tmpl}>(long const*, long const*, {t} const*, "
+                            f"{t}*, long, long, long, long, bool)", (max(1, -(-n // 4)), 1, 1), (32, 4, 1), 31, 0,
+                            dur_ns=int(prof.index_accumulate_fixed_ns + 1e9 * slices / bw)))
+    nbytes = 4 * n * 8  # the long index arithmetic (the sort and the accumulation are timed above)
+    return Cost(INDEX, "scatter", 0.0, nbytes), specs
+
+
+def _index_put_kernel(x: TensorArg, values: TensorArg | None) -> KernelSpec:
+    """`index_put_` without accumulation: TensorIterator's index kernel over the values, the
+    element type opaque (the H200 probe: 512 rows of 1,024 bf16 into a [4096, 1024] table)."""
+    impl = f"at::native::index_put_kernel_impl<at::native::OpaqueType<{x.itemsize}> >"
+    lam = f"{impl}(at::TensorIterator&, c10::ArrayRef<long>, c10::ArrayRef<long>)::{{lambda(char*, char const*, long)#1}}"
+    outer = (f"at::native::gpu_index_kernel<{lam}>(at::TensorIteratorBase&, c10::ArrayRef<long>, c10::ArrayRef<long>, "
+             f"{lam} const&, bool)::{{lambda(int)#1}}")
+    n = values.numel if values is not None else x.numel
+    return KernelSpec(K.KIND_KERNEL, f"void at::native::index_elementwise_kernel<128, 4, {outer}>(long, {outer})",
+                      (max(1, -(-n // 512)), 1, 1), (128, 1, 1), 36, 0)
+
+
 def scatter_like(op, base, gpu, allow_tf32):
     x = first_tensor(op)
+    if base in _INDEX_PUTS and isinstance(op.args[1] if len(op.args) > 1 else None, tuple):
+        accumulate = op.args[3] if len(op.args) > 3 else op.kwargs.get("accumulate", False)
+        if accumulate:
+            return index_put_accumulate(op, base, gpu, allow_tf32)
+        values = op.args[2] if len(op.args) > 2 and isinstance(op.args[2], TensorArg) else None
+        return Cost(INDEX, "gather", 0.0, io_bytes(op)), [_index_put_kernel(x, values)]
     name = K.lambda_functor(f"{base.rstrip('_')}_cuda_kernel", x.dtype, 1, anon=True)
     src = [t for t in all_inputs(op)][1:]
     n = max((t.numel for t in src), default=x.numel)
@@ -747,6 +909,16 @@ def copy_op(op, base, gpu, allow_tf32):
     return Cost(COPY, eff, 0.0, nbytes), _split([spec], [src, dst])
 
 
+def repeat_op(op, base, gpu, allow_tf32):
+    """Tensor.repeat on CUDA: the output viewed as the input expanded (unfold views), one strided
+    copy into it (TensorIterator's direct copy over the expanded input; the H200 probe)."""
+    x = op.args[0]
+    outs = _outs(op)
+    out = outs[0] if outs else x
+    spec = K.copy_kernel(x.dtype, out.dtype, out.numel, False)
+    return Cost(COPY, "strided", 0.0, tensor_bytes(out) * 2), _split([spec], [out])
+
+
 def cat(op, base, gpu, allow_tf32):
     ts = op.args[0] if op.args and isinstance(op.args[0], tuple) else tuple(all_inputs(op))
     outs = _outs(op)
@@ -771,6 +943,9 @@ def fill_op(op, base, gpu, allow_tf32):
     out = outs[0] if outs else first_tensor(op)
     if out is None or out.numel == 0:
         return Cost(MEMSET, "fill"), []
+    if dense_order(out) is None:  # a strided view (a slice of a mask being built): TensorIterator's legacy kernel
+        spec = K.strided_kernel(f"at::native::FillFunctor<{K.cpp(out.dtype)}>", out.numel, out.dtype)
+        return Cost(ELEMENTWISE, "strided", 0.0, tensor_bytes(out)), _split([spec], [out])
     spec = K.fill_kernel(out.dtype, out.numel)
     return Cost(ELEMENTWISE, "fill", 0.0, tensor_bytes(out)), _split([spec], [out])
 
@@ -857,15 +1032,22 @@ def elementwise(op, base, gpu, allow_tf32):
         functor = K.binary_functor(base, dtype, scalar)
     else:
         functor = None
+    # kernels whose functor takes the operands' own dtypes (a comparison's bool output, a mask):
+    # no casting kernel for them (the H200 probe, session 24)
+    typed = K.typed_functor(base, dtype if base == "where" or not ins else ins[0].dtype, scalar)
+    vec = None
+    if typed is not None:
+        functor, vec = typed
     generic = functor is None
     if generic:
         functor = K.lambda_functor(f"{base.rstrip('_')}_kernel_cuda", dtype, max(1, min(len(ins), 3)))
     if broadcast or noncontig:
-        spec, eff = K.strided_kernel(functor, numel, dtype, cast=len(dtypes) > 1), "strided"
-    elif len(dtypes) > 1:
+        spec, eff = K.strided_kernel(functor, numel, ins[0].dtype if typed and ins else dtype,
+                                     cast=len(dtypes) > 1 and typed is None), "strided"
+    elif len(dtypes) > 1 and typed is None:
         spec, eff = K.unrolled_kernel(functor, n_ops, numel), "unrolled"
     else:
-        spec, eff = K.vectorized_kernel(functor, n_ops, numel, dtypes), "vectorized"
+        spec, eff = K.vectorized_kernel(functor, n_ops, numel, dtypes, vec), "vectorized"
         if half and base.rstrip("_") in TRANSCENDENTAL:
             eff = "transcendental"
         elif half and base.endswith("_backward"):
@@ -988,6 +1170,10 @@ def handler_for(base: str):
         return arange_op
     if base == "roll":
         return roll
+    if base in ("cumsum", "cumsum_", "cumprod", "cumprod_"):
+        return scan
+    if base == "repeat":
+        return repeat_op
     if base in RNG_OPS:
         return rng_op
     if base == "sort":

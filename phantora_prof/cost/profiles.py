@@ -77,6 +77,10 @@ class GpuProfile:
     emb_bwd_sort_fixed_ns: float
     emb_feature_fixed_ns: float
     emb_feature_ns_per_index: float
+    index_sort_histogram_ns: float  # index_put_(accumulate=True)'s cub radix sort kernels (ops.index_put_accumulate)
+    index_sort_scan_ns: float
+    index_sort_onesweep_ns: float
+    index_accumulate_fixed_ns: float
     rnn_step_ns: float
     l2_warm_weight: float
     pad_mm_ratio: float  # cost-model unpadded / padded GEMM time above which Inductor's shape_padding pads

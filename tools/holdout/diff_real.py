@@ -6,7 +6,7 @@ real_h200/zoo/traces/, from `loop.py --profile-dir` on the H200), simulate it wi
 which side of a step-time error is the GPU's (a kernel family priced wrong) and which the
 host's (a profiled step much longer than its GPU time is host-bound).
 
-    python tools/holdout/diff_real.py [--only tv_mobilenet,hf_bert] [--json OUT]
+    python tools/holdout/diff_real.py [--only tv_mobilenet,hf_bert] [--json OUT] [--keep DIR]
 
 CPU-only; about 20 s per case. The real profiled steps carry the profiler's own host overhead,
 so compare GPU figures, not profiled step times, between the two sides.
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -75,6 +76,7 @@ def main() -> int:
     p.add_argument("--gpu", default="h200")
     p.add_argument("--workloads", type=Path, default=REPO.parent / "shared" / "reference" / "workloads")
     p.add_argument("--json", type=Path)
+    p.add_argument("--keep", type=Path, help="keep each simulated trace here as CASE.pt.trace.json[.gz]")
     a = p.parse_args()
     cases = [c for c in a.only.split(",") if c] or [c for c in CASES if real_trace(c) is not None]
     rows = []
@@ -88,6 +90,9 @@ def main() -> int:
             if sim is None:
                 continue
             doc = diff(real, sim)
+            if a.keep is not None:
+                a.keep.mkdir(parents=True, exist_ok=True)
+                shutil.copy(sim, a.keep / (case + ".pt.trace.json" + (".gz" if sim.name.endswith(".gz") else "")))
         rows.append({"case": case, "set": case_set(case), "diff": doc})
         print(json.dumps({"case": case, "set": case_set(case), "figures": summarize(doc)}), flush=True)
     if a.json:

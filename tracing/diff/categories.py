@@ -59,7 +59,7 @@ _GEMM_KERNEL = re.compile(r"nvjet|cutlass|gemm|xmma|cublas|wgmma|hmma|s884|h884|
                           r"splitKreduce|triton_tem_fused_mm|triton_.*_mm_|implicit_convolve|"
                           r"nhwcAddPadding|nchwToNhwc|nhwcToNchw", re.I)
 _RED_KERNEL = re.compile(r"reduce_kernel|Reduce(?!d_divisor)|softmax|SoftMax|nll_loss|cross_entropy|"
-                         r"norm_kernel|triton_red_|triton_per_|cub::.*Reduce(?!d_divisor)", re.I)
+                         r"norm_kernel|triton_red_|triton_per_|cub::.*Reduce(?!d_divisor)|tensor_kernel_scan", re.I)
 
 
 @lru_cache(maxsize=65536)

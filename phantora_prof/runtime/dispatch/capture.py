@@ -58,6 +58,7 @@ _DEVICE_PUT = torch.ops.prims.device_put.default
 _SDP_CHOICE = aten._fused_sdp_choice.default
 _LOCAL_SCALAR_DENSE = aten._local_scalar_dense.default
 _RECORD_STREAM = aten.record_stream.default
+_ROLL = aten.roll.default
 _IS_PINNED = aten.is_pinned.default
 _ADD = torch.ops.aten.add.Tensor
 _ADD_ = torch.ops.aten.add_.Tensor
@@ -290,6 +291,18 @@ class CaptureMode(TorchDispatchMode):
         finally:
             rec.quiet(prev)
 
+    def _as_parts(self, tls, run):
+        """Run `run` (the ops a CUDA build's kernel of the op being handled dispatches) under
+        this mode with recording on: each part is captured and recorded inside the op."""
+        if tls is not None:
+            self._rec.quiet(0)
+        try:
+            with self:
+                return run()
+        finally:
+            if tls is not None:
+                self._rec.quiet(1)
+
     def _accumulates_in_place(self, tls, args: tuple, kwargs: dict) -> bool:
         """Whether autograd's gradient accumulation `old + new` (InputBuffer::accumulate) would
         run in place, as `old.add_(new)`, on a CUDA build.
@@ -351,16 +364,18 @@ class CaptureMode(TorchDispatchMode):
             # would under itself, so data-dependent reads reach _scalar_read. An op a CUDA
             # build runs as its own kernel (silu_backward, _fused_rms_norm) stays one op. Its
             # parts are recorded as a CUDA build's dispatcher would record them.
-            if tls is not None:
-                self._rec.quiet(0)
-            try:
-                with self:
-                    r = func.decompose(*args, **kwargs)
-            finally:
-                if tls is not None:
-                    self._rec.quiet(1)
+            r = self._as_parts(tls, lambda: func.decompose(*args, **kwargs))
             if r is not NotImplemented:
                 return r
+        body = cuda_dispatch.composite_body_key(func)
+        if body is not None:
+            # A CUDA build runs this op's composite C++ body (cuda_dispatch.COMPOSITE_BODIES):
+            # run it under this mode, so each op it calls is captured and recorded as there.
+            return self._as_parts(tls, lambda: func._op_dk(body, *args, **kwargs))
+        if func is _ROLL:
+            parts = _roll_parts(args, kwargs)
+            if parts is not None:
+                return self._as_parts(tls, parts)
         if _namespace(func) == "_c10d_functional":  # DTensor / tensor-parallel collectives
             from phantora_prof.runtime.distributed.backend import functional
 
@@ -970,6 +985,29 @@ def _returns_nothing(func) -> bool:
     if r is None:
         r = _NO_RETURNS[func] = not func._schema.returns
     return r
+
+
+def _roll_args(args: tuple, kwargs: dict) -> tuple:
+    x = args[0]
+    shifts = args[1] if len(args) > 1 else kwargs.get("shifts")
+    dims = args[2] if len(args) > 2 else kwargs.get("dims", ())
+    return x, list(shifts), list(dims or ())
+
+
+def _roll_parts(args: tuple, kwargs: dict):
+    """What roll_cuda dispatches for a roll it does not do in one kernel (roll_common), as a
+    function to run under the capture mode; None for a roll of one dim. Several dims: the
+    first rolled, then the rest (nested aten::roll calls, each with its own output and kernel);
+    no dims: the flattened tensor rolled and viewed back."""
+    x, shifts, dims = _roll_args(args, kwargs)
+    if len(dims) > 1 and len(shifts) == len(dims):
+        return lambda: _ROLL(_ROLL(x, shifts[:1], dims[:1]), shifts[1:], dims[1:])
+    if not dims and len(shifts) == 1 and x.dim() != 1:
+        def flat():
+            c = x if x.is_contiguous() else x.contiguous()
+            return _ROLL(c.view(c.numel()), shifts, [0]).view(x.shape)
+        return flat
+    return None
 
 
 def _composite_implicit(func) -> bool:

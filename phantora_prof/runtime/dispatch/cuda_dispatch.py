@@ -152,3 +152,43 @@ def install() -> list[str]:
     _LIBRARY = lib
     log.debug("ops given a CUDA dispatch as on a CUDA build: %s", ", ".join(names))
     return names
+
+
+# Ops a CUDA build runs as their CompositeExplicitAutograd(NonFunctional) kernel, a C++ body that
+# calls other ops, whose kernels depend on the arguments in ways one cost for the whole op cannot
+# see. The capture mode runs that body under itself, so each op it calls is captured, recorded
+# and costed as on a CUDA build (a real profile shows them as the op's children):
+# - select / slice / diagonal backward: zeros, then a copy into a view of them (a DtoD memcpy
+#   when that view is contiguous: Swin's and ViT's qkv[0], qkv[1], qkv[2]);
+# - masked_fill, index_put: a clone (a memcpy) and then the in-place kernel;
+# - constant_pad_nd: a clone when no pad is positive (F.pad with zeros: Swin's window padding);
+# - index_put_: reaches _index_put_impl_, whose accumulate path sorts the indices.
+# Only where the installed torch registers such a kernel and no CUDA kernel (checked from
+# native_functions.yaml at the first call: a torch that gives one of them a CUDA kernel keeps it
+# whole).
+COMPOSITE_BODIES = frozenset({
+    "select_backward", "slice_backward", "diagonal_backward", "masked_fill.Scalar", "masked_fill.Tensor",
+    "index_put", "index_put_", "constant_pad_nd",
+})
+_COMPOSITE_KEYS = (torch._C.DispatchKey.CompositeExplicitAutogradNonFunctional,
+                   torch._C.DispatchKey.CompositeExplicitAutograd)
+_BODY_KEY: dict = {}
+
+
+def composite_body_key(func):
+    """The dispatch key of the composite kernel a CUDA build runs for `func` (an OpOverload in
+    COMPOSITE_BODIES), or None when the op stays one captured op."""
+    try:
+        return _BODY_KEY[func]
+    except KeyError:
+        pass
+    key = None
+    packet, overload = func._schema.name.split("::", 1)[1], func._overloadname
+    name = packet if overload == "default" else f"{packet}.{overload}"
+    if func.namespace == "aten" and name in COMPOSITE_BODIES and not cuda_build_has_kernel(name):
+        for k in _COMPOSITE_KEYS:
+            if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), k):
+                key = k
+                break
+    _BODY_KEY[func] = key
+    return key
