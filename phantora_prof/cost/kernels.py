@@ -18,6 +18,8 @@ kernels, reductions, cuBLAS/nvjet GEMMs, SDPA backends, multi-tensor-apply launc
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import json
 import math
 from dataclasses import dataclass
@@ -328,6 +330,9 @@ _ALL_TYPES_CASE = {"uint8": 1, "int8": 2, "int32": 3, "int64": 4, "int16": 5, "f
 # (H200 traces: BFloat16 #3, long #8, float #11)
 _WHERE_CASE = {"float16": 2, "bfloat16": 3, "bool": 4, "uint8": 5, "int8": 6, "int32": 7, "int64": 8, "int16": 9,
                "float64": 10, "float32": 11, "complex128": 12, "complex64": 13}
+# launch_clamp_scalar's dispatch: AT_ALL_TYPES, then kHalf, kBFloat16 (H200 traces: BFloat16 #9)
+_CLAMP_CASE = {"uint8": 1, "int8": 2, "int32": 3, "int64": 4, "int16": 5, "float64": 6, "float32": 7,
+               "float16": 8, "bfloat16": 9}
 _COMPARE = ("gt", "lt", "ge", "le")
 
 
@@ -348,6 +353,10 @@ def typed_functor(base: str, dtype: str, scalar: bool) -> tuple[str, int] | None
         return f"at::native::{wrap}<{t}, {t}, bool, at::native::(anonymous namespace)::CompareEqFunctor<{t}> >", 4
     if op in _COMPARE:
         return f"at::native::(anonymous namespace)::CompareFunctor<{t}>", 4
+    if op in ("relu", "clamp_min") and dtype in _CLAMP_CASE:  # relu_ is clamp_min_(0) on CUDA
+        return (f"at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, "
+                f"at::native::detail::ClampLimits)::{{lambda()#1}}::operator()() const::{{lambda()#{_CLAMP_CASE[dtype]}}}"
+                f"::operator()() const::{{lambda({t})#1}}"), vec_size((dtype,))
     if op == "where" and dtype in _WHERE_CASE:
         return (f"at::native::(anonymous namespace)::where_kernel_impl(at::TensorIterator&)::{{lambda()#1}}::operator()() "
                 f"const::{{lambda()#{_WHERE_CASE[dtype]}}}::operator()() const::{{lambda(bool, {t}, {t})#1}}"), vec_size((dtype,))
@@ -672,3 +681,82 @@ def ceil_div(a: int, b: int) -> int:
 
 def log2i(x: int) -> int:
     return max(0, int(math.log2(max(1, x))))
+
+
+# ------------------------------------------------------------------ topk (TensorTopK.cu), names as the H200 ran them
+
+_THRUST = "thrust::THRUST_300001_SM_750_800_860_900_1000_1200_NS::"
+_BLOCK_KEYS = (f"{_THRUST}transform_iterator<at::native::mbtopk::BlockIdxToKey, {_THRUST}counting_iterator<unsigned int, "
+               f"unsigned int, {_THRUST}use_default, {_THRUST}use_default>, {_THRUST}use_default, {_THRUST}use_default>")
+_TILES = "at_cuda_detail::cub::ReduceByKeyScanTileState<unsigned int, int, true>"
+TOPK_SCAN_INIT = (f"void at_cuda_detail::cub::detail::scan_by_key::DeviceScanByKeyInitKernel<{_TILES}, {_BLOCK_KEYS}, unsigned long "
+                  f"long>({_TILES}, {_BLOCK_KEYS}, cuda::std::__4::iterator_traits<{_BLOCK_KEYS}, void>::value_type*, unsigned "
+                  f"long long, int)")
+TOPK_SCAN = (f"void at_cuda_detail::cub::detail::scan_by_key::DeviceScanByKeyKernel<at_cuda_detail::cub::detail::scan_by_key::"
+             f"policy_hub<{_BLOCK_KEYS}, unsigned int, unsigned int, cuda::std::__4::plus<void> >::Policy1000, {_BLOCK_KEYS}, "
+             f"unsigned int*, unsigned int*, {_TILES}, cuda::std::__4::equal_to<void>, cuda::std::__4::plus<void>, "
+             f"at_cuda_detail::cub::NullType, unsigned long long, unsigned int, unsigned int>({_BLOCK_KEYS}, unsigned int*, "
+             f"unsigned int*, unsigned int*, {_TILES}, int, cuda::std::__4::equal_to<void>, cuda::std::__4::plus<void>, "
+             f"at_cuda_detail::cub::NullType, unsigned long long)")
+
+
+def topk_multiblock(slices: int, size: int) -> bool:
+    """TensorTopK.cu's should_use_multiblock (the cub scan-by-key branch), as recalled from the
+    source; checked at two points on the H200: 4,096 rows of 1,024 multi-block, of 8 single."""
+    return ((slices <= 20 and size >= 20000) or (20 < slices <= 40 and size >= 10000)
+            or (40 < slices <= 80 and size >= 8000) or (80 < slices < 200 and size >= 5000)
+            or (200 <= slices < 800 and size >= 3000) or (800 <= slices <= 4000 and size >= 800)
+            or (slices > 4000 and size >= 400))
+
+
+def topk_specs(dtype: str, slices: int, size: int, k: int, sort: bool, times: Mapping[str, float]) -> list[KernelSpec]:
+    """The kernels of torch.topk over `slices` rows of `size`: the single-block gather (one block
+    per row) or the multi-block radix select (one pass per 8 bits of the key), then a bitonic
+    sort of the k results when `sort` and k > 1. Times: the measured ones of `times` scaled by
+    the element count (approximate)."""
+    t = cpp(dtype)
+    scale = max(1.0, slices * size / (4096 * (1024 if topk_multiblock(slices, size) else 8)))
+    info, out = f"at::cuda::detail::TensorInfo<{t} const, unsigned int>", f"at::cuda::detail::TensorInfo<{t}, unsigned int>"
+    idx = "at::cuda::detail::TensorInfo<long, unsigned int>"
+
+    def spec(name, grid, block, smem, key):
+        return KernelSpec(KIND_KERNEL, name, grid, block, 32, smem, dur_ns=int(times[key] * (1.0 if key in ("mb_fill", "mb_kth_counts", "mb_scan_init", "mb_scan") else scale)))
+
+    if not topk_multiblock(slices, size):
+        block = min(1024, max(32, -(-size // 32) * 32))
+        specs = [spec(f"void at::native::sbtopk::gatherTopK<{t}, unsigned int, 2, false>({info}, unsigned int, unsigned int, "
+                      f"bool, unsigned int, unsigned int, {out}, unsigned int, {idx}, unsigned int, {t}*)",
+                      (slices, 1, 1), (block, 1, 1), 128, "sb_gather")]
+    else:
+        blocks = max(1, slices * -(-size // (256 * 4)))
+        specs = [spec("void at::native::mbtopk::fill<unsigned int, unsigned int>(unsigned int*, unsigned int, unsigned int)",
+                      (max(1, -(-slices // 512)), 1, 1), (512, 1, 1), 0, "mb_fill"),
+                 KernelSpec(KIND_MEMSET, MEMSET_NAME, nbytes=4 * slices, api=API_MEMSET),
+                 KernelSpec(KIND_MEMSET, MEMSET_NAME, nbytes=4 * slices, api=API_MEMSET)]
+        for _ in range(max(1, _ITEMSIZE.get(dtype, 4))):
+            specs += [spec(f"void at::native::mbtopk::computeBlockDigitCounts<{t}, unsigned int, unsigned int, 2>({info}, "
+                           "unsigned int, unsigned int*, unsigned int, unsigned int, int, int, unsigned int, unsigned int, "
+                           "unsigned int*, short*)", (blocks, 1, 1), (256, 1, 1), 0, "mb_digit_counts"),
+                      spec("at::native::mbtopk::computeDigitCumSum(short*, unsigned int*, unsigned int)",
+                           (blocks, 1, 1), (256, 1, 1), 0, "mb_digit_cumsum"),
+                      spec(f"void at::native::mbtopk::computeBlockwiseWithinKCounts<unsigned int, {t}>(unsigned int*, "
+                           f"short*, unsigned int*, unsigned int*, unsigned int, int, bool, unsigned int*, {t}*, unsigned "
+                           "int*, unsigned int*, unsigned int)", (blocks, 1, 1), (256, 1, 1), 0, "mb_within_k")]
+        specs += [spec("void at::native::mbtopk::computeBlockwiseKthCounts<unsigned int>(unsigned int*, short*, unsigned "
+                       "int, unsigned int, unsigned int*)", (max(1, -(-blocks // 256)), 1, 1), (256, 1, 1), 0, "mb_kth_counts")]
+        for _ in range(2):
+            specs += [spec(TOPK_SCAN_INIT, (1, 1, 1), (128, 1, 1), 0, "mb_scan_init"),
+                      spec(TOPK_SCAN, (max(1, -(-blocks // 2304)), 1, 1), (288, 1, 1), 0, "mb_scan")]
+        specs.append(spec(f"void at::native::mbtopk::gatherTopK<{t}, unsigned int, 2>({info}, unsigned int, unsigned int, "
+                          f"bool, unsigned int, unsigned int, {out}, unsigned int, {idx}, unsigned int, unsigned int, "
+                          f"unsigned int, {t}*, unsigned int*, unsigned int*, unsigned int)",
+                          (blocks, 1, 1), (256, 1, 1), 0, "mb_gather"))
+    if sort and k > 1:
+        n = 16 if k <= 16 else (32 if k <= 32 else 128)
+        rows = max(1, 80 // n)
+        specs.append(KernelSpec(KIND_KERNEL, f"void at::native::bitonicSortKVInPlace<2, -1, {n}, {n}, {t}, long, "
+                                f"at::native::GTOp<{t}, true>, unsigned int>({out}, unsigned int, unsigned int, unsigned "
+                                f"int, {idx}, unsigned int, at::native::GTOp<{t}, true>)",
+                                (max(1, -(-slices // rows)), 1, 1), (n, rows, 1), 32, 6656,
+                                dur_ns=int(times["bitonic_sort"] * max(1.0, slices / 4096) * n / 16)))
+    return specs

@@ -892,7 +892,9 @@ def copy_op(op, base, gpu, allow_tf32):
     if not isinstance(src, TensorArg):
         return fill_op(op, base, gpu, allow_tf32)
     numel = max(dst.numel, 1)
-    same_layout = src.stride == dst.stride or (is_contiguous(src) and is_contiguous(dst))
+    # a DtoD memcpy when TensorIterator sees one contiguous block (Copy.cu: iter.is_contiguous()):
+    # both contiguous, or the same dense layout (channels-last); two slices with equal strides are not
+    same_layout = (src.stride == dst.stride and dense_order(dst) is not None) or (is_contiguous(src) and is_contiguous(dst))
     if src.dtype == dst.dtype and same_layout and src.shape == dst.shape and dst.numel > 0:
         nbytes = dst.nbytes
         return Cost(COPY, "copy", 0.0, 0.0), [KernelSpec(K.KIND_MEMCPY, "Memcpy DtoD (Device -> Device)", nbytes=nbytes,
@@ -907,6 +909,22 @@ def copy_op(op, base, gpu, allow_tf32):
         eff = "strided"
     nbytes = tensor_bytes(src) + tensor_bytes(dst)
     return Cost(COPY, eff, 0.0, nbytes), _split([spec], [src, dst])
+
+
+def topk(op, base, gpu, allow_tf32):
+    """torch.topk on CUDA (TensorTopK.cu): a single-block gather per row, or the multi-block
+    radix select for many long rows; then a bitonic sort of the k results (kernels.topk_specs).
+    MoE routers' top-2 of a few experts per token run the single-block kernel."""
+    x = op.args[0]
+    k = int(op.args[1]) if len(op.args) > 1 and isinstance(op.args[1], int) else 1
+    nd = len(x.shape)
+    dim = arg(op, base, "dim", -1)
+    dim = (dim if isinstance(dim, int) else -1) % max(nd, 1)
+    size = x.shape[dim] if nd else 1
+    slices = max(1, x.numel // max(size, 1))
+    sort = arg(op, base, "sorted", True)
+    specs = K.topk_specs(x.dtype, slices, size, k, bool(sort), profile_for(gpu).topk_ns)
+    return Cost(INDEX, "gather", 0.0, io_bytes(op)), specs
 
 
 def repeat_op(op, base, gpu, allow_tf32):
@@ -1174,6 +1192,8 @@ def handler_for(base: str):
         return scan
     if base == "repeat":
         return repeat_op
+    if base == "topk":
+        return topk
     if base in RNG_OPS:
         return rng_op
     if base == "sort":

@@ -81,6 +81,7 @@ class GpuProfile:
     index_sort_scan_ns: float
     index_sort_onesweep_ns: float
     index_accumulate_fixed_ns: float
+    topk_ns: Mapping[str, float]  # topk's kernels at the measured sizes (ops.topk)
     rnn_step_ns: float
     l2_warm_weight: float
     pad_mm_ratio: float  # cost-model unpadded / padded GEMM time above which Inductor's shape_padding pads
