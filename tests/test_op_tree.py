@@ -141,6 +141,21 @@ def test_table_lookup_order():
     assert table.lookup("aten::x", None) == ["L"] and table.lookup("aten::z", None) == []
 
 
+def test_table_lookup_takes_the_inputs_layout_first():
+    """A channels-last batch norm gets the children an NHWC one has on the GPU (a zeroed counter),
+    not those of an NCHW one of the same size (reshape / view): the size classes carry the layout."""
+    assert op_children.ranks(["float"], [[64, 128, 14, 14]], [[25088, 196, 14, 1]]) == "20"
+    assert op_children.ranks(["float"], [[64, 128, 14, 14]], [[25088, 1, 1792, 128]]) == "20c"
+    assert op_children.ranks(["float"], [[64, 128, 14, 7]], [[25088, 196, 14, 2]]) == "19s"
+    table = op_children.ChildTable({"trees": [[], [{"name": "aten::reshape", "args": [], "kids": []}],
+                                              [{"name": "aten::zeros", "args": [], "kids": []}]],
+                                    "ops": {"aten::bn": {"default": 0,
+                                                         "shapes": {'["float"]|20': 1, '["float"]|23c': 2}}}})
+    nhwc = table.lookup("aten::bn", ["float"], [[64, 128, 14, 14]], [[25088, 1, 1792, 128]])
+    nchw = table.lookup("aten::bn", ["float"], [[64, 128, 28, 28]], [[100352, 784, 28, 1]])
+    assert nhwc[0]["name"] == "aten::zeros" and nchw[0]["name"] == "aten::reshape"
+
+
 def _nesting(spans: list[Span]) -> dict[str, str]:
     """Parent name of each span as a reader sees it (sort by start, longer first; pop ended)."""
     out: dict[str, str] = {}

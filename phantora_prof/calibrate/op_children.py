@@ -238,7 +238,8 @@ def collect(paths: list[Path], clf: Classifier) -> dict:
                     kids = [k for k in n["kids"] if not (k["op"] and "::" not in k["e"]["name"])]
                     tmpl = _subtree({"kids": kids}, n, _list_len(e), clf.returns_list(name))
                     dims, types, _ = _args(e)
-                    counts[(name, tuple(types), ranks(types, dims))][json.dumps(tmpl, separators=(",", ":"))] += 1
+                    rk = ranks(types, dims, e.get("args", {}).get("Input Strides"))
+                    counts[(name, tuple(types), rk)][json.dumps(tmpl, separators=(",", ":"))] += 1
                 else:
                     stack.extend(reversed(n["kids"]))
     return counts

@@ -39,9 +39,32 @@ def kinds(types: list) -> str:
     return ",".join(ARG_KINDS.get(t, "T") for t in types)
 
 
-def ranks(types: list, dims: list) -> str:
-    """Size classes of an op's tensor inputs (log2 of their element counts), as
-    phantora_prof/calibrate/op_children.py keys the table with this function ("13,13,-,-")."""
+def _layout(dims: list, strides: list | None) -> str:
+    """"" for a contiguous tensor (or strides unknown), "c" for one dense in another dim order
+    (channels-last), "s" for any other strides: a kernel's dispatches can differ by layout (an
+    NHWC batch norm zeroes a counter where an NCHW one reshapes its input)."""
+    if not strides or len(strides) != len(dims):
+        return ""
+    expected = 1
+    for d, st in zip(reversed(dims), reversed(strides)):
+        if d != 1 and st != expected:
+            break
+        expected *= d
+    else:
+        return ""
+    order = sorted((i for i, d in enumerate(dims) if d != 1), key=lambda i: -strides[i])
+    expected = 1
+    for i in reversed(order):
+        if strides[i] != expected:
+            return "s"
+        expected *= dims[i]
+    return "c"
+
+
+def ranks(types: list, dims: list, strides: list | None = None) -> str:
+    """Size classes of an op's tensor inputs (log2 of their element counts, then "c" / "s" for a
+    channels-last / strided layout), as phantora_prof/calibrate/op_children.py keys the table
+    with this function ("13c,6,-,-")."""
     out = []
     for i, t in enumerate(types):
         k = ARG_KINDS.get(t, "T")
@@ -49,20 +72,29 @@ def ranks(types: list, dims: list) -> str:
             n = 1
             for d in dims[i]:
                 n *= d
-            out.append(str(n.bit_length() - 1 if n > 0 else -1))
+            st = strides[i] if strides is not None and i < len(strides) else None
+            out.append(str(n.bit_length() - 1 if n > 0 else -1) + _layout(dims[i], st))
         else:
             out.append("L" if k == "TL" else "-")
     return ",".join(out)
 
 
 def _classes(text: str) -> tuple:
-    return tuple(int(x) if x.lstrip("-").isdigit() else None for x in text.split(","))
+    out = []
+    for x in text.split(","):
+        body = x.rstrip("cs")
+        out.append((int(body), x[len(body):]) if body.lstrip("-").isdigit() else None)
+    return tuple(out)
+
+
+_OTHER_LAYOUT = 64  # a layout mismatch weighs more than any size-class distance
 
 
 def _distance(a: tuple, b: tuple) -> float:
     if len(a) != len(b):
         return float("inf")
-    return sum(abs(x - y) for x, y in zip(a, b) if x is not None and y is not None)
+    return sum(abs(x[0] - y[0]) + (_OTHER_LAYOUT if x[1] != y[1] else 0)
+               for x, y in zip(a, b) if x is not None and y is not None)
 
 
 class ChildTable:
@@ -85,14 +117,14 @@ class ChildTable:
         self._memo: dict[tuple, tuple[list | None, list]] = {}
         self._nearest: dict[tuple, list] = {}  # (name, Input type, size classes) -> tree
 
-    def lookup(self, name: str, types: list | None, dims: list | None = None) -> list:
+    def lookup(self, name: str, types: list | None, dims: list | None = None, strides: list | None = None) -> list:
         key = (name, None if types is None else tuple(types))
         entry = self._memo.get(key)
         if entry is None:
             entry = self._memo[key] = self._entry(name, key[1])
         sized, tree = entry
         if sized is not None and dims is not None:  # the nearest size classes seen on a GPU
-            rk = ranks(types, dims)
+            rk = ranks(types, dims, strides)
             near = self._nearest.get(key + (rk,))
             if near is None:
                 want = _classes(rk)
