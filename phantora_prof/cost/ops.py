@@ -579,20 +579,13 @@ def scan(op, base, gpu, allow_tf32):
                 f"unsigned int, unsigned int, {t}, {fn}<{t}>)")
         specs.append(KernelSpec(K.KIND_KERNEL, name, (max(1, -(-rows // by)), 1, 1), (bx, by, 1), 32, 2 * bx * by * out.itemsize))
     else:
-        inner = max(1, _prod(x.shape[dim + 1:]))
+        inner = max(1, math.prod(x.shape[dim + 1:]))
         outer = max(1, x.numel // max(1, size * inner))
         name = (f"void at::native::tensor_kernel_scan_outer_dim<{t}, {fn}<{t}> >({t}*, {t} const*, unsigned int, "
                 f"unsigned int, unsigned int, {t}, {fn}<{t}>)")
         specs.append(KernelSpec(K.KIND_KERNEL, name, (max(1, min(outer, 65535)), max(1, -(-inner // 512)), 1),
                                 (min(512, inner), 1, 1), 32, 0))
     return Cost(REDUCTION, "vectorized", 0.0, io_bytes(op) + (tensor_bytes(out) if x.dtype != out.dtype else 0)), specs
-
-
-def _prod(xs) -> int:
-    n = 1
-    for v in xs:
-        n *= v
-    return n
 
 
 def nll_loss(op, base, gpu, allow_tf32):
