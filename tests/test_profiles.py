@@ -35,7 +35,7 @@ NOT_GPU_CONSTANTS = {
     "phantora_prof/engine/collectives.py": {"_RANKS_SHOWN"},  # torch.profiler's kTruncatLength (trace format)
     "phantora_prof/engine/host_layout.py": {"_NO_KEY", "_MAX_SHIFT_NS", "_CLOSE_NS"},
     "phantora_prof/engine/kineto_args.py": {"TENSOR_LIST_DISPLAY_LENGTH_LIMIT"},
-    "phantora_prof/engine/op_children.py": {"_CARVE"},
+    "phantora_prof/engine/op_children.py": {"_CARVE", "_OTHER_LAYOUT"},  # trace layout, template lookup weight
     "phantora_prof/engine/representatives.py": {"AUTO_ALL_LIVE_UP_TO"},  # a run policy (--live-ranks auto)
     "phantora_prof/engine/rank_timeline.py": {"_HIDDEN_DEPTH"},
 }
