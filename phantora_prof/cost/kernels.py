@@ -470,6 +470,8 @@ def generic_reduce_functor(base: str, dtype: str) -> str:
           "var": "WelfordOps", "var_mean": "WelfordOps", "std": "WelfordOps", "std_mean": "WelfordOps",
           "argmax": "ArgMaxOps", "argmin": "ArgMinOps", "any": "func_wrapper_t<bool, or>",
           "all": "func_wrapper_t<bool, and>"}.get(base, f"{base}_functor")
+    if fn in ("ArgMaxOps", "ArgMinOps") and dtype in ("bfloat16", "float16"):
+        t = "float"  # compared in float (the H200 probe: ReduceOp<c10::BFloat16, ArgMaxOps<float>, ...>)
     return f"at::native::{fn}<{t}>"
 
 
