@@ -18,10 +18,9 @@ kernels, reductions, cuBLAS/nvjet GEMMs, SDPA backends, multi-tensor-apply launc
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -702,6 +701,9 @@ TOPK_SCAN = (f"void at_cuda_detail::cub::detail::scan_by_key::DeviceScanByKeyKer
              f"at_cuda_detail::cub::NullType, unsigned long long)")
 
 
+_TOPK_FIXED = frozenset({"mb_fill", "mb_kth_counts", "mb_scan_init", "mb_scan"})  # per call, not per element
+
+
 def topk_multiblock(slices: int, size: int) -> bool:
     """TensorTopK.cu's should_use_multiblock (the cub scan-by-key branch), as recalled from the
     source; checked at two points on the H200: 4,096 rows of 1,024 multi-block, of 8 single."""
@@ -722,7 +724,8 @@ def topk_specs(dtype: str, slices: int, size: int, k: int, sort: bool, times: Ma
     idx = "at::cuda::detail::TensorInfo<long, unsigned int>"
 
     def spec(name, grid, block, smem, key):
-        return KernelSpec(KIND_KERNEL, name, grid, block, 32, smem, dur_ns=int(times[key] * (1.0 if key in ("mb_fill", "mb_kth_counts", "mb_scan_init", "mb_scan") else scale)))
+        dur = times[key] * (1.0 if key in _TOPK_FIXED else scale)
+        return KernelSpec(KIND_KERNEL, name, grid, block, 32, smem, dur_ns=int(dur))
 
     if not topk_multiblock(slices, size):
         block = min(1024, max(32, -(-size // 32) * 32))

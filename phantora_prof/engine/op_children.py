@@ -23,6 +23,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from phantora_prof.cost.roofline import contiguous_strides, dense_order
 from phantora_prof.engine.kineto_args import KINETO_TYPE_NAMES
 from phantora_prof.protocol import TensorArg
 from tracing.diff.categories import categorize
@@ -43,22 +44,9 @@ def _layout(dims: list, strides: list | None) -> str:
     """"" for a contiguous tensor (or strides unknown), "c" for one dense in another dim order
     (channels-last), "s" for any other strides: a kernel's dispatches can differ by layout (an
     NHWC batch norm zeroes a counter where an NCHW one reshapes its input)."""
-    if not strides or len(strides) != len(dims):
+    if not strides or len(strides) != len(dims) or contiguous_strides(dims, strides):
         return ""
-    expected = 1
-    for d, st in zip(reversed(dims), reversed(strides)):
-        if d != 1 and st != expected:
-            break
-        expected *= d
-    else:
-        return ""
-    order = sorted((i for i, d in enumerate(dims) if d != 1), key=lambda i: -strides[i])
-    expected = 1
-    for i in reversed(order):
-        if strides[i] != expected:
-            return "s"
-        expected *= dims[i]
-    return "c"
+    return "c" if dense_order(TensorArg(tuple(dims), tuple(strides), "float32", 0)) is not None else "s"
 
 
 def ranks(types: list, dims: list, strides: list | None = None) -> str:
