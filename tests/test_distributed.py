@@ -300,3 +300,32 @@ def test_ranks_are_forked_from_one_server_as_fresh_interpreters(cli):
     r = cli("--nproc-per-node", "2", "--no-trace", PY, "-c", FORKED_RANK, "x", env={"PHANTORA_NO_FORK_SERVER": "1"})
     assert r.returncode == 0, r.stderr[-3000:]
     assert "[rank0]: forked False" in r.stdout and "[rank1]: forked False" in r.stdout
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is Linux-only")
+def test_forked_ranks_simulate_exactly_as_separate_processes(cli):
+    """The fork server imports what install() imports before it forks (install.preload: shared
+    pages, one import instead of one per rank); that moves work out of the ranks, never into the
+    program's counted Python: the traces of forked ranks equal those of ranks started as their
+    own processes, event for event and to the ns."""
+    runs = {}
+    for name, env in (("forked", {}), ("separate", {"PHANTORA_NO_FORK_SERVER": "1"})):
+        r = cli("--nproc-per-node", "2", "--out", name, PY, str(SCRIPTS / "dist_ddp.py"), "2", env=env)
+        assert r.returncode == 0, r.stderr[-3000:]
+        runs[name] = _rank_steps(r.stdout)
+    assert runs["forked"] == runs["separate"] and len(runs["forked"][0]) == 2
+    for rank in (0, 1):
+        a = _strip_run_ids(load_trace(cli.cwd / "forked" / f"rank{rank}.pt.trace.json.gz"))
+        b = _strip_run_ids(load_trace(cli.cwd / "separate" / f"rank{rank}.pt.trace.json.gz"))
+        assert a == b
+
+
+def test_preload_lists_what_install_imports_when_it_runs():
+    from phantora_prof.runtime.process import install
+
+    names = install._deferred_imports()
+    for module in ("phantora_prof.runtime.dispatch.capture", "phantora_prof.runtime.device.allocator",
+                   "phantora_prof.runtime.process.extensions", "phantora_prof.runtime.distributed",
+                   "phantora_prof.cost.kernel_db", "phantora_prof.runtime.host.pyhost"):
+        assert module in names
+    assert "phantora_prof.runtime.process.install" not in names and "preload" not in " ".join(names)

@@ -52,6 +52,8 @@ def serve(control_fd: int, device_count: int, launcher_pid: int) -> tuple[dict, 
     import torch  # noqa: F401 - the point of the server
     from phantora_prof.runtime.process import bootstrap, install  # noqa: F401 - what a rank imports next
 
+    install.preload()  # and what install() imports when it runs, shared by every rank
+
     sock = socket.socket(fileno=control_fd)
     children: set[int] = set()
     while True:

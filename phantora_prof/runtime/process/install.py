@@ -1,10 +1,15 @@
 """Install the interception runtime into this (rank) process; torch must be importable."""
 from __future__ import annotations
 
+import ast
+import importlib
+import importlib.util
 import logging
 import os
 import resource
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -117,6 +122,45 @@ def check_real_cuda(device_count: int, cuda_version: str | None, real_gpus: int,
         f"Use --nproc-per-node {max(real_gpus, 1)} or fewer, or run phantora-prof from an environment with the "
         f"CPU build of torch (pip install torch --index-url https://download.pytorch.org/whl/cpu), which "
         f"simulates any number.")
+
+
+def preload() -> None:
+    """Import now what install() would import when it runs: the fork server calls this before
+    it forks any rank (runtime/process/fork_server.py), so that every rank shares these modules'
+    pages instead of importing its own copy. In an 8-rank DDP run that is 678 modules per rank
+    (symbolic shapes with sympy and mpmath, DTensor, torch.utils.cpp_extension with setuptools,
+    the simulator's own runtime), imported once instead of eight times.
+
+    Nothing rank-specific happens here (no state, clock, connection or patch: those are
+    install()'s), and install() runs unchanged in each rank, finding its modules loaded. The
+    list is read from this file's own function bodies (`_deferred_imports`), so it cannot drift
+    from what install() imports."""
+    from phantora_prof.runtime.process import lazy_dynamo
+
+    lazy_dynamo.defer()  # first, as install() does: nothing below may load all of Dynamo
+    for name in _deferred_imports():
+        importlib.import_module(name)
+
+
+def _deferred_imports() -> list[str]:
+    """Modules imported inside this file's functions (`from X import Y` where X.Y may be a module,
+    `import X`), in source order."""
+    names: list[str] = []
+    tree = ast.parse(Path(__file__).read_text())
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name == "preload":
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Import):
+                names.extend(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.append(node.module)
+                pkg = importlib.import_module(node.module)
+                if hasattr(pkg, "__path__"):  # a package: its imported names may be submodules
+                    names.extend(f"{node.module}.{a.name}" for a in node.names
+                                 if f"{node.module}.{a.name}" in sys.modules
+                                 or importlib.util.find_spec(f"{node.module}.{a.name}") is not None)
+    return list(dict.fromkeys(names))
 
 
 def install(config: RankConfig) -> InstalledRuntime:
