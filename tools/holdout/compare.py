@@ -73,6 +73,7 @@ CASES: dict[str, tuple[str, list[str]]] = {
     "tv_vgg": ("zoo.py", ["--model", "tv_vgg"]),
     "tv_mnasnet": ("zoo.py", ["--model", "tv_mnasnet"]),
     **{m: ("zoo.py", ["--model", m]) for m in ("hf_whisper", "hf_wav2vec2", "hf_clip", "tv_r3d", "timm_maxvit")},
+    **{m: ("zoo.py", ["--model", m]) for m in ("hf_qwen3", "hf_deberta", "timm_levit", "tv_googlenet")},
     # torch.compile (issue #16, session 12): the reference gpt.py (fitted: the Triton launch host
     # cost and the compile time), then held out: four models measured before the simulation ran,
     # and a blind set chosen before any run, measured once at the end of the session
@@ -120,6 +121,10 @@ ZOO_BLIND5 = ("hf_falcon", "timm_poolformer", "tv_vgg", "tv_mnasnet")
 # attention), measured once on the H200 (transformers 5.17 there) before their simulation was
 # compared, compared once
 ZOO_BLIND6 = ("hf_whisper", "hf_wav2vec2", "hf_clip", "tv_r3d", "timm_maxvit")
+# chosen in session 25 before any run (per-head query/key RMSNorm, DeBERTa's disentangled relative
+# attention, LeViT's attention-biased hybrid with BatchNorm'd linears, Inception branches), measured
+# once on the H200 before their simulation was compared, compared once
+ZOO_BLIND7 = ("hf_qwen3", "hf_deberta", "timm_levit", "tv_googlenet")
 COMPILED_FIT = ("gpt_b8c", "gpt_b32c")
 COMPILED_HELD = ("hf_llama_c", "timm_vit_c", "tv_resnet50_c", "hf_bert_c", "hf_llama_fx_c", "hf_llama_fx")
 COMPILED_BLIND = ("hf_gpt2_c", "timm_convnext_c", "tv_mobilenet_c", "tv_swin_c")
@@ -198,6 +203,8 @@ def case_set(case: str) -> str:
         return "blind5"
     if case in ZOO_BLIND6:
         return "blind6"
+    if case in ZOO_BLIND7:
+        return "blind7"
     if case in ZOO_DEV:
         return "dev"
     if case in COMPILED_FIT:

@@ -124,6 +124,11 @@ def _hf_causal_lm(name: str, a):
                               num_attention_heads=16, multi_query=True, parallel_attn=True,
                               new_decoder_architecture=False, bias=False, max_position_embeddings=a.seq)
         model = tf.FalconForCausalLM(cfg)
+    elif name == "hf_qwen3":  # RMSNorm on every head's queries and keys, GQA, SwiGLU, head_dim 128
+        cfg = tf.Qwen3Config(vocab_size=32000, hidden_size=a.dim or 1024, intermediate_size=3072,
+                             num_hidden_layers=a.layers or 8, num_attention_heads=16, num_key_value_heads=8,
+                             head_dim=128, max_position_embeddings=a.seq)
+        model = tf.Qwen3ForCausalLM(cfg)
     else:
         raise SystemExit(f"unknown model {name}")
     model.config._attn_implementation = a.attn
@@ -164,14 +169,26 @@ def _vision_model(name: str):
         arch = {"timm_vit": "vit_base_patch16_224", "timm_convnext": "convnext_tiny",
                 "timm_resnet50": "resnet50", "timm_regnet": "regnety_016", "timm_mixer": "mixer_b16_224",
                 "timm_resnext": "resnext50_32x4d", "timm_poolformer": "poolformer_s12",
-                "timm_maxvit": "maxvit_tiny_tf_224"}[name]
+                "timm_maxvit": "maxvit_tiny_tf_224", "timm_levit": "levit_128s"}[name]
         return timm.create_model(arch, pretrained=False)
     tv = import_torchvision()
     arch = {"tv_resnet50": "resnet50", "tv_mobilenet": "mobilenet_v3_large",
             "tv_efficientnet": "efficientnet_b0", "tv_swin": "swin_t", "tv_densenet": "densenet121",
             "tv_shufflenet": "shufflenet_v2_x1_0", "tv_regnet_x": "regnet_x_1_6gf",
-            "tv_vgg": "vgg11_bn", "tv_mnasnet": "mnasnet1_0"}[name]
+            "tv_vgg": "vgg11_bn", "tv_mnasnet": "mnasnet1_0", "tv_googlenet": "googlenet"}[name]
+    if arch == "googlenet":  # training mode returns the two auxiliary heads too: train the main one
+        return _MainLogits(tv.models.googlenet(aux_logits=False, init_weights=True))
     return getattr(tv.models, arch)()
+
+
+class _MainLogits(torch.nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        out = self.m(x)
+        return out.logits if hasattr(out, "logits") else out
 
 
 def _vision_step(model, a, dev, channels_last: bool, sgd: bool):
@@ -283,6 +300,10 @@ MODELS = {
     # windowed / grid attention with MBConv). --seq: decoder tokens (whisper), audio samples (wav2vec2)
     "hf_whisper": (16, 128), "hf_wav2vec2": (8, 64000), "hf_clip": (128, 224), "tv_r3d": (16, 112),
     "timm_maxvit": (64, 224),
+    # blind set 7 (added 2026-12-04, session 25): chosen before any run; families none of the sets
+    # above has (per-head query/key RMSNorm, disentangled relative attention, attention-biased
+    # conv-transformer hybrid with BatchNorm'd linears, Inception branches)
+    "hf_qwen3": (4, 2048), "hf_deberta": (16, 512), "timm_levit": (256, 224), "tv_googlenet": (128, 224),
 }
 
 
@@ -310,13 +331,22 @@ def main() -> None:
     import_torchvision()  # transformers and timm import it when it is installed
     name = a.model
     if name in ("hf_llama", "hf_mistral", "hf_qwen2", "hf_gpt2", "hf_gptneox", "hf_opt", "hf_phi", "hf_gemma",
-                "hf_starcoder2", "hf_olmo", "hf_falcon"):
+                "hf_starcoder2", "hf_olmo", "hf_falcon", "hf_qwen3"):
         model = _hf_causal_lm(name, a).to(dev)
         step = _hf_lm_step(model, a, dev)
     elif name == "hf_bert":
         import transformers as tf
 
         model = tf.BertForMaskedLM(tf.BertConfig(max_position_embeddings=a.seq, attn_implementation="sdpa")).to(dev)
+        step = _hf_bert_step(model, a, dev)
+    elif name == "hf_deberta":  # DeBERTa-v3-base-like: disentangled attention with relative positions
+        import transformers as tf
+
+        cfg = tf.DebertaV2Config(vocab_size=128100, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                                 intermediate_size=3072, max_position_embeddings=a.seq, relative_attention=True,
+                                 position_buckets=256, pos_att_type=["p2c", "c2p"], norm_rel_ebd="layer_norm",
+                                 share_att_key=True, position_biased_input=False)
+        model = tf.DebertaV2ForMaskedLM(cfg).to(dev)
         step = _hf_bert_step(model, a, dev)
     elif name == "hf_t5":
         import transformers as tf
