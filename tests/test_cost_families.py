@@ -51,6 +51,25 @@ def test_reduction_kind_follows_memory_order_not_dim_numbers():
     assert F.shape_features(op, "sum") == (96, 64 * 56 * 56)  # (outputs, elements per output)
 
 
+def test_a_transposed_views_reduction_is_priced_as_its_contiguous_equivalent():
+    """A per-head RMSNorm's weight gradient (HF Qwen3's q/k norms): [B, S, H, D] viewed from
+    [B, H, S, D], summed over B, S, H. TensorIterator coalesces it into the [B*S*H, D] column sum
+    of the contiguous tensor; the H200 ran it in 138 us (blind set 7's profile,
+    tools/holdout/real_h200/session25/); priced in the channels-last class it came out 622 us.
+    A channels-last bias gradient (logically inner, outer in memory) keeps its own class."""
+    b, s, h, d = 4, 2048, 16, 128
+    view = T((b, s, h, d), "float32", stride=(h * s * d, d, s * d, 1))
+    dense = T((b, s, h, d), "float32")
+    out = T((1, 1, 1, d), "float32")
+    key_view = F.class_key(call("aten::sum", [view, [0, 1, 2], True], [out]), "sum")
+    assert key_view == F.class_key(call("aten::sum", [dense, [0, 1, 2], True], [out]), "sum") == "float32|dense|outer"
+    t_view = total(estimate(call("aten::sum.dim_IntList", [view, [0, 1, 2], True, None], [out])))
+    t_dense = total(estimate(call("aten::sum.dim_IntList", [dense, [0, 1, 2], True, None], [out])))
+    assert t_view == t_dense and 50_000 < t_view < 200_000
+    bias = call("aten::sum", [CL(128, 64, 56, 56), [0, 2, 3]], [T((64,))])
+    assert F.class_key(bias, "sum") == "bfloat16|perm|outer"
+
+
 def test_norm_features_are_rows_and_row_length_whatever_the_rank():
     x4 = T((64, 56, 56, 96))
     ln = call("aten::native_layer_norm", [x4, [96], T((96,)), T((96,)), 1e-6], [x4, T((64, 56, 56, 1))])
