@@ -646,3 +646,27 @@ def test_softmax_backward_multiplies_first_and_long_rows_take_the_smem_kernels()
     row = T((64, 2048))
     (warp,) = [k.name for k in estimate(call("aten::_softmax", (row, -1, False), (row,)), "h200")]
     assert "softmax_warp_forward<float, float, float, 11, false, false>" in warp
+
+
+def test_gather_and_scatter_launch_the_kernels_the_h200_ran():
+    """ScatterGatherKernel.cu's kernels as the single-op probe recorded them on the H200
+    (tools/holdout/real_h200/session24/): a gather moves opaque bytes, scatter_add adds in the
+    real type, a scalar scatter runs the fill variant over the index only (5.9 us for 1,024 ones
+    into [1024, 50000]); a gather by an expanded column of row numbers is the row gather."""
+    from opcalls import T, call
+
+    from phantora_prof.cost import estimate
+
+    x, idx = T((8, 768, 64), "bfloat16"), T((8, 512, 64), "int64", stride=(512, 1, 0))
+    (g,) = estimate(call("aten::gather", [x, 1, idx, False], [T((8, 512, 64), "bfloat16")]))
+    assert "_cuda_scatter_gather_internal_kernel<false, at::native::OpaqueType<2>, long>" in g.name
+    assert g.name.startswith("void at::native::_scatter_gather_elementwise_kernel<128, 8, ") and g.grid == (256, 1, 1)
+    (s,) = estimate(call("aten::scatter_add_", [x, 1, idx, T((8, 512, 64), "bfloat16")], [x]))
+    assert "_cuda_scatter_gather_internal_kernel<true, c10::BFloat16, long>::operator()<at::native::ReduceAdd>" in s.name
+    big = T((1024, 50000))
+    (f,) = estimate(call("aten::scatter_.value", [big, 1, T((1024, 1), "int64"), 1.0], [big]))
+    assert "_cuda_scatter_fill_internal_kernel<at::native::OpaqueType<4>, long>" in f.name
+    assert f.grid == (1, 1, 1) and f.duration_ns < 20_000
+    (r,) = estimate(call("aten::gather", [T((1024, 256)), 0, T((512, 256), "int64", stride=(1, 0)), False],
+                         [T((512, 256))]))
+    assert r.name.startswith("void at::native::vectorized_gather_kernel<16, long>") and r.grid == (512, 1, 1)

@@ -657,7 +657,12 @@ def gather_like(op, base, gpu, allow_tf32):
     nbytes = (idx.nbytes if idx is not None else 0) + 2 * tensor_bytes(out)
     n_idx = idx.numel if idx is not None else 1
     row = max(1, out.nbytes // max(n_idx, 1))
-    if base in ("embedding", "index_select") or (base == "index" and _gathers_rows(op)):
+    if base == "gather" and not _gather_expanded_rows(op):
+        return Cost(INDEX, "gather", 0.0, nbytes), [_scatter_gather_kernel("gather", out, idx)]
+    if base == "gather":  # the expanded-index path: one block per gathered row
+        n_idx = idx.shape[0] if idx is not None and idx.shape else 1
+        row = max(1, out.nbytes // max(n_idx, 1))
+    if base in ("embedding", "index_select", "gather") or (base == "index" and _gathers_rows(op)):
         name = "void at::native::vectorized_gather_kernel<16, long>(char*, char*, long*, int, long, long, long, long, bool)"
         spec = KernelSpec(K.KIND_KERNEL, name, (max(1, n_idx), 1, 1), (max(32, min(1024, row // 16)), 1, 1), 32, 0)
     else:
@@ -665,6 +670,49 @@ def gather_like(op, base, gpu, allow_tf32):
         spec = KernelSpec(K.KIND_KERNEL, f"void at::native::index_elementwise_kernel<128, 4, {functor}>(long, {functor})",
                           (max(1, -(-out.numel // 512)), 1, 1), (128, 1, 1), 32, 0)
     return Cost(INDEX, "gather", 0.0, nbytes), [spec]
+
+
+def _gather_expanded_rows(op) -> bool:
+    """`torch.gather(x, 0, idx)` with `idx` a column of row numbers expanded along the other
+    dims (stride 0) and `x` contiguous: ATen's expanded-index path, the row gather of
+    index_select (the H200 probe, session 24: [1024, 256] gathered by a [512, 1] index expanded to
+    [512, 256] ran `vectorized_gather_kernel<16, long>`; DeBERTa's embedding-shaped gathers too)."""
+    x = op.args[0] if op.args else None
+    dim = op.args[1] if len(op.args) > 1 else op.kwargs.get("dim")
+    idx = op.args[2] if len(op.args) > 2 else op.kwargs.get("index")
+    if not isinstance(x, TensorArg) or not isinstance(idx, TensorArg) or not isinstance(dim, int) or len(x.shape) < 2:
+        return False
+    if dim % len(x.shape) != 0 or not is_contiguous(x) or len(idx.shape) != len(x.shape):
+        return False
+    return all(st == 0 for sz, st in zip(idx.shape[1:], idx.stride[1:]) if sz > 1)
+
+
+_SCATTER_GATHER = {
+    # base: (is_scatter_like, element type: opaque bytes or the real type, ATen's functor)
+    "gather": (False, "opaque", "TensorAssign"),
+    "scatter": (True, "opaque", "TensorAssign"), "scatter_": (True, "opaque", "TensorAssign"),
+    "scatter_add": (True, "real", "ReduceAdd"), "scatter_add_": (True, "real", "ReduceAdd"),
+}
+
+
+def _scatter_gather_kernel(base: str, x: TensorArg, idx: TensorArg | None, fill: bool = False) -> KernelSpec:
+    """ScatterGatherKernel.cu's elementwise kernel, as the H200 ran it (probe, session 24): 8
+    index elements per thread of a 128-thread block over the index; gathers and assigning
+    scatters move opaque bytes, scatter_add adds in the real type (atomics), a scatter of a
+    scalar runs the fill variant."""
+    scatter, elem, functor = _SCATTER_GATHER[base]
+    n = idx.numel if idx is not None else x.numel
+    if fill:
+        t = f"at::native::OpaqueType<{x.itemsize}>"
+        lam = (f"at::native::_cuda_scatter_fill_internal_kernel<{t}, long>::operator()<at::native::{functor}>"
+               f"(at::TensorIterator&, {t}, long, long, long, at::native::{functor} const&)::{{lambda(int)#1}}")
+    else:
+        t = f"at::native::OpaqueType<{x.itemsize}>" if elem == "opaque" else K.cpp(x.dtype)
+        lam = (f"at::native::_cuda_scatter_gather_internal_kernel<{'true' if scatter else 'false'}, {t}, long>"
+               f"::operator()<at::native::{functor}>(at::TensorIterator&, long, long, long, "
+               f"at::native::{functor} const&)::{{lambda(int)#1}}")
+    return KernelSpec(K.KIND_KERNEL, f"void at::native::_scatter_gather_elementwise_kernel<128, 8, {lam}>(int, {lam})",
+                      (max(1, -(-n // 1024)), 1, 1), (128, 1, 1), 32, 0)
 
 
 def _gathers_rows(op) -> bool:
@@ -768,6 +816,18 @@ def scatter_like(op, base, gpu, allow_tf32):
             return index_put_accumulate(op, base, gpu, allow_tf32)
         values = op.args[2] if len(op.args) > 2 and isinstance(op.args[2], TensorArg) else None
         return Cost(INDEX, "gather", 0.0, io_bytes(op)), [_index_put_kernel(x, values)]
+    if base in _SCATTER_GATHER:
+        idx = op.args[2] if len(op.args) > 2 and isinstance(op.args[2], TensorArg) else None
+        src = op.args[3] if len(op.args) > 3 and isinstance(op.args[3], TensorArg) else op.kwargs.get("src")
+        fill = not isinstance(src, TensorArg)
+        nbytes = io_bytes(op)
+        if fill and base.endswith("_"):
+            # a scalar scattered in place moves the index and the elements it writes, not the
+            # whole destination: 1,024 ones into [1024, 50000] fp32 took 5.9 us on the H200
+            # (probe, session 24), the destination's bytes would say 250 us. (With a source
+            # tensor the bytes stay io_bytes: the family points were fitted with them.)
+            nbytes = (idx.nbytes if idx is not None else 0) + (idx.numel if idx is not None else 1) * x.itemsize
+        return Cost(INDEX, "scatter", 0.0, nbytes), [_scatter_gather_kernel(base, x, idx, fill)]
     name = K.lambda_functor(f"{base.rstrip('_')}_cuda_kernel", x.dtype, 1, anon=True)
     src = [t for t in all_inputs(op)][1:]
     n = max((t.numel for t in src), default=x.numel)
