@@ -159,7 +159,10 @@ def _child_args(child: dict, parent: dict) -> list:
     first output's dtype, "c<k>" = the parent's input k viewed as [1, numel, 1, ...] (a bias
     broadcast over the channels of a 3-d or wider output), "o0" = the parent's first output (any
     other tensor), else the input's kind as the profiler types it ("Scalar", "ScalarList",
-    "TensorList", "")."""
+    "TensorList", ""). A 0-dim tensor beside a tensor operand that is none of the parent's inputs
+    (the wrapped Python scalar of `x.remainder(768)`'s inner `remainder.Tensor`) is its dtype as
+    the profiler types it ("long int", "double"), which the expansion writes with dims [] as the
+    H200 recorded it; "o0" there named the output and drew the scalar as a full operand."""
     pdims, ptypes, _ = _args(parent)
     dims, types, _ = _args(child)
     out = []
@@ -172,6 +175,9 @@ def _child_args(child: dict, parent: dict) -> list:
         if ref is None:
             ref = next((f"c{k}" for k, (pd, pt) in enumerate(zip(pdims, ptypes))
                         if pt == t and _is_channel_view(d, pd)), None)
+        if ref is None and d == [] and t and t != "TensorList" and any(
+                x for j, x in enumerate(dims) if j != i and types[j] not in ARG_KINDS):
+            ref = t  # a 0-dim tensor beside a real operand: a wrapped scalar
         if ref is None:
             ref = "TensorList" if t == "TensorList" else ("e0" if d == [0] else "o0")
         out.append(ref)
