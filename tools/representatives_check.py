@@ -47,8 +47,11 @@ def _args(name: str, ranks: int) -> list[str]:
     return args
 
 
+PER_NODE = 8  # GPUs per simulated node (--per-node; a CUDA build of torch simulates only as many as it sees)
+
+
 def _run(name: str, ranks: int, mode: str, out: Path) -> tuple[dict, float, str]:
-    nnodes, per_node = (ranks // 8, 8) if ranks % 8 == 0 else (1, ranks)
+    nnodes, per_node = (ranks // PER_NODE, PER_NODE) if ranks % PER_NODE == 0 else (1, ranks)
     cmd = [sys.executable, "-m", "phantora_prof", "--nnodes", str(nnodes), "--nproc-per-node", str(per_node),
            "--live-ranks", mode, "--format", "kineto", "--out", str(out), "--summary-json", str(out / "summary.json"),
            "python", str(REPO / "examples" / name / "train.py"), *_args(name, ranks)]
@@ -102,7 +105,10 @@ def main() -> None:
     p.add_argument("--only", default=",".join(EXAMPLES))
     p.add_argument("--keep", type=Path, help="keep the runs' traces here (default: a temporary folder)")
     p.add_argument("--json", type=Path, help="write the results here")
+    p.add_argument("--per-node", type=int, default=8, help="simulated GPUs per node (default 8)")
     a = p.parse_args()
+    global PER_NODE
+    PER_NODE = a.per_node
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         work = a.keep or Path(tmp)
