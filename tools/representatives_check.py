@@ -47,11 +47,8 @@ def _args(name: str, ranks: int) -> list[str]:
     return args
 
 
-PER_NODE = 8  # GPUs per simulated node (--per-node; a CUDA build of torch simulates only as many as it sees)
-
-
-def _run(name: str, ranks: int, mode: str, out: Path) -> tuple[dict, float, str]:
-    nnodes, per_node = (ranks // PER_NODE, PER_NODE) if ranks % PER_NODE == 0 else (1, ranks)
+def _run(name: str, ranks: int, mode: str, out: Path, per_node: int) -> tuple[dict, float, str]:
+    nnodes, per_node = (ranks // per_node, per_node) if ranks % per_node == 0 else (1, ranks)
     cmd = [sys.executable, "-m", "phantora_prof", "--nnodes", str(nnodes), "--nproc-per-node", str(per_node),
            "--live-ranks", mode, "--format", "kineto", "--out", str(out), "--summary-json", str(out / "summary.json"),
            "python", str(REPO / "examples" / name / "train.py"), *_args(name, ranks)]
@@ -72,13 +69,13 @@ def _events(path: Path) -> tuple[list[str], dict]:
     return [TS.sub("", json.dumps(e, sort_keys=True)) for e in doc["traceEvents"]], doc.get("distributedInfo")
 
 
-def check(name: str, ranks: int, work: Path) -> dict:
+def check(name: str, ranks: int, work: Path, per_node: int = 8) -> dict:
     res: dict = {"example": name, "ranks": ranks, "args": _args(name, ranks)}
     runs = {}
     for mode in ("representative", "all"):
         out = work / f"{name}_{ranks}_{mode}"
         out.mkdir(parents=True, exist_ok=True)
-        steps, wall, _ = _run(name, ranks, mode, out)
+        steps, wall, _ = _run(name, ranks, mode, out, per_node)
         runs[mode] = (steps, out)
         res[f"wall_s_{mode}"] = round(wall, 1)
     rep_steps, rep_out = runs["representative"]
@@ -105,15 +102,14 @@ def main() -> None:
     p.add_argument("--only", default=",".join(EXAMPLES))
     p.add_argument("--keep", type=Path, help="keep the runs' traces here (default: a temporary folder)")
     p.add_argument("--json", type=Path, help="write the results here")
-    p.add_argument("--per-node", type=int, default=8, help="simulated GPUs per node (default 8)")
+    p.add_argument("--per-node", type=int, default=8,
+                   help="simulated GPUs per node (default 8; a CUDA build of torch simulates only as many as it sees)")
     a = p.parse_args()
-    global PER_NODE
-    PER_NODE = a.per_node
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         work = a.keep or Path(tmp)
         for name in a.only.split(","):
-            r = check(name, a.ranks, work)
+            r = check(name, a.ranks, work, a.per_node)
             results.append(r)
             print(json.dumps(r), flush=True)
     if a.json:

@@ -657,10 +657,10 @@ def gather_like(op, base, gpu, allow_tf32):
     nbytes = (idx.nbytes if idx is not None else 0) + 2 * tensor_bytes(out)
     n_idx = idx.numel if idx is not None else 1
     row = max(1, out.nbytes // max(n_idx, 1))
-    if base == "gather" and not _gather_expanded_rows(op):
-        return Cost(INDEX, "gather", 0.0, nbytes), [_scatter_gather_kernel("gather", out, idx)]
-    if base == "gather":  # the expanded-index path: one block per gathered row
-        n_idx = idx.shape[0] if idx is not None and idx.shape else 1
+    if base == "gather":
+        if not _gather_expanded_rows(op):
+            return Cost(INDEX, "gather", 0.0, nbytes), [_scatter_gather_kernel("gather", out, idx)]
+        n_idx = idx.shape[0] if idx is not None and idx.shape else 1  # the row gather: a block per row
         row = max(1, out.nbytes // max(n_idx, 1))
     if base in ("embedding", "index_select", "gather") or (base == "index" and _gathers_rows(op)):
         name = "void at::native::vectorized_gather_kernel<16, long>(char*, char*, long*, int, long, long, long, long, bool)"
@@ -678,7 +678,7 @@ def _gather_expanded_rows(op) -> bool:
     index_select (the H200 probe, session 24: [1024, 256] gathered by a [512, 1] index expanded to
     [512, 256] ran `vectorized_gather_kernel<16, long>`; DeBERTa's embedding-shaped gathers too)."""
     x = op.args[0] if op.args else None
-    dim = op.args[1] if len(op.args) > 1 else op.kwargs.get("dim")
+    dim = arg(op, "gather", "dim")
     idx = op.args[2] if len(op.args) > 2 else op.kwargs.get("index")
     if not isinstance(x, TensorArg) or not isinstance(idx, TensorArg) or not isinstance(dim, int) or len(x.shape) < 2:
         return False
