@@ -32,11 +32,11 @@ def enabled() -> bool:
 class ForkServer:
     """The launcher's handle on a running fork server (runtime/process/fork_server.py)."""
 
-    def __init__(self, device_count: int, env: dict[str, str]) -> None:
+    def __init__(self, device_count: int, env: dict[str, str], gpu_key: str) -> None:
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "phantora_prof.runtime.process.fork_server", str(theirs.fileno()),
-             str(device_count), str(os.getpid())], env=env, pass_fds=[theirs.fileno()])
+             str(device_count), str(os.getpid()), gpu_key], env=env, pass_fds=[theirs.fileno()])
         theirs.close()
         self._changed = threading.Condition()  # guards the reports below; notified when one arrives
         self._forked: dict[int, int] = {}  # request id -> pid

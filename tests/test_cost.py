@@ -670,3 +670,19 @@ def test_gather_and_scatter_launch_the_kernels_the_h200_ran():
     (r,) = estimate(call("aten::gather", [T((1024, 256)), 0, T((512, 256), "int64", stride=(1, 0)), False],
                          [T((512, 256))]))
     assert r.name.startswith("void at::native::vectorized_gather_kernel<16, long>") and r.grid == (512, 1, 1)
+
+
+def test_preload_reaches_every_cached_data_loader():
+    """The fork server reads the cost tables once for all ranks (cost/preload.py): every
+    lru_cache'd loader of the package that takes at most a GPU key is warm afterwards, so a
+    table added later without a line in preload() fails here instead of quietly costing each
+    rank its own copy."""
+    from phantora_prof.cost import preload
+
+    loaders = preload.cached_loaders()
+    assert len(loaders) >= 8, loaders  # the tables known today: kernels, families, measured, split-k, ...
+    for _, fn in loaders:
+        fn.cache_clear()
+    preload.preload("h200")
+    cold = [name for name, fn in loaders if fn.cache_info().currsize == 0]
+    assert not cold, f"cost/preload.py does not load {cold}"
