@@ -571,3 +571,21 @@ def test_a_rank_wrapper_runs_each_rank_under_a_command(cli, tmp_path):
             env={"PHANTORA_RANK_WRAPPER": "env UNDER_WRAPPER=w{rank}"})
     assert r.returncode == 0, r.stderr[-2000:]
     assert "wrapped 0 w0" in r.stdout and "wrapped 1 w1" in r.stdout
+
+
+def test_a_cuda_fake_tensor_counts_as_cuda_while_another_thread_runs_a_fake_kernel():
+    """The race behind the prefetch thread's rare failure: FakeTensor.device answers "meta"
+    while its fake mode (shared by all threads) is inside a kernel invocation; the capture mode
+    must still see the tensor as a CUDA one."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    from phantora_prof.runtime.dispatch.capture import CaptureMode
+
+    mode = FakeTensorMode()
+    t = FakeTensor(mode, torch.empty(2, device="meta"), torch.device("cuda", 0))
+    mode.in_kernel_invocation = True  # as while another thread's op is being faked
+    assert t.device.type == "meta"
+    assert CaptureMode._touches_cuda((t,), {})
+    assert CaptureMode._touches_cuda(([t],), {})
+    assert CaptureMode._touches_cuda((), {"other": t})

@@ -11,9 +11,10 @@
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 from torch._subclasses.fake_tensor import (
@@ -21,15 +22,15 @@ from torch._subclasses.fake_tensor import (
     FakeTensor,
     FakeTensorMode,
 )
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from phantora_prof import hostcost
 from phantora_prof.cost.model import CostModel
 from phantora_prof.errors import UnsupportedOpError
 from phantora_prof.protocol import CPU_DEVICE, HIDDEN_DEPTH, AutogradSpan, OpCall, OpKind, SyncKind, TensorArg
 from phantora_prof.runtime.device import allocator, cuda_fakes, op_allocations, pinned
-from phantora_prof.runtime.dispatch import annotations, conv_layout, cuda_dispatch, cuda_queries, fake_wrap, meta_cache, op_recorder, sdpa, values
-from phantora_prof.runtime.host import dataloader
+from phantora_prof.runtime.dispatch import annotations, conv_layout, cuda_dispatch, cuda_queries, deferred_init, fake_wrap, meta_cache, op_recorder, sdpa, values
+from phantora_prof.runtime.host import dataloader, pyhost
 from phantora_prof.runtime.dispatch.tensors import tensors_in
 from phantora_prof.runtime.process import op_cpu
 from phantora_prof.runtime.process import state as _state
@@ -105,6 +106,11 @@ def _matmul_tf32() -> bool:
     return precision == "tf32" if precision is not None else bool(matmul.allow_tf32)
 
 
+def _device_type(t: torch.Tensor) -> str:
+    """A tensor's device type; a FakeTensor's own (see CaptureMode._touches_cuda)."""
+    return t.fake_device.type if isinstance(t, FakeTensor) else t.device.type
+
+
 def _is_cuda_device(d: Any) -> bool:
     if isinstance(d, torch.device):
         return d.type == "cuda"
@@ -170,24 +176,30 @@ class CaptureMode(TorchDispatchMode):
     # ---- classification ----
     @staticmethod
     def _touches_cuda(args: tuple, kwargs: dict) -> bool:
+        """Whether any tensor argument is on a (simulated) CUDA device. A FakeTensor's true device
+        is read from `fake_device`: its `device` property answers "meta" while its fake mode is
+        inside a kernel invocation, and that flag is the mode's, not the thread's, so a thread
+        asking while another thread's op runs under the lock took a CUDA op for a CPU one and ran
+        it outside the capture mode (FakeTensor's own dispatch then failed: "in_kernel_invocation
+        must be False"; tests/test_e2e.py's prefetch thread, about 1 run in 8)."""
         for a in args:
             if isinstance(a, torch.Tensor):
-                if a.device.type == "cuda":
+                if _device_type(a) == "cuda":
                     return True
             elif isinstance(a, (list, tuple)):
                 for b in a:
-                    if isinstance(b, torch.Tensor) and b.device.type == "cuda":
+                    if isinstance(b, torch.Tensor) and _device_type(b) == "cuda":
                         return True
         if kwargs:
             for v in kwargs.values():
                 if isinstance(v, torch.Tensor):
-                    if v.device.type == "cuda":
+                    if _device_type(v) == "cuda":
                         return True
                 elif _is_cuda_device(v):
                     return True
                 elif isinstance(v, (list, tuple)):
                     for b in v:
-                        if isinstance(b, torch.Tensor) and b.device.type == "cuda":
+                        if isinstance(b, torch.Tensor) and _device_type(b) == "cuda":
                             return True
         return False
 
@@ -216,7 +228,9 @@ class CaptureMode(TorchDispatchMode):
         """_dispatch under the lock that keeps threads' ops apart; a thread the program started
         passes its CPU-only ops through untouched (runtime/process/install.py)."""
         if getattr(self._tls, "adopted", False) and not self._touches_cuda(args, kwargs or {}):
-            return func(*args, **(kwargs or {}))  # another thread's CPU work: not the simulated host's
+            if deferred_init.enabled():  # another thread's CPU work: not the simulated host's
+                return deferred_init.run_cpu_op(None, func, args, kwargs or {}, self._redispatch)
+            return func(*args, **(kwargs or {}))
         with self._one_op_at_a_time:
             return self._dispatch(func, types, args, kwargs)
 
@@ -270,7 +284,7 @@ class CaptureMode(TorchDispatchMode):
                 # An op on CPU tensors: its time on the reference host by the bytes it moves
                 # (hostcost.cpu_op_ns, issue #15), recorded (as torch.profiler would) with what
                 # its kernel calls under it.
-                out = self._redispatch(tls, func, args, kwargs)
+                out = self._cpu_op(tls, func, args, kwargs)
                 if not dataloader.taking_a_batch():
                     listed = hostcost.tensor_list_counts(args, kwargs, torch.Tensor)
                     self.st.clock.advance(hostcost.cpu_op_ns(_cpu_bytes(args, out), func.name(), listed))
@@ -278,7 +292,7 @@ class CaptureMode(TorchDispatchMode):
             if tls is not None:
                 # Without the host model: the per-op table's charge for one (DISPATCH_NS_CPU).
                 self.st.clock.advance(hostcost.DISPATCH_NS_CPU)
-            return self._redispatch(tls, func, args, kwargs)
+            return self._cpu_op(tls, func, args, kwargs)
         if tls is None:
             return self._cuda_op(func, args, kwargs)
         record_name = None
@@ -327,6 +341,24 @@ class CaptureMode(TorchDispatchMode):
                 or old.is_sparse or not _non_overlapping_and_dense(old):
             return False
         return old._use_count() <= new._use_count()
+
+    def _cpu_op(self, tls, func, args: tuple, kwargs: dict):
+        """An op on CPU tensors, run for real, unless it initialises a large host tensor whose
+        values nothing has read yet (runtime/dispatch/deferred_init.py)."""
+        if deferred_init.enabled():
+            return deferred_init.run_cpu_op(tls, func, args, kwargs, self._redispatch)
+        return self._redispatch(tls, func, args, kwargs)
+
+    @contextlib.contextmanager
+    def simulator_ops(self) -> Iterator[None]:
+        """Ops run inside are the simulator's own: not recorded, not charged, not captured."""
+        prev = self._rec.quiet(1) if self._rec is not None else None
+        try:
+            with pyhost.simulator_work(self.st.pyhost), _disable_current_modes():
+                yield
+        finally:
+            if prev is not None:
+                self._rec.quiet(prev)
 
     @staticmethod
     def _redispatch(tls, func, args: tuple, kwargs: dict):

@@ -245,6 +245,9 @@ def _patch_torch_and_enter_the_mode(st: RuntimeState) -> Any:
 
     own = mode.fake_mode  # print(loss), f"{loss:.4f}", t.numpy(): as for a CUDA tensor, not a FakeTensor
     host_view.install(lambda t: t.fake_mode is own and t.device.type == "cuda")
+    from phantora_prof.runtime.dispatch import deferred_init
+
+    deferred_init.install(mode.simulator_ops, st.pyhost)  # a model built on the CPU holds no host memory until read
     if rec is not None:
         rec.enable()
     mode.__enter__()  # stays on the mode stack for the whole program
