@@ -336,11 +336,14 @@ def _quiet_collector():
     also called inside other programs, the tests among them)."""
     import gc
 
+    from phantora_prof.engine import collector
+
     before = gc.get_threshold()
     gc.freeze()
     gc.set_threshold(*COORDINATOR_GC_THRESHOLD)
     try:
-        yield
+        with collector.freezing_policy():
+            yield
     finally:
         gc.set_threshold(*before)
         gc.unfreeze()

@@ -210,7 +210,7 @@ class Coordinator:
     def _settle(self) -> None:
         """After a round of messages: what they left is the run's record (spans, GPU work),
         alive until the traces are written; out of the cyclic collector's walks with it."""
-        if self._freeze is None:  # decided once: the check walks the frozen objects
+        if self._freeze is None:  # decided once per run
             self._freeze = self.freeze_rounds and _collector.freezing()
         if self._freeze:
             _collector.freeze_survivors()
