@@ -8,9 +8,11 @@ memory), run it twice under the simulator with traces: `--live-ranks representat
 and rank 0's Kineto trace event by event (absolute `ts` stripped: the two runs' epochs
 differ). Prints one line per example and exits non-zero if any differs.
 
-Costs: the all-live run starts one process per rank (about 70 MB of private memory each for
-these sizes, forked from one server) and simulates each; 64 ranks take a few minutes per
-example on 2 cores. This is a tool, not a test: the default test suite runs the same
+Costs: the all-live run starts one process per rank (about 100-120 MiB of private memory each
+for these sizes, forked from one server) and simulates each; 64 ranks take a few minutes per
+example on 2 cores, 256 ranks 7-19 minutes, and then the coordinator holds every rank's
+timeline for the traces (up to 24 GB for FSDP2 at 256: on a 24 GB machine add swap). Results
+at 256 ranks: tools/representatives_256.json. This is a tool, not a test: the default test suite runs the same
 comparison at 4-8 ranks (tests/test_representatives.py).
 """
 from __future__ import annotations
