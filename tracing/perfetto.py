@@ -79,12 +79,28 @@ def _varint_slow(n: int) -> bytes:
 
 
 _SMALL = [_varint_slow(i) for i in range(1 << 14)]
+# the first two bytes of the varint of any n >= 2**14: its low 14 bits, both with the continuation bit
+_LOW14 = [bytes(((i & 0x7F) | 0x80, ((i >> 7) & 0x7F) | 0x80)) for i in range(1 << 14)]
+_TOP: dict[int, bytes] = {}  # varints of n >> 28: timestamps in ns share them for ~268 ms
 
 
 def _varint(n: int) -> bytes:
+    """Protobuf varint of `n` (negative: two's complement, 10 bytes). Absolute timestamps (~2**60
+    ns) are most of a trace's large varints: their low 28 bits come from two table lookups and the
+    rest from a cache, byte for byte what `_varint_slow` writes, ~4x faster."""
     if 0 <= n < 16384:
         return _SMALL[n]
-    return _varint_slow(n)
+    if n < 0:
+        return _varint_slow(n)
+    if n < 1 << 28:
+        return _LOW14[n & 0x3FFF] + _SMALL[n >> 14]
+    top = n >> 28
+    b = _TOP.get(top)
+    if b is None:
+        if len(_TOP) >= 4096:
+            _TOP.clear()
+        b = _TOP[top] = _varint_slow(top)
+    return _LOW14[n & 0x3FFF] + _LOW14[(n >> 14) & 0x3FFF] + b
 
 
 def _tag(field: int, wire: int) -> bytes:
