@@ -142,5 +142,9 @@ def _interrupted_line(result, config) -> str:
     sim_ms = max((r.sim_time_ns for r in result.ranks), default=0) / 1e6
     where = (f"traces of the run until then in {config.outputs.out_dir}/" if config.outputs.trace
              else "no traces (--no-trace)")
+    if result.handled:
+        what = f"the script exited with status {result.exit_code}"
+    else:
+        what = f"stopped {len(result.ranks)} rank(s)"
     return (f"phantora-prof: interrupted by {name} after {result.wall_s:.1f} s ({sim_ms:,.2f} ms simulated): "
-            f"stopped {len(result.ranks)} rank(s); {where}")
+            f"{what}; {where}")

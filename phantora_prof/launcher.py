@@ -69,6 +69,7 @@ class RunResult:
     report: dict | None = None
     report_error: str | None = None
     interrupted: int | None = None  # the signal (SIGTERM, SIGINT, ...) that stopped the run
+    handled: bool = False  # interrupted, but every rank ended by itself (the script's own handler)
     output_errors: list[str] = field(default_factory=list)  # outputs that could not be written
     layout: Any = None  # engine.representatives.Layout when ranks were mirrored
     coordinator_max_rss_bytes: int = 0  # peak resident memory of this process (the coordinator)
@@ -248,6 +249,14 @@ def _stop(procs: list[subprocess.Popen], grace_s: float = 3.0) -> None:
         except subprocess.TimeoutExpired:
             p.kill()
 
+
+# How long the ranks have to end after the SIGTERM an interrupted run sends them, before SIGKILL:
+# torchrun's (PContext.close's 30 s; also Slurm's default KillWait). A script whose own SIGTERM
+# handler ends its loop and saves a checkpoint needs it: under the simulator the rest of its step
+# and a large torch.save take real seconds, and 3 s left a truncated checkpoint file behind. A
+# rank without a handler ends at once (bootstrap's default handler), and a second signal kills
+# at once.
+STOP_GRACE_S = 30.0
 
 STOP_SIGNALS = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGINT", None),
                                   getattr(signal, "SIGHUP", None)) if s is not None)
@@ -469,7 +478,7 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop, extra_env: dict[s
         spawn([0] if representative else list(range(world)))
         if stopper.signum is not None:
             coord.request_stop(stopper.signum)
-        coord.serve(procs, on_progress=on_progress, rank_of_proc=rank_of_proc)
+        coord.serve(procs, on_progress=on_progress, rank_of_proc=rank_of_proc, stop_grace_s=STOP_GRACE_S)
         stopper.serving = False
         if coord.stop_signal is not None:
             _stop(procs, grace_s=0.0)
@@ -539,7 +548,14 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop, extra_env: dict[s
     # the signal may have reached the ranks first (a scheduler signals the whole job): they
     # ended, the coordinator reported a failed rank, and our handler ran just after
     interrupted = coord.stop_signal if coord.stop_signal is not None else stopper.signum
-    if interrupted is not None:
+    started = [c for c in codes if c is not None]
+    handled = interrupted is not None and bool(started) and all(c >= 0 for c in started) and coord.error is None
+    if handled:
+        # every rank ended by itself (the script's own SIGTERM handler stopped it cleanly, or it
+        # had finished): its exit status, as `python` run directly would have given
+        exit_code = next((c for c in started if c != 0), 0)
+        error = None
+    elif interrupted is not None:
         exit_code = 128 + interrupted  # the shell's convention for a process ended by a signal
         if coord.error is None:
             error = None  # not "rank N exited with code -15": the run was stopped
@@ -552,7 +568,7 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop, extra_env: dict[s
     else:
         exit_code = next((c for c in codes if c not in (0, None)), 0)
     result = RunResult(exit_code, summaries, time.monotonic() - t0, error, perfetto_path=perfetto_path,
-                       interrupted=interrupted, output_errors=output_errors, layout=layout)
+                       interrupted=interrupted, handled=handled, output_errors=output_errors, layout=layout)
     result.coordinator_max_rss_bytes = _max_rss_bytes()
     if layout is not None:
         from phantora_prof.engine.representatives import check

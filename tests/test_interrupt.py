@@ -1,6 +1,7 @@
 """Stopping a run: `kill -TERM` (a scheduler, `timeout`) or Ctrl-C on the CLI stops every
 rank, leaves no process and no temporary directory, writes valid traces of the run up to the
-signal, says so in one line and exits with 128 + the signal number."""
+signal, says so in one line and exits with 128 + the signal number; a script that handles the
+signal itself has torchrun's grace period to finish and keeps its own exit status."""
 from __future__ import annotations
 
 import os
@@ -85,3 +86,32 @@ def test_signal_stops_every_rank_and_writes_valid_traces(tmp_path, sig, nproc, g
         if rank == 0:
             assert gemms >= printed  # everything up to the last printed sync, at least
     assert (tmp_path / "t" / "run.pftrace").stat().st_size > 0
+
+
+@pytest.mark.parametrize("code", [0, 3])
+def test_a_script_that_handles_sigterm_finishes_and_keeps_its_exit_status(tmp_path, code):
+    """As under `python` (and within torchrun's 30 s grace): the script's SIGTERM handler ends
+    its loop, its checkpoint takes longer than a few seconds of real time and is written whole,
+    and the run's exit status is the script's own, not 128 + 15."""
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), COLUMNS="200")
+    proc = subprocess.Popen([PY, "-m", "phantora_prof", "--no-trace", PY, str(SCRIPTS / "graceful_stop.py"),
+                             str(tmp_path), "5", str(code)],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = ""
+        deadline = time.monotonic() + 120
+        while "iter" not in line and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+        assert "iter" in line, proc.stderr.read()[-3000:] if proc.poll() is not None else "no progress"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "caught SIGTERM" in out and "saved" in out, err[-3000:]
+    assert (tmp_path / "checkpoint").exists()
+    assert proc.returncode == code, err[-3000:]
+    message = [ln for ln in err.splitlines() if "interrupted" in ln]
+    assert len(message) == 1 and f"exited with status {code}" in message[0], err[-3000:]
