@@ -151,6 +151,16 @@ def test_torch_cuda_answers_from_the_simulated_gpu(cli):
             "memory first. [[0.0, 0.125, 0.25], [0.375, 0.5, 0.625]]") in out, out
 
 
+def test_torch_version_cuda_is_a_cuda_builds(cli):
+    """`torch.version.cuda` is the CUDA runtime the C++ side reports (native/fake_cuda.cpp's
+    versionCUDART, 12.8), not a CPU build's None: torch (DDP's bf16 compression hook, fp8 GEMM
+    output strides) and frameworks (transformers' tf32 check) take their CUDA paths on it."""
+    r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "cuda_version")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "version.cuda 12.8 hip None" in r.stdout, r.stdout
+    assert "bf16_compress_hook ran (64, 64)" in r.stdout, r.stdout
+
+
 def test_data_dependent_op_continues_with_estimate(cli):
     r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "unsupported")
     assert r.returncode == 0, r.stderr[-2000:]

@@ -242,3 +242,21 @@ elif mode == "progress_clocks":
         bar.update(2)
         print(f"tqdm elapsed {bar.format_dict['elapsed']:.1f}")
         bar.close()
+elif mode == "cuda_version":
+    # a CUDA wheel's torch.version.cuda, and what is gated on it: DDP's bf16 gradient compression
+    # (frameworks ask too: transformers' TrainingArguments(tf32=True) refuses to run without it)
+    import socket
+
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    print("version.cuda", torch.version.cuda, "hip", torch.version.hip)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(64, 64).cuda())
+    model.register_comm_hook(None, default_hooks.bf16_compress_hook)
+    model(torch.randn(8, 64, device="cuda")).sum().backward()
+    print("bf16_compress_hook ran", tuple(model.module.weight.grad.shape))
+    dist.destroy_process_group()

@@ -148,9 +148,25 @@ def install() -> None:
                      "set_rng_state", "get_rng_state_all", "set_rng_state_all"):
             setattr(torch.cuda.random, name, patches[name])
     torch.cuda.graphs.is_current_stream_capturing = patches["is_current_stream_capturing"]
+    _install_cuda_version()
     _install_cudnn()
     _install_nvtx()
     _install_accelerator(st)
+
+
+CUDA_VERSION = "12.8"  # as native/fake_cuda.cpp's versionCUDART() reports it to C++ (12080)
+
+
+def _install_cuda_version() -> None:
+    """`torch.version.cuda` names a CUDA runtime, as on a CUDA wheel of torch.
+
+    A CPU build says None, and code gated on it takes its no-CUDA path although
+    `torch.cuda.is_available()` says yes: DDP refuses `bf16_compress_hook` ("requires CUDA"),
+    `torch._scaled_mm`'s output loses its padded stride, transformers' `TrainingArguments(tf32=True)`
+    raises (and with `torch_compile=True` warns that no Ampere GPU is there and leaves TF32 off).
+    A build that has its own (CUDA, ROCm) keeps it."""
+    if torch.version.cuda is None and torch.version.hip is None:
+        torch.version.cuda = CUDA_VERSION
 
 
 CUDNN_VERSION = 91900  # as native/fake_cuda.cpp reports it to C++ (the reference H200 machine's cuDNN)
