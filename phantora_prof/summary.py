@@ -10,11 +10,12 @@ from rich.table import Table
 
 
 # where kernel times come from (cost/__init__.py), most specific first
-SOURCE_ORDER = ("measured", "table", "family", "interpolated", "triton", "triton_scaled", "bandwidth", "roofline", "user")
+SOURCE_ORDER = ("measured", "table", "family", "launches", "interpolated", "triton", "triton_scaled", "bandwidth", "roofline", "user")
 SOURCE_LABELS = {
     "measured": "measured (your kernel database)",
     "table": "measured (built-in H200 table)",
     "family": "interpolated (H200 in-training family sweep)",
+    "launches": "multi-tensor launch model (H200 training profiles)",
     "interpolated": "interpolated (H200 sweep)",
     "triton": "Triton kernel curve (torch.compile)",
     "triton_scaled": "Triton kernel curve (H200's, bandwidth-scaled)",

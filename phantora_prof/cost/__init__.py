@@ -36,6 +36,9 @@ Where the time comes from, in order:
    whose library kernels differ. Same-device contiguous copies (Memcpy DtoD) use the
    measured DtoD curve. estimate(use_table=False) alone turns this off too (roofline
    only); use_measured=True with it keeps the curves.
+3a. Foreach ops (`_foreach_*`, source "launches"): each multi_tensor_apply launch timed from
+   its largest chunk's loop latency and its bytes (multi_tensor.py), fitted on the launches
+   of real H200 training profiles.
 3b. The in-training family sweep (source "family", see families.py): ops and classes the
    isolated sweep does not cover (convolutions, batch norm, pooling, channels-last, strided and
    broadcast elementwise ops, permute copies, attention with dropout, masks or grouped-query
@@ -286,6 +289,10 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
                                                        source)]
     if handler is _ops.elementwise and tbl is not None and specs and specs[0].generic:
         specs = _table_names(op, base, tbl, specs, gpu)
+    if use_family and handler is _ops.foreach and _multi_tensor(specs):
+        res = _foreach_launches(op, base, gpu, cost, specs)
+        if res is not None:
+            return res
     total = _R.op_time_ns(cost, gpu)
     if use_measured and specs:
         res = _interpolated(op, base, gpu, allow_tf32, handler, cost, specs, total)
@@ -532,6 +539,22 @@ def _list_op_roofline(op, base, handler, ref, allow_tf32) -> float:
     cal = op if lst is None else dataclasses.replace(op, outputs=lst)
     c, sp = handler(cal, base, ref, allow_tf32)
     return sum(k.duration_ns for k in materialize(c, sp, _R.op_time_ns(c, ref), ref))
+
+
+def _foreach_launches(op, base, gpu, cost, specs) -> list[Kernel] | None:
+    """A foreach op's launches, each timed by the multi_tensor_apply launch model
+    (cost/multi_tensor.py: the latency of its largest chunk against its bytes), source
+    "launches"; None when the launches do not line up with the op's kernel specs."""
+    import dataclasses
+
+    from phantora_prof.cost.multi_tensor import foreach_launch_times
+
+    lists, depth = _ops.foreach_lists(op, base)
+    times = foreach_launch_times(base, lists, depth, gpu)
+    if len(times) != len(specs):
+        return None
+    timed = [dataclasses.replace(s, dur_ns=max(1, int(round(t)))) for s, t in zip(specs, times)]
+    return materialize(cost, timed, 0.0, gpu, "launches")
 
 
 def _multi_tensor(specs) -> bool:

@@ -593,33 +593,46 @@ def attention_specs(gpu, backend: str, backward: bool, b: int, h: int, s_q: int,
 CHUNK = 65536
 MAX_TENSORS = (110, 64, 48, 36, 30)
 MAX_BLOCKS = 320
+# a block's loop takes 512 threads x kILP (4) elements of its chunk per iteration (ForeachFunctors.cuh)
+MULTI_TENSOR_ELEMS_PER_ITER = 512 * 4
 
 
 def multi_tensor_launches(numels, depth: int) -> list[tuple[int, int]]:
     """(blocks, elements) per launch, following ATen's multi_tensor_apply split."""
+    return [(blocks, elems) for blocks, elems, _ in multi_tensor_launch_shapes(numels, depth)]
+
+
+def multi_tensor_launch_shapes(numels, depth: int) -> list[tuple[int, int, int]]:
+    """(blocks, elements, largest chunk) per launch, following ATen's multi_tensor_apply split
+    (MultiTensorApply.cuh): one block per chunk of CHUNK elements of a tensor, a launch when
+    MAX_TENSORS[depth - 1] tensors or MAX_BLOCKS chunks are gathered, or at the list's end. The
+    largest chunk is how many elements the slowest block walks through (cost/multi_tensor.py)."""
     depth = max(1, min(depth, 5))
     max_t = MAX_TENSORS[depth - 1]
     launches = []
     loc_t = loc_b = 0
-    elems = 0
+    elems = biggest = 0
     n = len(numels)
     for ti, numel in enumerate(numels):
         if numel == 0:
             if ti == n - 1 and loc_b:
-                launches.append((loc_b, elems))
+                launches.append((loc_b, elems, biggest))
             continue
         loc_t += 1
         chunks = -(-numel // CHUNK)
         for c in range(chunks):
             loc_b += 1
-            elems += min(CHUNK, numel - c * CHUNK)
+            size = min(CHUNK, numel - c * CHUNK)
+            elems += size
+            if size > biggest:
+                biggest = size
             tensors_full = loc_t == max_t and c == chunks - 1
             blocks_full = loc_b == MAX_BLOCKS
             last = ti == n - 1 and c == chunks - 1
             if tensors_full or blocks_full or last:
-                launches.append((loc_b, elems))
+                launches.append((loc_b, elems, biggest))
                 loc_b = 0
-                elems = 0
+                elems = biggest = 0
                 loc_t = 0 if c == chunks - 1 else 1
     return launches
 

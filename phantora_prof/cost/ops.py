@@ -916,14 +916,20 @@ def fused_optimizer(op, base, gpu, allow_tf32):
     return Cost(OPTIMIZER, "optimizer", 0.0, nbytes, extra_ns=extra), specs
 
 
-def foreach(op, base, gpu, allow_tf32):
+def foreach_lists(op, base) -> tuple[list[tuple], int]:
+    """(the tensor lists of a `_foreach_*` call, its multi_tensor_apply depth): the lists it
+    reads, plus the one it writes when it is out of place."""
     lists = [a for a in op.args if isinstance(a, tuple) and a and isinstance(a[0], TensorArg)]
     if op.kwargs:
         lists += [a for a in op.kwargs.values() if isinstance(a, tuple) and a and isinstance(a[0], TensorArg)]
+    return lists, len(lists) + (0 if base.endswith("_") else 1)
+
+
+def foreach(op, base, gpu, allow_tf32):
+    lists, depth = foreach_lists(op, base)
     if not lists:
         return Cost(OPTIMIZER, "foreach"), []
     inplace = base.endswith("_")
-    depth = len(lists) + (0 if inplace else 1)
     nbytes = io_bytes(op) + (sum(tensor_bytes(t) for t in lists[0]) if inplace else 0)
     scalar_list = any(isinstance(a, tuple) and a and not isinstance(a[0], TensorArg) for a in op.args[1:])
     specs = K.multi_tensor_specs(base, [lists[0]], depth, lists[0][0].dtype, scalar_list,

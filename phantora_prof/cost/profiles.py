@@ -85,6 +85,9 @@ class GpuProfile:
     rnn_step_ns: float
     l2_warm_weight: float
     pad_mm_ratio: float  # cost-model unpadded / padded GEMM time above which Inductor's shape_padding pads
+    multi_tensor_t0_ns: float  # foreach launches (cost/multi_tensor.py): fixed cost per launch
+    multi_tensor_iter_ns: Mapping[str, float]  # per op (and "default"): one iteration of a block's chunk loop
+    multi_tensor_mem_fraction: Mapping[str, float]  # per op (and "default"): fraction of HBM bandwidth
     # engine (engine/gpu.py, engine/contention.py)
     launch_latency_ns: int
     kernel_gap_ns: int
