@@ -141,6 +141,9 @@ class RunConfig:
     outputs: OutputConfig = field(default_factory=OutputConfig)
     collective_timeout_s: float = 300.0
     log_level: str = "warning"
+    # the command was `torchrun ...`: its ranks get torchrun's environment even when there is one
+    # (launcher.torchrun_env says when a run's ranks get it)
+    torchrun: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "command", tuple(self.command))

@@ -58,7 +58,8 @@ def run_config(options: dict, command: tuple[str, ...]):
 
     command = list(command)
     nproc, nnodes = options["nproc_per_node"], options["nnodes"]
-    if command and os.path.basename(command[0]) == "torchrun":  # `phantora-prof torchrun --nproc-per-node 8 x.py`
+    torchrun = bool(command) and os.path.basename(command[0]) == "torchrun"
+    if torchrun:  # `phantora-prof torchrun --nproc-per-node 8 x.py`
         from phantora_prof.launcher import TorchrunHelp, torchrun_command
 
         try:
@@ -78,7 +79,7 @@ def run_config(options: dict, command: tuple[str, ...]):
         host=HostConfig(profile=options.get("host_profile", "h200"), count_python=options.get("host_python", True)),
         outputs=OutputConfig(out_dir=options["out_dir"], trace=options["trace"], trace_format=options["trace_format"],
                              report_dir=options["report_dir"], summary_json=options["summary_json"]),
-        collective_timeout_s=options["collective_timeout"], log_level=options["log_level"])
+        collective_timeout_s=options["collective_timeout"], log_level=options["log_level"], torchrun=torchrun)
 
 
 def execute(config):

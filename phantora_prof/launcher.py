@@ -358,6 +358,17 @@ def _quiet_collector():
         gc.unfreeze()
 
 
+def torchrun_env(config: RunConfig) -> bool:
+    """Whether the rank processes get torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE,
+    MASTER_ADDR, TORCHELASTIC_RUN_ID, ...): when the command was torchrun's or the run has more
+    than one rank. `phantora-prof python train.py` alone is `python train.py`, whose environment
+    has none of them; scripts and frameworks read their presence as "launched distributed"
+    (accelerate and HF Trainer initialised an NCCL process group and reported MULTI_GPU, so the
+    script's own init_process_group failed with 'initialize the default process group twice';
+    nanoGPT's `int(os.environ.get('RANK', -1)) != -1` took its DDP path)."""
+    return config.torchrun or config.cluster.world_size > 1
+
+
 def _run(config: RunConfig, on_progress, stopper: _SignalStop, extra_env: dict[str, str] | None = None) -> RunResult:
     cluster, kernel_times, outputs = config.cluster, config.kernel_times, config.outputs
     argv = python_argv(list(config.command))
@@ -412,6 +423,7 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop, extra_env: dict[s
     coord.requested = cluster.trace_ranks
     coord.class_check = cluster.class_check
     rank_of_proc: list[int] = []
+    with_torchrun_env = torchrun_env(config)
 
     def start_rank(rank: int) -> None:
         local = rank % per_node
@@ -428,13 +440,16 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop, extra_env: dict[s
             "PHANTORA_HOST_PROFILE": config.host.profile,
             "PHANTORA_LOG_LEVEL": config.log_level,
             "PHANTORA_CLI_PID": str(os.getpid()),
-            "RANK": str(rank), "LOCAL_RANK": str(local), "WORLD_SIZE": str(world),
-            "LOCAL_WORLD_SIZE": str(per_node), "GROUP_RANK": str(rank // per_node), "ROLE_RANK": str(rank),
-            "ROLE_WORLD_SIZE": str(world), "ROLE_NAME": "default", "NODE_RANK": str(rank // per_node),
-            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": master_port,
-            "TORCHELASTIC_RUN_ID": run_id, "TORCHELASTIC_RESTART_COUNT": "0",
-            "TORCHELASTIC_MAX_RESTARTS": "0", "GLOO_SOCKET_IFNAME": base_env.get("GLOO_SOCKET_IFNAME", "lo"),
         })
+        if with_torchrun_env:
+            env.update({
+                "RANK": str(rank), "LOCAL_RANK": str(local), "WORLD_SIZE": str(world),
+                "LOCAL_WORLD_SIZE": str(per_node), "GROUP_RANK": str(rank // per_node), "ROLE_RANK": str(rank),
+                "ROLE_WORLD_SIZE": str(world), "ROLE_NAME": "default", "NODE_RANK": str(rank // per_node),
+                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": master_port,
+                "TORCHELASTIC_RUN_ID": run_id, "TORCHELASTIC_RESTART_COUNT": "0",
+                "TORCHELASTIC_MAX_RESTARTS": "0", "GLOO_SOCKET_IFNAME": base_env.get("GLOO_SOCKET_IFNAME", "lo"),
+            })
         cmd = [*_rank_wrapper(rank), sys.executable, "-m", "phantora_prof.runtime.process.bootstrap", *argv]
         if world == 1:
             procs.append(subprocess.Popen(cmd, env=env))

@@ -161,6 +161,19 @@ def test_torch_version_cuda_is_a_cuda_builds(cli):
     assert "bf16_compress_hook ran (64, 64)" in r.stdout, r.stdout
 
 
+def test_python_gives_pythons_environment_and_torchrun_gives_torchruns(cli):
+    """`phantora-prof python x.py` is `python x.py`: no RANK / LOCAL_RANK / WORLD_SIZE /
+    MASTER_ADDR, which scripts and frameworks (accelerate, HF Trainer, nanoGPT) read as "launched
+    distributed"; `phantora-prof torchrun` (even one process) and several ranks set them."""
+    r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "launch_env")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "launch env []" in r.stdout, r.stdout
+    r = cli("--no-trace", "torchrun", "--nproc-per-node=1", str(SCRIPTS / "behaviours.py"), "launch_env")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert ("launch env ['LOCAL_RANK', 'LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT', 'RANK', "
+            "'TORCHELASTIC_RUN_ID', 'WORLD_SIZE']") in r.stdout, r.stdout
+
+
 def test_data_dependent_op_continues_with_estimate(cli):
     r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "unsupported")
     assert r.returncode == 0, r.stderr[-2000:]

@@ -260,3 +260,10 @@ elif mode == "cuda_version":
     model(torch.randn(8, 64, device="cuda")).sum().backward()
     print("bf16_compress_hook ran", tuple(model.module.weight.grad.shape))
     dist.destroy_process_group()
+elif mode == "launch_env":
+    # what a script reads to decide whether it was launched distributed (nanoGPT, accelerate)
+    import os
+
+    names = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+             "TORCHELASTIC_RUN_ID")
+    print("launch env", sorted(n for n in names if n in os.environ))
