@@ -368,6 +368,21 @@ def test_foreach_launch_over_small_tensors_is_latency_bound():
     assert 0.9 < big.duration_ns / 45_000 < 1.1, big.duration_ns
 
 
+def test_clip_grad_norm_foreach_ops_launch_what_cuda_launches():
+    """clip_grad_norm_'s `_foreach_norm` runs as ForeachReduceOp.cu does: a fill of the per-chunk
+    partial norms, LpNormFunctor launches split at depth 1 (110 tensors a launch, not 64),
+    then one lpnorm_cleanup block per tensor; the clip's `_foreach_mul_` by a 0-dim GPU tensor
+    is BinaryOpScalarTensorFunctor (names, grids as the H200 profile of tools/holdout's lstm)."""
+    lst = tuple(T((1000,)) for _ in range(100))
+    ks = estimate(call("aten::_foreach_norm.Scalar", [lst, 2]), "h200")
+    assert ["FillFunctor<float>" in ks[0].name, "LpNormFunctor<float, (at::native::NormType)1, float, 1, 1, 0>, float*, int"
+            in ks[1].name, ks[-1].name.startswith("void at::native::lpnorm_cleanup<float")] == [True] * 3
+    assert [k.grid[0] for k in ks[1:]] == [100, 100] and len(ks) == 3
+    assert all(k.source == "launches" for k in ks)
+    (mul,) = estimate(call("aten::_foreach_mul_.Tensor", [lst, T(())]), "h200")
+    assert "BinaryOpScalarTensorFunctor<float, 1, 1, 0>, std::multiplies<float>, float*, float>" in mul.name
+
+
 def test_foreach_launch_model_holds_on_real_profiles():
     """The launch model (cost/multi_tensor.py) against every multi_tensor_apply launch kept from
     the real H200 profiles (tools/holdout/real_h200/foreach_launches.json.gz): the models left

@@ -289,7 +289,7 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
                                                        source)]
     if handler is _ops.elementwise and tbl is not None and specs and specs[0].generic:
         specs = _table_names(op, base, tbl, specs, gpu)
-    if use_family and handler is _ops.foreach and _multi_tensor(specs):
+    if use_family and handler is _ops.foreach and any(_multi_tensor([s]) for s in specs):
         res = _foreach_launches(op, base, gpu, cost, specs)
         if res is not None:
             return res
@@ -550,10 +550,20 @@ def _foreach_launches(op, base, gpu, cost, specs) -> list[Kernel] | None:
     from phantora_prof.cost.multi_tensor import foreach_launch_times
 
     lists, depth = _ops.foreach_lists(op, base)
-    times = foreach_launch_times(base, lists, depth, gpu)
-    if len(times) != len(specs):
+    launch_times = foreach_launch_times(base, lists, depth, gpu)
+    if sum(1 for s in specs if _multi_tensor([s])) != len(launch_times):
         return None
-    timed = [dataclasses.replace(s, dur_ns=max(1, int(round(t)))) for s, t in zip(specs, times)]
+    times = iter(launch_times)
+    timed = []
+    for s in specs:
+        if _multi_tensor([s]):
+            t = next(times)
+        elif "FillFunctor" in s.name:  # a norm's zeroed partial norms, ntensors x chunks floats
+            t = _ops.fill_ns(TensorArg((s.grid[0] * 1024,), (1,), "float32", 0), gpu) if s.grid[0] > 1 \
+                else profile_for(gpu).kernel_floor_ns
+        else:  # a norm's lpnorm_cleanup: one block per tensor over its few partials
+            t = profile_for(gpu).lpnorm_cleanup_ns
+        timed.append(dataclasses.replace(s, dur_ns=max(1, int(round(t)))))
     return materialize(cost, timed, 0.0, gpu, "launches")
 
 

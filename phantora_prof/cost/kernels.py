@@ -637,9 +637,13 @@ def multi_tensor_launch_shapes(numels, depth: int) -> list[tuple[int, int, int]]
     return launches
 
 
-def multi_tensor_name(base: str, depth: int, dtype: str, scalar_list: bool) -> str:
+def multi_tensor_name(base: str, depth: int, dtype: str, scalar_list: bool, scalar_tensor: bool = False) -> str:
     t = opmath(dtype)
     ns = "at::native::(anonymous namespace)::"
+    if base == "_foreach_norm":  # ForeachReduceOp.cu: partial norms per chunk, then lpnorm_cleanup
+        fn = f"at::native::LpNormFunctor<{cpp(dtype)}, (at::native::NormType)1, {cpp(dtype)}, 1, 1, 0>"
+        meta = f"{ns}TensorListMetadata<1>"
+        return f"void {ns}multi_tensor_apply_kernel<{meta}, {fn}, {t}*, int>({meta}, {fn}, {t}*, int)"
     if base in ("_fused_adamw_", "_fused_adam_"):
         mode = 1 if base == "_fused_adamw_" else 0
         meta = f"{ns}FusedOptimizerTensorListMetadata<{depth}>"
@@ -656,6 +660,10 @@ def multi_tensor_name(base: str, depth: int, dtype: str, scalar_list: bool) -> s
     std = {"add": "std::plus", "sub": "std::minus", "mul": "std::multiplies", "div": "std::divides"}.get(op)
     r = 1 if base.endswith("_") else 0
     if std is not None:
+        if scalar_tensor:  # the scalar is a 0-dim tensor on the GPU (clip_grad_norm_'s clip coefficient)
+            fn = f"{ns}BinaryOpScalarTensorFunctor<{t}, {depth}, {depth}, 0>"
+            return (f"void {ns}multi_tensor_apply_kernel<{meta}, {fn}, {std}<{t}>, {t}*, {t}>"
+                    f"({meta}, {fn}, {std}<{t}>, {t}*, {t})")
         if scalar_list or depth == 1:
             fn = f"{ns}BinaryOpScalarFunctor<{t}, {depth}, {depth - r if depth > 1 else 1}, 0>"
         else:
@@ -666,13 +674,21 @@ def multi_tensor_name(base: str, depth: int, dtype: str, scalar_list: bool) -> s
 
 
 def multi_tensor_specs(base: str, lists, depth: int, dtype: str, scalar_list: bool,
-                       regs: int = 32) -> list[KernelSpec]:
+                       regs: int = 32, scalar_tensor: bool = False, smem: int = 0) -> list[KernelSpec]:
     numels = [t.numel for t in lists[0]] if lists else []
-    name = multi_tensor_name(base, depth, dtype, scalar_list)
+    name = multi_tensor_name(base, depth, dtype, scalar_list, scalar_tensor)
     out = []
     for blocks, elems in multi_tensor_launches(numels, depth):
-        out.append(KernelSpec(KIND_KERNEL, name, (blocks, 1, 1), (512, 1, 1), regs, 0, weight=float(elems)))
+        out.append(KernelSpec(KIND_KERNEL, name, (blocks, 1, 1), (512, 1, 1), regs, smem, weight=float(elems)))
     return out
+
+
+def lpnorm_cleanup_spec(dtype: str, ntensors: int) -> KernelSpec:
+    """`_foreach_norm`'s second kernel: one block per tensor sums its chunks' partial norms
+    (grid, block, registers and shared memory as the H200 profile of tools/holdout/lstm shows)."""
+    t = opmath(dtype)
+    return KernelSpec(KIND_KERNEL, f"void at::native::lpnorm_cleanup<{t}, (at::native::NormType)1, {cpp(dtype)}, true, {t}>"
+                      f"({t} const*, at::native::TensorListAddresses, int)", (ntensors, 1, 1), (512, 1, 1), 16, 2048)
 
 
 # ------------------------------------------------------------------ memcpy / memset

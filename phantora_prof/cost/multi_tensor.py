@@ -34,7 +34,9 @@ average, 5.5% at most (before, for the five of them the old model priced: +0.9% 
 Left out of the model: L2 residency (a model whose optimizer state fits the 50 MB L2 runs
 faster: ShuffleNetV2, 2.3M parameters, +17.9%), bf16 lists (fitted on fp32 only; the bytes
 scale, the iteration latency is kept), fused optimizers (`_fused_adam(w)_`, priced by the
-optimizer class's roofline as before), `_foreach_norm`'s cleanup kernel.
+optimizer class's roofline as before). `_foreach_norm`'s launches use the 'default'
+figures (its few real launches were left out of the fit), its cleanup kernel a measured
+constant (`lpnorm_cleanup_ns`).
 """
 from __future__ import annotations
 

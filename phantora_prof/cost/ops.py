@@ -918,10 +918,13 @@ def fused_optimizer(op, base, gpu, allow_tf32):
 
 def foreach_lists(op, base) -> tuple[list[tuple], int]:
     """(the tensor lists of a `_foreach_*` call, its multi_tensor_apply depth): the lists it
-    reads, plus the one it writes when it is out of place."""
+    reads, plus the one it writes when it is out of place; a norm's kernel reads its one list
+    and writes per-chunk partial norms, not a list (depth 1)."""
     lists = [a for a in op.args if isinstance(a, tuple) and a and isinstance(a[0], TensorArg)]
     if op.kwargs:
         lists += [a for a in op.kwargs.values() if isinstance(a, tuple) and a and isinstance(a[0], TensorArg)]
+    if base == "_foreach_norm":
+        return lists, 1
     return lists, len(lists) + (0 if base.endswith("_") else 1)
 
 
@@ -932,8 +935,21 @@ def foreach(op, base, gpu, allow_tf32):
     inplace = base.endswith("_")
     nbytes = io_bytes(op) + (sum(tensor_bytes(t) for t in lists[0]) if inplace else 0)
     scalar_list = any(isinstance(a, tuple) and a and not isinstance(a[0], TensorArg) for a in op.args[1:])
-    specs = K.multi_tensor_specs(base, [lists[0]], depth, lists[0][0].dtype, scalar_list,
-                                 27 if depth == 1 else 32)
+    scalar_tensor = any(isinstance(a, TensorArg) for a in op.args[1:])
+    dtype = lists[0][0].dtype
+    if base == "_foreach_norm":
+        # ForeachReduceOp.cu: zeros for the per-chunk partial norms (aten::zeros > zero_ > fill_,
+        # op_children.json), the chunks' partial norms, then one cleanup block per tensor
+        chunks = max(-(-t.numel // K.CHUNK) for t in lists[0])
+        partial = len(lists[0]) * chunks
+        specs = ([K.fill_kernel("float32" if dtype in ("bfloat16", "float16") else dtype, partial)]
+                 + K.multi_tensor_specs(base, [lists[0]], 1, dtype, False, 32, smem=2048)
+                 + [K.lpnorm_cleanup_spec(dtype, len(lists[0]))])
+        extra = eff_for("foreach", gpu).t0_ns * max(0, len(specs) - 1)
+        return Cost(OPTIMIZER, "foreach", 0.0, nbytes, extra_ns=extra), specs
+    specs = K.multi_tensor_specs(base, [lists[0]], depth, dtype, scalar_list,
+                                 27 if depth == 1 and not scalar_tensor else 32 if depth > 1 else 28,
+                                 scalar_tensor=scalar_tensor)
     extra = eff_for("foreach", gpu).t0_ns * max(0, len(specs) - 1)
     return Cost(OPTIMIZER, "foreach", 0.0, nbytes, extra_ns=extra), specs
 

@@ -88,6 +88,7 @@ class GpuProfile:
     multi_tensor_t0_ns: float  # foreach launches (cost/multi_tensor.py): fixed cost per launch
     multi_tensor_iter_ns: Mapping[str, float]  # per op (and "default"): one iteration of a block's chunk loop
     multi_tensor_mem_fraction: Mapping[str, float]  # per op (and "default"): fraction of HBM bandwidth
+    lpnorm_cleanup_ns: float  # _foreach_norm's cleanup kernel (one block per tensor)
     # engine (engine/gpu.py, engine/contention.py)
     launch_latency_ns: int
     kernel_gap_ns: int
