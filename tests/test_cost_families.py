@@ -299,3 +299,18 @@ def test_cat_onto_an_empty_cache_runs_the_non_vectorized_copy():
     assert 65_000 < total(ks) < 90_000
     two = call("aten::cat", [(keys, keys), -2], [T((16, 8, 3000, 64), "bfloat16")])
     assert F.class_key(two, "cat") == "bfloat16|dense"
+
+
+def test_a_2d_batch_norm_is_priced_as_the_channels_last_one_it_runs():
+    """A contiguous (N, C) batch norm runs ATen's channels-last kernels (batch_norm_use_channels_last_kernels:
+    dim 1 has stride 1), as LeViT's BatchNorm1d over tokens did on the H200 (real: stats + running
+    stats + transform, channels-last kernels, 17.8 us for (12544, 256) bf16); before, the NCHW
+    class's points gave the NCHW kernels."""
+    x, w = T((12544, 256), "bfloat16"), T((256,))
+    assert F.class_key(call("aten::native_batch_norm", [x, w, w, w, w, True, 0.1, 1e-5]), "native_batch_norm") \
+        == "bfloat16|cl"
+    assert F.class_key(call("aten::native_batch_norm", [T((8, 256, 7, 7), "bfloat16"), w, w, w, w, True, 0.1, 1e-5]),
+                       "native_batch_norm") == "bfloat16|c"
+    ks = estimate(call("aten::native_batch_norm", [x, w, w, w, w, True, 0.1, 1e-5],
+                       [x, T((256,)), T((256,))]), "h200")
+    assert any("channels_last" in k.name for k in ks), [k.name[:60] for k in ks]

@@ -156,6 +156,15 @@ def test_table_lookup_takes_the_inputs_layout_first():
     assert nhwc[0]["name"] == "aten::zeros" and nchw[0]["name"] == "aten::reshape"
 
 
+def test_a_2d_batch_norm_takes_the_channels_last_children():
+    """ATen runs a contiguous (N, C) batch norm with the channels-last kernels (its dim 1 has
+    stride 1), which zero a counter: LeViT's BatchNorm1d over tokens on the H200 has
+    `aten::zeros` under every native_batch_norm. Only batch norm reads a 2-D input that way."""
+    assert op_children.ranks(["c10::BFloat16"], [[12544, 256]], [[256, 1]], "aten::native_batch_norm") == "21c"
+    assert op_children.ranks(["c10::BFloat16"], [[12544, 256]], [[256, 1]], "aten::mm") == "21"
+    assert op_children.ranks(["float"], [[64, 128, 14, 14]], [[25088, 196, 14, 1]], "aten::native_batch_norm") == "20"
+
+
 def _nesting(spans: list[Span]) -> dict[str, str]:
     """Parent name of each span as a reader sees it (sort by start, longer first; pop ended)."""
     out: dict[str, str] = {}

@@ -223,7 +223,12 @@ def class_key(op, base: str) -> str:
         # 25 / 50 us for a vectorized dense cat)
         parts.append("empty")
     elif base in _INPUT_LAYOUT_OPS:
-        parts.append(layout(t))
+        lay = layout(t)
+        if base in _BN_OPS and lay == "c" and t is not None and len(t.shape) >= 2 and t.stride[1] == 1:
+            # a contiguous (N, C) batch: ATen's batch_norm_use_channels_last_kernels takes the
+            # channels-last kernels for it (LeViT's BatchNorm1d over tokens on the H200)
+            lay = "cl"
+        parts.append(lay)
     elif _elementwise(base):
         parts.append(_operand_layout(op))
     else:
@@ -256,6 +261,8 @@ def _logical_kind_agrees(op, t: TensorArg | None, kind: str) -> bool:
 
 
 # ops whose kernel choice follows the input's memory format (cuDNN / native NHWC kernels)
+_BN_OPS = frozenset(("native_batch_norm", "native_batch_norm_backward", "_native_batch_norm_legit",
+                     "_batch_norm_with_update"))
 _INPUT_LAYOUT_OPS = frozenset(("native_batch_norm", "native_batch_norm_backward", "cudnn_batch_norm",
                                "cudnn_batch_norm_backward", "_native_batch_norm_legit", "_adaptive_avg_pool2d",
                                "_adaptive_avg_pool2d_backward", "mean", "native_group_norm",

@@ -40,19 +40,30 @@ def kinds(types: list) -> str:
     return ",".join(ARG_KINDS.get(t, "T") for t in types)
 
 
-def _layout(dims: list, strides: list | None) -> str:
+# ops whose CUDA kernels take the channels-last path for a contiguous input whose dim 1 has
+# stride 1 (a 2-D (N, C) batch: ATen's batch_norm_use_channels_last_kernels)
+_CHANNELS_LAST_WHEN_C_INNERMOST = frozenset(("aten::native_batch_norm", "aten::native_batch_norm_backward",
+                                             "aten::_native_batch_norm_legit", "aten::_batch_norm_with_update"))
+
+
+def _layout(dims: list, strides: list | None, c_innermost_is_cl: bool = False) -> str:
     """"" for a contiguous tensor (or strides unknown), "c" for one dense in another dim order
     (channels-last), "s" for any other strides: a kernel's dispatches can differ by layout (an
-    NHWC batch norm zeroes a counter where an NCHW one reshapes its input)."""
-    if not strides or len(strides) != len(dims) or contiguous_strides(dims, strides):
+    NHWC batch norm zeroes a counter where an NCHW one reshapes its input). With
+    `c_innermost_is_cl`, a contiguous tensor whose dim 1 has stride 1 counts as channels-last."""
+    if not strides or len(strides) != len(dims):
         return ""
+    if contiguous_strides(dims, strides):
+        return "c" if c_innermost_is_cl and len(dims) >= 2 and strides[1] == 1 else ""
     return "c" if dense_order(TensorArg(tuple(dims), tuple(strides), "float32", 0)) is not None else "s"
 
 
-def ranks(types: list, dims: list, strides: list | None = None) -> str:
+def ranks(types: list, dims: list, strides: list | None = None, name: str = "") -> str:
     """Size classes of an op's tensor inputs (log2 of their element counts, then "c" / "s" for a
     channels-last / strided layout), as phantora_prof/calibrate/op_children.py keys the table
-    with this function ("13c,6,-,-")."""
+    with this function ("13c,6,-,-"). `name` (the op's) decides whether a contiguous (N, C)
+    batch counts as channels-last, as it does for batch norm's kernels."""
+    cl = name in _CHANNELS_LAST_WHEN_C_INNERMOST
     out = []
     for i, t in enumerate(types):
         k = ARG_KINDS.get(t, "T")
@@ -61,7 +72,7 @@ def ranks(types: list, dims: list, strides: list | None = None) -> str:
             for d in dims[i]:
                 n *= d
             st = strides[i] if strides is not None and i < len(strides) else None
-            out.append(str(n.bit_length() - 1 if n > 0 else -1) + _layout(dims[i], st))
+            out.append(str(n.bit_length() - 1 if n > 0 else -1) + _layout(dims[i], st, cl))
         else:
             out.append("L" if k == "TL" else "-")
     return ",".join(out)
@@ -112,7 +123,7 @@ class ChildTable:
             entry = self._memo[key] = self._entry(name, key[1])
         sized, tree = entry
         if sized is not None and dims is not None:  # the nearest size classes seen on a GPU
-            rk = ranks(types, dims, strides)
+            rk = ranks(types, dims, strides, name)
             near = self._nearest.get(key + (rk,))
             if near is None:
                 want = _classes(rk)
