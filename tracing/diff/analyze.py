@@ -77,7 +77,7 @@ class RankSummary:
     steps: list[StepStats]
     ops: dict[tuple[str, str], OpStat]
     notes: list[str]
-    unassigned_gpu_ns: int = 0  # GPU work launched outside the selected steps
+    unassigned_gpu_ns: int = 0  # GPU work launched outside the selected steps, or by no op in the trace
     rank_known: bool = True  # from distributedInfo.rank (else 0)
 
 
@@ -163,7 +163,7 @@ def analyze(tr: TraceEvents, select: set[int] | None = None) -> RankSummary:
         t = g_launch[i]
         k = bisect_right(starts, t) - 1
         dur = g_end[i] - g_start[i]
-        if k < 0 or t >= ends[k]:
+        if t < 0 or k < 0 or t >= ends[k]:  # t < 0: no launch and no op in the trace (events.py)
             unassigned += dur
             continue
         st = stats[k]

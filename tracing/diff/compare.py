@@ -182,8 +182,9 @@ def diff_traces(base_path: str | Path, other_path: str | Path, rank: int | None 
             if not s.steps:
                 raise DiffError(f"{s.path}: no steps to compare ({s.plan.description})")
             if s.unassigned_gpu_ns:
-                what = ("setup, partial first/last iterations and steps not compared"
+                what = ("setup, partial first/last iterations, steps not compared"
                         if s.plan.source == "detected" else "steps not compared")
+                what += ", or work whose launch and op the trace does not hold"
                 warnings.append(f"{s.path}: {s.unassigned_gpu_ns / 1e6:.3f} ms of GPU work was launched outside "
                                 f"the compared steps ({what}) and is not counted")
         nb, no = [st.number for st in sb.steps], [st.number for st in so.steps]

@@ -11,7 +11,8 @@ inside an `Optimizer.step#...` annotation. Every GPU activity (kernel, gpu_memcp
 gpu_memset) is tied to its launch by `args.correlation`, which gives its launch time on
 the host (used to put it into a step) and its launching op (used for categories and op
 matching). Activities whose launch is missing fall back to `args.External id` (the
-launching op's id) and their own start time.
+launching op's id); those with neither are in no step (launch -1), unless the trace has no
+host ops at all (then their own start time).
 """
 from __future__ import annotations
 
@@ -276,6 +277,14 @@ def _link_gpu(tr: TraceEvents) -> None:
                     by_ext.setdefault(x, j)
         j = by_ext.get(tr.g_ext[i], -1)
         gop[i] = j
-        launch[i] = tr.op_start[j] if j >= 0 else tr.g_start[i]
+        if j >= 0:
+            launch[i] = tr.op_start[j]
+        elif tr.op_start:
+            # neither its launch nor its op is in the trace: work of a step the profiler did not
+            # record on the host (the step after the last, still running when the trace closed).
+            # Its start time says nothing of its step (the GPU runs behind): -1, no step's
+            launch[i] = -1
+        else:  # a trace without host ops: start times are all there is
+            launch[i] = tr.g_start[i]
     tr.g_launch = launch
     tr.g_op = gop
