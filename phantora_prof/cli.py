@@ -114,8 +114,12 @@ def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, gpus_p
     https://ui.perfetto.dev, chrome://tracing, TensorBoard or HTA.
     """
     _setup_logging(log_level)
+    # --nproc-per-node / --nnodes given: a distributed launch, even of one process (its ranks get
+    # torchrun's environment, as `torchrun --nproc-per-node 1` gives; launcher.torchrun_env)
+    launch = any(ctx.get_parameter_source(p) not in (None, click.core.ParameterSource.DEFAULT)
+                 for p in ("nproc_per_node", "nnodes"))
     ctx.obj = {"gpu": gpu, "out_dir": out_dir, "nproc_per_node": nproc_per_node, "gpus_per_node": gpus_per_node,
-               "nnodes": nnodes,
+               "nnodes": nnodes, "distributed_launch": launch,
                "collective_timeout": collective_timeout, "trace": not no_trace,
                "log_level": log_level, "op_costs": op_costs,
                "summary_json": summary_json, "trace_format": trace_format.lower(), "report_dir": report_dir,

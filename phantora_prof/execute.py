@@ -58,8 +58,9 @@ def run_config(options: dict, command: tuple[str, ...]):
 
     command = list(command)
     nproc, nnodes = options["nproc_per_node"], options["nnodes"]
-    torchrun = bool(command) and os.path.basename(command[0]) == "torchrun"
-    if torchrun:  # `phantora-prof torchrun --nproc-per-node 8 x.py`
+    is_torchrun = bool(command) and os.path.basename(command[0]) == "torchrun"
+    torchrun = is_torchrun or bool(options.get("distributed_launch"))
+    if is_torchrun:  # `phantora-prof torchrun --nproc-per-node 8 x.py`
         from phantora_prof.launcher import TorchrunHelp, torchrun_command
 
         try:

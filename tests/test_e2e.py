@@ -172,6 +172,10 @@ def test_python_gives_pythons_environment_and_torchrun_gives_torchruns(cli):
     assert r.returncode == 0, r.stderr[-2000:]
     assert ("launch env ['LOCAL_RANK', 'LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT', 'RANK', "
             "'TORCHELASTIC_RUN_ID', 'WORLD_SIZE']") in r.stdout, r.stdout
+    # `--nproc-per-node 1` asked for explicitly is a distributed launch too (torchtitan.sh at one rank)
+    r = cli("--no-trace", "--nproc-per-node", "1", PY, str(SCRIPTS / "behaviours.py"), "launch_env")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "'LOCAL_RANK'" in r.stdout and "'RANK'" in r.stdout, r.stdout
 
 
 def test_data_dependent_op_continues_with_estimate(cli):
