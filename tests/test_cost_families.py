@@ -314,3 +314,20 @@ def test_a_2d_batch_norm_is_priced_as_the_channels_last_one_it_runs():
     ks = estimate(call("aten::native_batch_norm", [x, w, w, w, w, True, 0.1, 1e-5],
                        [x, T((256,)), T((256,))]), "h200")
     assert any("channels_last" in k.name for k in ks), [k.name[:60] for k in ks]
+
+
+def test_a_max_pool_window_not_swept_answers_from_a_swept_one():
+    """GoogLeNet's 2x2 / 2 max pool (bf16, channels-last) runs the same NHWC kernels as the swept
+    3x3 / 2 one: forward max_pool_forward_nhwc, backward a fill of the gradient then
+    max_pool_backward_nhwc (H200: 63.7 us and 13.4 + 125 us); the roofline's one generic kernel
+    had given 34 and 48.5 us."""
+    from phantora_prof.protocol import TensorArg
+    g = TensorArg((128, 832, 7, 7), (40768, 1, 5824, 832), "bfloat16", 0)
+    x = TensorArg((128, 832, 14, 14), (163072, 1, 11648, 832), "bfloat16", 0)
+    idx = TensorArg((128, 832, 7, 7), (40768, 1, 5824, 832), "int64", 0)
+    bwd = estimate(call("aten::max_pool2d_with_indices_backward", [g, x, [2, 2], [2, 2], [0, 0], [1, 1], True, idx],
+                        [x]), "h200")
+    assert ["FillFunctor" in bwd[0].name, "max_pool_backward_nhwc" in bwd[1].name] == [True, True]
+    assert 0.8 < sum(k.duration_ns for k in bwd) / 138_400 < 1.5
+    (fwd,) = estimate(call("aten::max_pool2d_with_indices", [x, [2, 2], [2, 2], [0, 0], [1, 1], True], [g, idx]), "h200")
+    assert "max_pool_forward_nhwc" in fwd.name and 0.8 < fwd.duration_ns / 63_680 < 1.6

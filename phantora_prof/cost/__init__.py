@@ -430,7 +430,7 @@ def _family_class(fam, base: str, key: str, handler) -> tuple[str, str, tuple | 
     """(op name, class key, composed keys or None) of the family points that answer for an op of
     `base` and class `key`, or None when the sweep has nothing for it: its own class; an
     attention variant composed from measured ones; an in-place op's out-of-place twin (relu_ ->
-    relu; stack runs cat's); a sibling elementwise class (families.py)."""
+    relu; stack runs cat's); a sibling elementwise class; a swept max-pool window (families.py)."""
     if fam.covers(base, key):
         return base, key, None
     composed = _FAM.composed_attention_keys(fam, base, key)
@@ -443,6 +443,9 @@ def _family_class(fam, base: str, key: str, handler) -> tuple[str, str, tuple | 
         sibling = _FAM.sibling_elementwise_class(fam, base, key)
         if sibling is not None:
             return sibling[0], sibling[1], None
+    window = _FAM.swept_pool_window(fam, base, key)  # a max-pool window not swept: a swept one
+    if window is not None:
+        return base, window, None
     return None
 
 

@@ -464,6 +464,46 @@ def composed_attention_keys(model: "FamilyModel", name: str, key: str) -> tuple[
 _BINARY_SIBLINGS = ("add", "mul", "div", "sub")
 
 
+MAX_POOL_OPS = frozenset(("max_pool2d_with_indices", "max_pool2d_with_indices_backward"))
+
+
+def swept_pool_window(fam: "FamilyModel", base: str, key: str) -> str | None:
+    """A max-pool class whose window was not swept answers from a swept window of the same
+    stride (else the nearest), dtype and layout: CUDA runs the same kernels (max_pool_forward_* /
+    max_pool_backward_nhwc / _nchw, the backward after zeroing its gradient) for any window, which
+    is a runtime argument. GoogLeNet's 2x2 / 2 pool over 832 channels (bf16, channels-last) took
+    the roofline's single generic kernel where the H200 ran max_pool_forward_nhwc (63.7 us) and a
+    fill + max_pool_backward_nhwc (138 us): -47% and -65%; from the swept 3x3 / 2 points +41% and
+    +24% (the sweep has 3x3 / 1 and 3x3 / 2 only). An approximation: a window's size changes how
+    many inputs each output reads."""
+    if base not in MAX_POOL_OPS:
+        return None
+    dtype, _, rest = key.partition("|")
+    ks, _, lay = rest.partition("|")
+    if not ks.startswith("k") or "s" not in ks:
+        return None
+    try:
+        k, s = (int(x) for x in ks[1:].split("s", 1))
+    except ValueError:
+        return None
+    best, best_d = None, None
+    for (op, other) in fam.points:
+        if op != base:
+            continue
+        d2, _, rest2 = other.partition("|")
+        ks2, _, lay2 = rest2.partition("|")
+        if d2 != dtype or lay2 != lay or not ks2.startswith("k"):
+            continue
+        try:
+            k2, s2 = (int(x) for x in ks2[1:].split("s", 1))
+        except ValueError:
+            continue
+        dist = (0 if s2 == s else 100) + abs(k2 - k)
+        if best_d is None or (dist, other) < (best_d, best):
+            best, best_d = other, dist
+    return best
+
+
 def sibling_elementwise_class(model: "FamilyModel", base: str, key: str) -> tuple[str, str] | None:
     """A measured class that runs the kernel this elementwise op would, when the op's own class
     was not swept: the same op in the other 16-bit dtype (float16 for bfloat16 and back: same
