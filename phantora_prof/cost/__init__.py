@@ -561,9 +561,8 @@ def _foreach_launches(op, base, gpu, cost, specs) -> list[Kernel] | None:
     for s in specs:
         if _multi_tensor([s]):
             t = next(times)
-        elif "FillFunctor" in s.name:  # a norm's zeroed partial norms, ntensors x chunks floats
-            t = _ops.fill_ns(TensorArg((s.grid[0] * 1024,), (1,), "float32", 0), gpu) if s.grid[0] > 1 \
-                else profile_for(gpu).kernel_floor_ns
+        elif "FillFunctor" in s.name:  # a norm's zeroed partial norms (ntensors x chunks, ops.foreach)
+            t = _ops.fill_bytes_ns(s.nbytes, gpu)
         else:  # a norm's lpnorm_cleanup: one block per tensor over its few partials
             t = profile_for(gpu).lpnorm_cleanup_ns
         timed.append(dataclasses.replace(s, dur_ns=max(1, int(round(t)))))

@@ -224,9 +224,7 @@ def class_key(op, base: str) -> str:
         parts.append("empty")
     elif base in _INPUT_LAYOUT_OPS:
         lay = layout(t)
-        if base in _BN_OPS and lay == "c" and t is not None and len(t.shape) >= 2 and t.stride[1] == 1:
-            # a contiguous (N, C) batch: ATen's batch_norm_use_channels_last_kernels takes the
-            # channels-last kernels for it (LeViT's BatchNorm1d over tokens on the H200)
+        if base in BN_OPS and lay == "c" and t is not None and bn_channels_last_batch(t.shape, t.stride):
             lay = "cl"
         parts.append(lay)
     elif _elementwise(base):
@@ -261,8 +259,18 @@ def _logical_kind_agrees(op, t: TensorArg | None, kind: str) -> bool:
 
 
 # ops whose kernel choice follows the input's memory format (cuDNN / native NHWC kernels)
-_BN_OPS = frozenset(("native_batch_norm", "native_batch_norm_backward", "_native_batch_norm_legit",
-                     "_batch_norm_with_update"))
+BN_OPS = frozenset(("native_batch_norm", "native_batch_norm_backward", "_native_batch_norm_legit",
+                    "_batch_norm_with_update"))
+
+
+def bn_channels_last_batch(shape, stride) -> bool:
+    """A contiguous tensor whose dim 1 has stride 1 (a 2-D (N, C) batch), which ATen's
+    batch_norm_use_channels_last_kernels sends to the channels-last batch-norm kernels
+    (LeViT's BatchNorm1d over tokens on the H200); the op tree (engine/op_children.py) and the
+    family classes both read a batch norm's layout by it."""
+    from phantora_prof.cost.roofline import contiguous_strides
+
+    return len(shape) >= 2 and len(stride) == len(shape) and stride[1] == 1 and contiguous_strides(shape, stride)
 _INPUT_LAYOUT_OPS = frozenset(("native_batch_norm", "native_batch_norm_backward", "cudnn_batch_norm",
                                "cudnn_batch_norm_backward", "_native_batch_norm_legit", "_adaptive_avg_pool2d",
                                "_adaptive_avg_pool2d_backward", "mean", "native_group_norm",
@@ -476,8 +484,23 @@ def swept_pool_window(fam: "FamilyModel", base: str, key: str) -> str | None:
     fill + max_pool_backward_nhwc (138 us): -47% and -65%; from the swept 3x3 / 2 points +41% and
     +24% (the sweep has 3x3 / 1 and 3x3 / 2 only). An approximation: a window's size changes how
     many inputs each output reads."""
-    if base not in MAX_POOL_OPS:
+    want = _pool_class(key) if base in MAX_POOL_OPS else None
+    if want is None:
         return None
+    dtype, k, s, lay = want
+    best, best_d = None, None
+    for (op, other) in fam.points:
+        have = _pool_class(other) if op == base else None
+        if have is None or (have[0], have[3]) != (dtype, lay):
+            continue
+        dist = (0 if have[2] == s else 100) + abs(have[1] - k)
+        if best_d is None or (dist, other) < (best_d, best):
+            best, best_d = other, dist
+    return best
+
+
+def _pool_class(key: str) -> tuple[str, int, int, str] | None:
+    """(dtype, window, stride, layout) of a pooling class key ("bfloat16|k3s2|cl"), or None."""
     dtype, _, rest = key.partition("|")
     ks, _, lay = rest.partition("|")
     if not ks.startswith("k") or "s" not in ks:
@@ -486,22 +509,7 @@ def swept_pool_window(fam: "FamilyModel", base: str, key: str) -> str | None:
         k, s = (int(x) for x in ks[1:].split("s", 1))
     except ValueError:
         return None
-    best, best_d = None, None
-    for (op, other) in fam.points:
-        if op != base:
-            continue
-        d2, _, rest2 = other.partition("|")
-        ks2, _, lay2 = rest2.partition("|")
-        if d2 != dtype or lay2 != lay or not ks2.startswith("k"):
-            continue
-        try:
-            k2, s2 = (int(x) for x in ks2[1:].split("s", 1))
-        except ValueError:
-            continue
-        dist = (0 if s2 == s else 100) + abs(k2 - k)
-        if best_d is None or (dist, other) < (best_d, best):
-            best, best_d = other, dist
-    return best
+    return dtype, k, s, lay
 
 
 def sibling_elementwise_class(model: "FamilyModel", base: str, key: str) -> tuple[str, str] | None:

@@ -888,8 +888,12 @@ def embedding_dense_backward(op, base, gpu, allow_tf32, tbl=None):
 
 
 def fill_ns(t: TensorArg, gpu) -> float:
+    return fill_bytes_ns(tensor_bytes(t), gpu)
+
+
+def fill_bytes_ns(nbytes: int, gpu) -> float:
     e = eff_for("fill", gpu)
-    return e.t0_ns + tensor_bytes(t) / (gpu.hbm_bandwidth * e.mem) * 1e9
+    return e.t0_ns + nbytes / (gpu.hbm_bandwidth * e.mem) * 1e9
 
 
 # ------------------------------------------------------------------ optimizers
@@ -941,9 +945,10 @@ def foreach(op, base, gpu, allow_tf32):
         # ForeachReduceOp.cu: zeros for the per-chunk partial norms (aten::zeros > zero_ > fill_,
         # op_children.json), the chunks' partial norms, then one cleanup block per tensor
         chunks = max(-(-t.numel // K.CHUNK) for t in lists[0])
-        partial = len(lists[0]) * chunks
-        specs = ([K.fill_kernel("float32" if dtype in ("bfloat16", "float16") else dtype, partial)]
-                 + K.multi_tensor_specs(base, [lists[0]], 1, dtype, False, 32, smem=2048)
+        partial = TensorArg((len(lists[0]) * chunks,), (1,), "float32" if dtype in ("bfloat16", "float16") else dtype,
+                            lists[0][0].device)
+        zeros = dataclasses.replace(K.fill_kernel(partial.dtype, partial.numel), nbytes=tensor_bytes(partial))
+        specs = ([zeros] + K.multi_tensor_specs(base, [lists[0]], depth, dtype, False, 32, smem=2048)
                  + [K.lpnorm_cleanup_spec(dtype, len(lists[0]))])
         extra = eff_for("foreach", gpu).t0_ns * max(0, len(specs) - 1)
         return Cost(OPTIMIZER, "foreach", 0.0, nbytes, extra_ns=extra), specs

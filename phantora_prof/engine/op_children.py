@@ -23,6 +23,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from phantora_prof.cost.families import BN_OPS, bn_channels_last_batch
 from phantora_prof.cost.roofline import contiguous_strides, dense_order
 from phantora_prof.engine.kineto_args import KINETO_TYPE_NAMES
 from phantora_prof.protocol import TensorArg
@@ -40,21 +41,16 @@ def kinds(types: list) -> str:
     return ",".join(ARG_KINDS.get(t, "T") for t in types)
 
 
-# ops whose CUDA kernels take the channels-last path for a contiguous input whose dim 1 has
-# stride 1 (a 2-D (N, C) batch: ATen's batch_norm_use_channels_last_kernels)
-_CHANNELS_LAST_WHEN_C_INNERMOST = frozenset(("aten::native_batch_norm", "aten::native_batch_norm_backward",
-                                             "aten::_native_batch_norm_legit", "aten::_batch_norm_with_update"))
-
-
-def _layout(dims: list, strides: list | None, c_innermost_is_cl: bool = False) -> str:
+def _layout(dims: list, strides: list | None, bn: bool = False) -> str:
     """"" for a contiguous tensor (or strides unknown), "c" for one dense in another dim order
     (channels-last), "s" for any other strides: a kernel's dispatches can differ by layout (an
-    NHWC batch norm zeroes a counter where an NCHW one reshapes its input). With
-    `c_innermost_is_cl`, a contiguous tensor whose dim 1 has stride 1 counts as channels-last."""
+    NHWC batch norm zeroes a counter where an NCHW one reshapes its input). For a batch norm
+    (`bn`), a contiguous (N, C) batch is channels-last, as its kernels are
+    (families.bn_channels_last_batch)."""
     if not strides or len(strides) != len(dims):
         return ""
     if contiguous_strides(dims, strides):
-        return "c" if c_innermost_is_cl and len(dims) >= 2 and strides[1] == 1 else ""
+        return "c" if bn and bn_channels_last_batch(dims, strides) else ""
     return "c" if dense_order(TensorArg(tuple(dims), tuple(strides), "float32", 0)) is not None else "s"
 
 
@@ -63,7 +59,7 @@ def ranks(types: list, dims: list, strides: list | None = None, name: str = "") 
     channels-last / strided layout), as phantora_prof/calibrate/op_children.py keys the table
     with this function ("13c,6,-,-"). `name` (the op's) decides whether a contiguous (N, C)
     batch counts as channels-last, as it does for batch norm's kernels."""
-    cl = name in _CHANNELS_LAST_WHEN_C_INNERMOST
+    bn = name.partition("::")[2] in BN_OPS
     out = []
     for i, t in enumerate(types):
         k = ARG_KINDS.get(t, "T")
@@ -72,7 +68,7 @@ def ranks(types: list, dims: list, strides: list | None = None, name: str = "") 
             for d in dims[i]:
                 n *= d
             st = strides[i] if strides is not None and i < len(strides) else None
-            out.append(str(n.bit_length() - 1 if n > 0 else -1) + _layout(dims[i], st, cl))
+            out.append(str(n.bit_length() - 1 if n > 0 else -1) + _layout(dims[i], st, bn))
         else:
             out.append("L" if k == "TL" else "-")
     return ",".join(out)
