@@ -30,7 +30,7 @@ from phantora_prof.cost.profiles import profile_for
 from phantora_prof.engine.coordinator import Coordinator
 from phantora_prof.engine.rank_timeline import RankTimeline
 from phantora_prof.errors import ConfigError
-from phantora_prof.protocol import ORIGIN_NS, SPAWN_QUIET_ENV, SPAWN_REQUEST_ENV
+from phantora_prof.protocol import ORIGIN_NS, SIGNAL_NOTES_ENV, SPAWN_QUIET_ENV, SPAWN_REQUEST_ENV
 from phantora_prof.protocol import RankConfig
 from phantora_prof import rank_forks
 
@@ -440,6 +440,7 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop, extra_env: dict[s
             "PHANTORA_HOST_PROFILE": config.host.profile,
             "PHANTORA_LOG_LEVEL": config.log_level,
             "PHANTORA_CLI_PID": str(os.getpid()),
+            SIGNAL_NOTES_ENV: sock_dir,
         })
         if with_torchrun_env:
             env.update({
@@ -564,7 +565,9 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop, extra_env: dict[s
     # ended, the coordinator reported a failed rank, and our handler ran just after
     interrupted = coord.stop_signal if coord.stop_signal is not None else stopper.signum
     started = [c for c in codes if c is not None]
-    handled = interrupted is not None and bool(started) and all(c >= 0 for c in started) and coord.error is None
+    # 128 + the signal: ended by it (a script's unhandled KeyboardInterrupt exits 130, as python does)
+    handled = (interrupted is not None and bool(started) and coord.error is None
+               and all(c >= 0 and c != 128 + interrupted for c in started))
     if handled:
         # every rank ended by itself (the script's own SIGTERM handler stopped it cleanly, or it
         # had finished): its exit status, as `python` run directly would have given

@@ -24,6 +24,16 @@ from phantora_prof.errors import ConfigError, ProtocolError
 
 CPU_DEVICE = -1
 
+# A rank that receives SIGINT itself leaves an empty file here, so that the coordinator does not
+# pass the CLI's SIGINT on to it a second time (runtime/process/interrupts.py)
+SIGNAL_NOTES_ENV = "PHANTORA_SIGNAL_NOTES"
+
+
+def sigint_note_path(notes_dir: str, rank: int) -> str:
+    """Where rank `rank` notes a SIGINT it received."""
+    return os.path.join(notes_dir, f"sigint.{rank}")
+
+
 def pickled_by_fields(cls):
     """Pickle a slotted dataclass as (class, field values): what Python 3.11 generates for
     `slots=True` (`__getstate__` calling `dataclasses.fields()` on every object) was ~10% of a

@@ -115,3 +115,65 @@ def test_a_script_that_handles_sigterm_finishes_and_keeps_its_exit_status(tmp_pa
     assert proc.returncode == code, err[-3000:]
     message = [ln for ln in err.splitlines() if "interrupted" in ln]
     assert len(message) == 1 and f"exited with status {code}" in message[0], err[-3000:]
+
+
+@pytest.mark.parametrize("group", [True, False])
+def test_ctrl_c_reaches_a_script_once_and_its_save_completes(tmp_path, group):
+    """`except KeyboardInterrupt: save()` under Ctrl-C. `group`: the SIGINT reaches the CLI and
+    the rank at once (a terminal's Ctrl-C), and the CLI must not interrupt the rank's save a
+    second time; otherwise it reaches the CLI alone (`kill -INT`) and is passed on once. Either
+    way the script saves and exits 0, as under `python`."""
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), COLUMNS="200")
+    proc = subprocess.Popen([PY, "-m", "phantora_prof", "--no-trace", PY, str(SCRIPTS / "interrupt_save.py"),
+                             str(tmp_path), "3"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        line = ""
+        deadline = time.monotonic() + 120
+        while "iter" not in line and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+        assert "iter" in line, proc.stderr.read()[-3000:] if proc.poll() is not None else "no progress"
+        if group:
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert out.count("interrupted") == 1 and "saved" in out, out[-2000:] + err[-3000:]
+    assert (tmp_path / "checkpoint").exists()
+    assert proc.returncode == 0, err[-3000:]
+    assert "KeyboardInterrupt" not in err
+    message = [ln for ln in err.splitlines() if "interrupted" in ln]
+    assert len(message) == 1 and "exited with status 0" in message[0], err[-3000:]
+
+
+def test_an_unhandled_ctrl_c_prints_python_s_traceback(tmp_path):
+    """No handler in the script: KeyboardInterrupt ends it with python's traceback (the script's
+    frames only) and the run exits 130."""
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), COLUMNS="200")
+    proc = subprocess.Popen([PY, "-m", "phantora_prof", "--no-trace", PY, str(SCRIPTS / "until_killed.py"),
+                             str(tmp_path)],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        line = ""
+        deadline = time.monotonic() + 120
+        while "iter" not in line and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+        assert "iter" in line, proc.stderr.read()[-3000:] if proc.poll() is not None else "no progress"
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-3000:]
+    tb = err[err.index("Traceback"):]
+    assert tb.count("KeyboardInterrupt") == 1 and "until_killed.py" in tb
+    assert "phantora_prof" not in tb.split("KeyboardInterrupt")[0]

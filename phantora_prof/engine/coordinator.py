@@ -56,6 +56,11 @@ class RankResult:
     connected: bool = False
 
 
+# how long a SIGINT the CLI got waits for the ranks to note that they got it too (a Ctrl-C in a
+# terminal) before it is passed on to them: a rank notes it as soon as its main thread runs
+# Python again, and one busy in C for longer gets both SIGINTs folded into one
+SIGINT_NOTE_WAIT_S = 0.5
+
 _NEEDS_OTHERS = (CollectiveCall, HostExchange, HostRecv, HostSend, Goodbye)
 # messages that go to their rank's queue as they are and that its timeline handles (nothing in
 # `_read` or `_dispatch` applies to them): a step of a GPT-2 sends ~1,500, so they skip the
@@ -102,6 +107,8 @@ class Coordinator:
         self._close_order: dict[int, int] = {}
         self.stop_signal: int | None = None  # set by request_stop: the run is being interrupted
         self._stop_deadline: float | None = None
+        self._stop_started = 0.0
+        self._signalled: set[int] = set()  # indices of the processes the stop was passed on to
         self._stop_now = False
         self._members: dict[str, tuple] = {}  # process group -> (its global ranks, description), from GroupCreated
         self.layout = None  # engine.representatives.Layout when some ranks are mirrored; None: all live
@@ -112,25 +119,39 @@ class Coordinator:
         self._freeze: bool | None = None  # _settle freezes survivors (None: not decided yet)
 
     def request_stop(self, signum: int) -> None:
-        """Interrupt the run (called from a signal handler, so it only sets flags): `serve` sends
-        SIGTERM to the rank processes still running, goes on receiving what they flush until
-        they are gone, and kills those still there after the grace period (at once on a
-        second request)."""
+        """Interrupt the run (called from a signal handler, so it only sets flags): `serve`
+        passes the signal on to the rank processes still running (see `_stopping`), goes on
+        receiving what they flush until they are gone, and kills those still there after the
+        grace period (at once on a second request)."""
         if self.stop_signal is None:
             self.stop_signal = signum
+            self._stop_started = time.monotonic()
         else:
             self._stop_now = True
 
-    def _stopping(self, procs: list[subprocess.Popen], grace_s: float) -> None:
+    def _stopping(self, procs: list[subprocess.Popen], rank_of: list[int], grace_s: float) -> None:
+        """Pass the CLI's signal on to the ranks, as torchrun does: SIGINT as SIGINT (the script
+        sees KeyboardInterrupt), any other as SIGTERM. A rank that got the SIGINT itself (a
+        Ctrl-C in a terminal reaches the whole job) noted it (runtime/process/interrupts.py) and
+        is left alone, as `python` leaves a script to its `except KeyboardInterrupt:`; the
+        others get it after SIGINT_NOTE_WAIT_S. After `grace_s`, or on a second signal, the
+        ranks still running are killed."""
         now = time.monotonic()
         if self._stop_deadline is None:
             self._stop_deadline = now + grace_s
-            for p in procs:
-                if p.poll() is None:
-                    try:
-                        p.send_signal(signal.SIGTERM)  # as torchrun does: the rank flushes and ends
-                    except OSError:
-                        pass
+        interrupt = self.stop_signal == signal.SIGINT
+        if not interrupt or now - self._stop_started >= SIGINT_NOTE_WAIT_S:
+            for i, p in enumerate(procs):
+                if i in self._signalled or p.poll() is not None:
+                    continue
+                if interrupt and os.path.exists(protocol.sigint_note_path(self.socket_dir, rank_of[i])):
+                    self._signalled.add(i)
+                    continue
+                self._signalled.add(i)
+                try:
+                    p.send_signal(signal.SIGINT if interrupt else signal.SIGTERM)  # the rank flushes and ends
+                except OSError:
+                    pass
         if self._stop_now or now > self._stop_deadline:
             for p in procs:
                 if p.poll() is None:
@@ -148,7 +169,7 @@ class Coordinator:
         rank_of = rank_of_proc or list(range(len(procs)))
         while True:
             if self.stop_signal is not None:
-                self._stopping(procs, stop_grace_s)
+                self._stopping(procs, rank_of, stop_grace_s)
             events = self._sel.select(timeout=poll_s if self.stop_signal is None else min(poll_s, 0.05))
             for key, _ in events:
                 if key.data is None:

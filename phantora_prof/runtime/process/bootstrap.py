@@ -116,6 +116,9 @@ def main() -> None:
         print(f"phantora-prof: error: {exc}", file=sys.stderr, flush=True)
         sys.exit(2)
     _stop_with_the_cli(runtime)
+    from phantora_prof.runtime.process import interrupts
+
+    interrupts.install(config.rank)
     _freeze_startup_objects()
     exit_code = 0
     from phantora_prof.runtime.process import self_profile
@@ -136,8 +139,7 @@ def main() -> None:
             print(code, file=sys.stderr)
             exit_code = 1
     except KeyboardInterrupt:
-        mp_spawn.release_at_exit()
-        traceback.print_exc()
+        _print_user_traceback()  # as python prints it (no frame of ours: interrupts.py's handler)
         exit_code = 130
     except BaseException:  # noqa: BLE001 - the user's exception, reported as python would
         _print_user_traceback()
