@@ -19,6 +19,7 @@ Examples:
   phantora-prof --gpu h100 --out traces python -m mypkg.train --lr 3e-4
   phantora-prof --nproc-per-node 8 python examples/ddp/train.py
   phantora-prof torchrun --standalone --nproc-per-node=8 examples/ddp/train.py
+  phantora-prof accelerate launch --multi_gpu --num_processes 4 --mixed_precision bf16 train.py
   phantora-prof validate traces/rank0.pt.trace.json.gz
 """
 
@@ -32,7 +33,8 @@ class _RunOrSubcommand(click.Group):
 
     def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         formatter.write_usage("phantora-prof", "[OPTIONS] python SCRIPT [ARGS]...  |  phantora-prof [OPTIONS] "
-                                               "torchrun [TORCHRUN OPTIONS] SCRIPT [ARGS]...  |  "
+                                               "torchrun [TORCHRUN OPTIONS] SCRIPT [ARGS]...  |  phantora-prof [OPTIONS] "
+                                               "accelerate launch [ACCELERATE OPTIONS] SCRIPT [ARGS]...  |  "
                                                "phantora-prof COMMAND ...")
 
 

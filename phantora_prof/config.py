@@ -144,9 +144,12 @@ class RunConfig:
     # the command was `torchrun ...`: its ranks get torchrun's environment even when there is one
     # (launcher.torchrun_env says when a run's ranks get it)
     torchrun: bool = False
+    # environment the launch adds for the ranks (`accelerate launch` sets ACCELERATE_* variables)
+    env: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "command", tuple(self.command))
+        object.__setattr__(self, "env", tuple((str(k), str(v)) for k, v in dict(self.env).items()))
         if not self.command:
             raise ConfigError("no command given: try `phantora-prof python train.py`")
         if self.collective_timeout_s <= 0:

@@ -60,6 +60,14 @@ def run_config(options: dict, command: tuple[str, ...]):
     nproc, nnodes = options["nproc_per_node"], options["nnodes"]
     is_torchrun = bool(command) and os.path.basename(command[0]) == "torchrun"
     torchrun = is_torchrun or bool(options.get("distributed_launch"))
+    env: tuple = ()
+    if command and os.path.basename(command[0]) == "accelerate":  # `phantora-prof accelerate launch x.py`
+        from phantora_prof.accelerate_launch import accelerate_command
+
+        launch = accelerate_command(command)
+        command, env = list(launch.command), launch.env
+        if launch.distributed:
+            nproc, nnodes, torchrun = launch.nproc_per_node, launch.nnodes, True
     if is_torchrun:  # `phantora-prof torchrun --nproc-per-node 8 x.py`
         from phantora_prof.launcher import TorchrunHelp, torchrun_command
 
@@ -80,7 +88,8 @@ def run_config(options: dict, command: tuple[str, ...]):
         host=HostConfig(profile=options.get("host_profile", "h200"), count_python=options.get("host_python", True)),
         outputs=OutputConfig(out_dir=options["out_dir"], trace=options["trace"], trace_format=options["trace_format"],
                              report_dir=options["report_dir"], summary_json=options["summary_json"]),
-        collective_timeout_s=options["collective_timeout"], log_level=options["log_level"], torchrun=torchrun)
+        collective_timeout_s=options["collective_timeout"], log_level=options["log_level"], torchrun=torchrun,
+        env=env)
 
 
 def execute(config):

@@ -393,6 +393,7 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop, extra_env: dict[s
     base_env.setdefault("PYTHONHASHSEED", "0")
     for name in (SPAWN_REQUEST_ENV, SPAWN_QUIET_ENV):
         base_env.pop(name, None)
+    base_env.update(dict(config.env))
     base_env.update(extra_env or {})
 
     host_records = outputs.trace or outputs.report_dir is not None  # host op records are written
