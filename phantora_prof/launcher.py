@@ -30,7 +30,7 @@ from phantora_prof.cost.profiles import profile_for
 from phantora_prof.engine.coordinator import Coordinator
 from phantora_prof.engine.rank_timeline import RankTimeline
 from phantora_prof.errors import ConfigError
-from phantora_prof.protocol import ORIGIN_NS, SIGNAL_NOTES_ENV, SPAWN_QUIET_ENV, SPAWN_REQUEST_ENV
+from phantora_prof.protocol import ORIGIN_NS, SPAWN_QUIET_ENV, SPAWN_REQUEST_ENV
 from phantora_prof.protocol import RankConfig
 from phantora_prof import rank_forks
 
@@ -441,7 +441,6 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop, extra_env: dict[s
             "PHANTORA_HOST_PROFILE": config.host.profile,
             "PHANTORA_LOG_LEVEL": config.log_level,
             "PHANTORA_CLI_PID": str(os.getpid()),
-            SIGNAL_NOTES_ENV: sock_dir,
         })
         if with_torchrun_env:
             env.update({

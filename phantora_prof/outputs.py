@@ -94,7 +94,10 @@ def _rank_traces(coord: Any, world: int, epoch_ns: int) -> Iterator[tuple[int, R
 
 def write_traces(coord: Any, world: int, epoch_ns: int, out_dir: Path, trace_format: str,
                  keep: bool = False) -> tuple[dict[int, Path], Path | None, dict[int, RankTrace]]:
-    """Write the run's traces; returns (Kineto path per rank, Perfetto path, kept traces)."""
+    """Write the run's traces; returns (Kineto path per rank, Perfetto path, kept traces). The
+    Kineto files are written by forked children while this process goes on with the Perfetto
+    file and the next rank (forked_writes.py)."""
+    from phantora_prof.forked_writes import ForkedWrites
     from tracing.perfetto import write_perfetto
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -102,20 +105,22 @@ def write_traces(coord: Any, world: int, epoch_ns: int, out_dir: Path, trace_for
     paths: dict[int, Path] = {}
     kept: dict[int, RankTrace] = {}
 
-    def traces() -> Iterator[RankTrace]:
-        for rank, trace in _rank_traces(coord, world, epoch_ns):
-            if kineto:
-                paths[rank] = write_kineto(trace, out_dir / f"rank{rank}.pt.trace.json.gz")
-            if keep:
-                kept[rank] = trace
-            yield trace
+    with ForkedWrites() as kineto_writes:
+        def traces() -> Iterator[RankTrace]:
+            for rank, trace in _rank_traces(coord, world, epoch_ns):
+                if kineto:
+                    path = paths[rank] = out_dir / f"rank{rank}.pt.trace.json.gz"
+                    kineto_writes.submit(write_kineto, path, trace, path)
+                if keep:
+                    kept[rank] = trace
+                yield trace
 
-    perfetto_path = None
-    if trace_format in ("perfetto", "both"):
-        perfetto_path = write_perfetto(traces(), out_dir / "run.pftrace")
-    else:
-        for _ in traces():
-            pass
+        perfetto_path = None
+        if trace_format in ("perfetto", "both"):
+            perfetto_path = write_perfetto(traces(), out_dir / "run.pftrace")
+        else:
+            for _ in traces():
+                pass
     return paths, perfetto_path, kept
 
 

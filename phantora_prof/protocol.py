@@ -24,14 +24,16 @@ from phantora_prof.errors import ConfigError, ProtocolError
 
 CPU_DEVICE = -1
 
-# A rank that receives SIGINT itself leaves an empty file here, so that the coordinator does not
-# pass the CLI's SIGINT on to it a second time (runtime/process/interrupts.py)
-SIGNAL_NOTES_ENV = "PHANTORA_SIGNAL_NOTES"
+COORDINATOR_ENV = "PHANTORA_COORDINATOR"  # the coordinator's socket, in the run's private directory
 
 
-def sigint_note_path(notes_dir: str, rank: int) -> str:
-    """Where rank `rank` notes a SIGINT it received."""
-    return os.path.join(notes_dir, f"sigint.{rank}")
+def sigint_note_path(run_dir: str, rank: int) -> str:
+    """Where rank `rank` notes a SIGINT it received itself (a file in the run's private
+    directory, the coordinator socket's), so that the coordinator does not pass the CLI's
+    SIGINT on to it a second time (runtime/process/interrupts.py). Derived from the socket's
+    path rather than set in one more environment variable: the rank's environment is the
+    script's, and its size changes how much Python some libraries run (counted host time)."""
+    return os.path.join(run_dir, f"sigint.{rank}")
 
 
 def pickled_by_fields(cls):

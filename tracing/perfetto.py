@@ -124,6 +124,7 @@ def _fixed64(field: int, n: int) -> bytes:
 
 
 _T_PACKET = _tag(1, 2)  # Trace.packet
+_ANN_FIELD = _tag(4, 2)  # TrackEvent.debug_annotations
 _TS = _tag(8, 0)  # TracePacket.timestamp
 _SEQ_ID = 10
 _TE = 11
@@ -449,14 +450,26 @@ class _Writer:
                 b = end_b[u] = _vf(9, _END) + _vf(11, u)
             return b
 
+        int_head: dict[int, bytes] = {}  # annotation name iid -> the bytes before an int value
+
         def annotations(args: dict, pending: list[bytes]) -> bytes:
             out = []
             for name, v in args.items():
                 n_iid = ann_iid.get(name)
                 if n_iid is None:
                     n_iid = ann_iid[name] = intern(2, name, pending)
-                if v is None or type(v) in (bool, int, float, str):
-                    key = (n_iid, type(v), v)
+                tv = type(v)
+                if tv is int and 0 <= v <= _INT64_MAX:
+                    # most values are ids and counters, each seen once: encoded directly, not cached
+                    # (DebugAnnotation{name_iid, int_value}, the bytes `_value` gives)
+                    head = int_head.get(n_iid)
+                    if head is None:
+                        head = int_head[n_iid] = _vf(1, n_iid) + _tag(4, 0)
+                    vb = _varint(v)
+                    out.append(_ANN_FIELD + _SMALL[len(head) + len(vb)] + head + vb)
+                    continue
+                if v is None or tv is bool or tv is int or tv is float or tv is str:
+                    key = (n_iid, tv, v)
                 else:
                     key = (n_iid, "json", _dumps(v))
                 b = ann_cache.get(key)

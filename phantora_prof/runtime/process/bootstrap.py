@@ -116,9 +116,6 @@ def main() -> None:
         print(f"phantora-prof: error: {exc}", file=sys.stderr, flush=True)
         sys.exit(2)
     _stop_with_the_cli(runtime)
-    from phantora_prof.runtime.process import interrupts
-
-    interrupts.install(config.rank)
     _freeze_startup_objects()
     exit_code = 0
     from phantora_prof.runtime.process import self_profile
@@ -240,14 +237,17 @@ def _stop_with_the_cli(runtime) -> None:
     up to the signal. A script that installs its own SIGTERM handler replaces this one. If the
     CLI itself is killed (SIGKILL), the kernel sends SIGTERM here (Linux's parent-death
     signal), so no rank is left running."""
+    import _signal
     import signal
 
     def on_sigterm(signum, frame):
         runtime.abort(signum)
-        signal.signal(signum, signal.SIG_DFL)
+        _signal.signal(signum, int(signal.SIG_DFL))
         os.kill(os.getpid(), signum)
 
-    signal.signal(signal.SIGTERM, on_sigterm)
+    # through _signal, the C module: the stdlib's Python wrapper would be counted as the
+    # script's host time (bootstrap.py's frames count as the program's, runtime/host/pyhost.py)
+    _signal.signal(int(signal.SIGTERM), on_sigterm)
     if sys.platform.startswith("linux"):
         try:
             import ctypes

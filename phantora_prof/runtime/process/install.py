@@ -167,6 +167,9 @@ def install(config: RankConfig) -> InstalledRuntime:
     from phantora_prof.runtime.process import lazy_dynamo
 
     lazy_dynamo.defer()  # FakeTensorMode needs only Dynamo's config; the rest loads when the program uses it
+    from phantora_prof.runtime.process import interrupts
+
+    interrupts.install(config.rank)  # Ctrl-C's SIGINT noted for the coordinator (before any Python is counted)
     real_gpus = torch._C._cuda_getDeviceCount() if torch.version.cuda and hasattr(torch._C, "_cuda_getDeviceCount") else 0
     check_real_cuda(config.device_count, torch.version.cuda, real_gpus, torch.__version__)
     clock = _clock.VirtualClock(epoch_ns=int(os.environ.get("PHANTORA_EPOCH_NS", "0")) or None)

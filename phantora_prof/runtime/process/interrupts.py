@@ -6,7 +6,7 @@ rank processes alike. The CLI must then leave the ranks alone (a script whose
 in the middle of its save), but a SIGINT sent to the CLI alone (`kill -INT`, a parent process)
 must still reach the ranks, as torchrun forwards the signal it receives. The CLI cannot tell
 the two apart from its own signal, so each rank tells it: the rank's SIGINT handler leaves a
-note (an empty file `sigint.<rank>` in the run's directory) before it runs the script's own
+note (an empty file `sigint.<rank>` in the run's private directory, the coordinator socket's) before it runs the script's own
 handler, and the CLI forwards SIGINT only to ranks with no note after a short wait
 (`engine/coordinator.py`, `Coordinator._stopping`). A rank busy in C code for longer than the
 wait gets the forwarded SIGINT too; CPython folds two SIGINTs that arrive before its main
@@ -23,18 +23,51 @@ import os
 import signal
 from typing import Any
 
-from phantora_prof.protocol import SIGNAL_NOTES_ENV, sigint_note_path
+import _signal
+
+from phantora_prof.protocol import COORDINATOR_ENV, sigint_note_path
+from phantora_prof.runtime.process import signal_view
+
+
+# A KeyboardInterrupt raised inside the simulator's own Python (the capture mode in the middle of
+# an op, the channel in the middle of a message) would leave its state half updated, where real
+# torch finishes the C++ op and raises at the script's next bytecode; so the default handler
+# waits until the main thread is back in the script: the signal is sent again after
+# DEFER_S, up to MAX_DEFERRALS times (~1 s; then it raises wherever it lands).
+DEFER_S = 0.005
+MAX_DEFERRALS = 200
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+_PROGRAM_FILES = frozenset(os.path.join(_PACKAGE, "runtime", "process", name)
+                           for name in ("bootstrap.py", "signal_view.py"))  # they run the script's code
+
+
+def _inside_the_simulator(frame: Any) -> bool:
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename.startswith(_PACKAGE) and filename not in _PROGRAM_FILES:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _deliver_again(signum: int) -> None:
+    import threading
+
+    timer = threading.Timer(DEFER_S, os.kill, (os.getpid(), signum))
+    timer.daemon = True
+    timer.start()
 
 
 def install(rank: int) -> None:
     """In a rank process, before the script runs: SIGINT handlers leave a note first (see the
-    module docstring). Does nothing outside a run (no notes directory in the environment)."""
-    notes_dir = os.environ.get(SIGNAL_NOTES_ENV)
-    if not notes_dir:
+    module docstring). Does nothing outside a run (no coordinator in the environment)."""
+    address = os.environ.get(COORDINATOR_ENV)
+    if not address:
         return
-    path = sigint_note_path(notes_dir, rank)
-    set_handler, get_handler = signal.signal, signal.getsignal
-    script_handler: list[Any] = [get_handler(signal.SIGINT)]
+    path = sigint_note_path(os.path.dirname(address), rank)
+    script_handler: list[Any] = [_signal.getsignal(int(signal.SIGINT))]
+
+    deferred = [0]
 
     def noted(signum: int, frame: Any) -> Any:
         try:
@@ -43,20 +76,17 @@ def install(rank: int) -> None:
             pass
         handler = script_handler[0]
         if handler is signal.default_int_handler:
+            if _inside_the_simulator(frame) and deferred[0] < MAX_DEFERRALS:
+                deferred[0] += 1
+                _deliver_again(signum)
+                return None
+            deferred[0] = 0
             raise KeyboardInterrupt
         return handler(signum, frame)
 
-    def signal_(signalnum: int, handler: Any) -> Any:
-        if signalnum != signal.SIGINT:
-            return set_handler(signalnum, handler)
-        set_handler(signalnum, noted if callable(handler) else handler)  # raises where signal.signal would
-        previous, script_handler[0] = script_handler[0], handler
-        return previous
-
-    def getsignal(signalnum: int) -> Any:
-        return script_handler[0] if signalnum == signal.SIGINT else get_handler(signalnum)
-
-    signal_.__doc__, getsignal.__doc__ = set_handler.__doc__, get_handler.__doc__
+    signal_view.configure(noted, script_handler)
     if callable(script_handler[0]):
-        set_handler(signal.SIGINT, noted)
-    signal.signal, signal.getsignal = signal_, getsignal
+        # through _signal, the C module: the stdlib's Python wrapper would count as the script's
+        # host time (runtime/host/pyhost.py counts the frames outside this package)
+        _signal.signal(int(signal.SIGINT), noted)
+    signal.signal, signal.getsignal = signal_view.signal, signal_view.getsignal
