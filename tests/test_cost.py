@@ -738,3 +738,54 @@ def test_preload_reaches_every_cached_data_loader():
     preload.preload("h200")
     cold = [name for name, fn in loaders if fn.cache_info().currsize == 0]
     assert not cold, f"cost/preload.py does not load {cold}"
+
+
+# ---- convolution operands in cuDNN's memory format (cost.CONV_OPERANDS)
+
+def _cl(shape, dtype="bfloat16"):
+    n, c, h, w = shape
+    return T(shape, dtype, stride=(h * w * c, 1, w * c, c))
+
+
+def test_channels_last_suggestion_follows_atens_strides_rule():
+    torch = pytest.importorskip("torch")
+    from phantora_prof.cost import strides_like_channels_last
+
+    cases = [((256, 64, 1, 1), torch.channels_last), ((256, 64, 1, 1), torch.contiguous_format),
+             ((8, 3, 32, 32), torch.channels_last), ((8, 1, 1, 1), torch.contiguous_format),
+             ((8, 16, 1, 1), torch.channels_last), ((2, 4, 3, 5, 6), torch.channels_last_3d),
+             ((2, 4, 3, 5, 6), torch.contiguous_format)]
+    for shape, fmt in cases:
+        t = torch.empty(shape, memory_format=fmt)
+        want = torch._prims_common.suggest_memory_format(t) is not torch.contiguous_format
+        assert strides_like_channels_last(tuple(t.shape), tuple(t.stride())) == want, (shape, fmt)
+
+
+def test_nchw_input_with_a_channels_last_weight_is_copied_to_channels_last_first():
+    """PoolFormer's 1x1 convolutions on the H200: the GroupNorm's NCHW output is copied to
+    channels-last (a strided copy kernel), then the channels-last convolution runs."""
+    from phantora_prof.cost import copied_operands
+
+    x, w = T((128, 64, 56, 56), "bfloat16"), _cl((256, 64, 1, 1))
+    out = _cl((128, 256, 56, 56))
+    args = [x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1]
+    assert copied_operands("aten::convolution", args) == [0]
+    mixed = estimate(call("aten::convolution", args, [out]), "h200")
+    both_cl = estimate(call("aten::convolution", [_cl(x.shape)] + args[1:], [out]), "h200")
+    clone = estimate(call("aten::clone", [x], [_cl(x.shape)]), "h200")
+    assert [k.name for k in mixed] == [k.name for k in clone + both_cl]  # the copy, then the channels-last kernels
+    assert sum(k.duration_ns for k in mixed) == sum(k.duration_ns for k in clone + both_cl)
+    # every operand in one format already: nothing copied
+    assert copied_operands("aten::convolution", [_cl(x.shape)] + args[1:]) == []
+    assert copied_operands("aten::convolution", [x, T(w.shape, "bfloat16")] + args[2:]) == []
+
+
+def test_a_backward_copies_the_gradient_into_the_operands_format():
+    """A transposed (N, HW, C) -> (N, C, H, W) gradient (ViT's patch embedding) is channels-last
+    strided while its NCHW input and weight are not: ATen makes it contiguous first."""
+    from phantora_prof.cost import copied_operands
+
+    grad = _cl((64, 768, 14, 14))
+    x, w = T((64, 3, 224, 224), "bfloat16"), T((768, 3, 16, 16), "bfloat16")
+    args = [grad, x, w, [768], [16, 16], [0, 0], [1, 1], False, [0, 0], 1, [False, True, True]]
+    assert copied_operands("aten::convolution_backward", args) == [0]

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # facts of PyTorch / CUDA / Kineto, interpolation and error-band parameters (GPU-independent,
 # documented where they are defined), units and bookkeeping.
 NOT_GPU_CONSTANTS = {
-    "phantora_prof/cost/__init__.py": {"_CACHE_MAX", "BLAS_OPERANDS", "CONTIGUOUS_OPERANDS"},  # argument positions
+    "phantora_prof/cost/__init__.py": {"_CACHE_MAX", "BLAS_OPERANDS", "CONTIGUOUS_OPERANDS", "CONV_OPERANDS"},  # argument positions
     "phantora_prof/cost/errorband.py": {"Z90", "HOST_SIGMA", "BAND_SCALE", "ROOFLINE_NOTE_SHARE", "DEFAULT_SIGMA", "MIN_SAMPLES"},
     "phantora_prof/cost/families.py": {"BANDWIDTH", "DIM_BANDWIDTH", "_NORMALIZED_SHAPE_ARG"},
     "phantora_prof/cost/gpus.py": {"TFLOP", "TB", "GB", "MiB"},  # datasheet units
@@ -32,6 +32,7 @@ NOT_GPU_CONSTANTS = {
     "phantora_prof/cost/measured.py": {"ROW_EXTRAPOLATE", "GEMM_K", "GEMM_POWER", "ATTN_K", "ATTN_POWER",
                                        "MISMATCH_PENALTY"},
     "phantora_prof/cost/ops.py": {"RNN_GATES"},  # cuDNN's gates per RNN mode
+    "phantora_prof/engine/coordinator.py": {"SIGINT_NOTE_WAIT_S"},  # how long a Ctrl-C waits for the ranks' notes (real seconds)
     "phantora_prof/engine/collectives.py": {"_RANKS_SHOWN"},  # torch.profiler's kTruncatLength (trace format)
     "phantora_prof/engine/host_layout.py": {"_NO_KEY", "_MAX_SHIFT_NS", "_CLOSE_NS"},
     "phantora_prof/engine/kineto_args.py": {"TENSOR_LIST_DISPLAY_LENGTH_LIMIT"},

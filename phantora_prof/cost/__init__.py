@@ -263,7 +263,7 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
     trivial = _trivial_power(op, base)
     if trivial is not None:
         return _estimate(trivial, gpu, allow_tf32, use_table, use_measured, use_family, source)
-    if base in BLAS_OPERANDS or base in CONTIGUOUS_OPERANDS:
+    if base in BLAS_OPERANDS or base in CONTIGUOUS_OPERANDS or base in CONV_OPERANDS:
         parts = _operand_copies(op, base)
         if parts is not None:  # operands cloned contiguous first, then the op on the copies
             return [k for part in parts for k in _estimate(part, gpu, allow_tf32, use_table, use_measured,
@@ -363,6 +363,15 @@ BLAS_OPERANDS = {"mm": (0, 1), "addmm": (1, 2), "_addmm_activation": (1, 2), "bm
 # H200) is cloned inside the op first
 CONTIGUOUS_OPERANDS = {"native_layer_norm": (0,), "native_layer_norm_backward": (0, 1), "_fused_rms_norm": (0,),
                        "_fused_rms_norm_backward": (0, 1)}
+# convolutions and the positions of (input, weight[, grad_output]): ATen hands cuDNN every operand
+# in one memory format, channels-last when the input or the weight is (cudnn_conv_suggest_memory
+# _format), else contiguous, and copies those in another first (`input.contiguous(format)` in
+# _convolution and convolution_backward, `weight.contiguous(format)` in cuDNN's wrapper).
+# PoolFormer's 1x1 convolutions take the NCHW output of a GroupNorm with channels-last weights:
+# on the H200 a strided copy to channels-last (117 us for 128x64x56x56 bf16), then the
+# channels-last kernel (84 us), where the NCHW point priced the call as NCHW cuDNN
+CONV_OPERANDS = {"convolution": (0, 1), "_convolution": (0, 1), "cudnn_convolution": (0, 1),
+                 "convolution_backward": (0, 1, 2)}
 
 
 def copied_operands(name: str, args: tuple) -> list[int]:
@@ -375,17 +384,95 @@ def copied_operands(name: str, args: tuple) -> list[int]:
         positions, needs = BLAS_OPERANDS[base], _R.blas_needs_copy
     elif base in CONTIGUOUS_OPERANDS:
         positions, needs = CONTIGUOUS_OPERANDS[base], _not_contiguous
+    elif base in CONV_OPERANDS:
+        return _conv_copied_operands(base, args)
     else:
         return []
     out = []
     for i in positions:
-        t = args[i] if i < len(args) else None
-        if t is not None and hasattr(t, "shape") and hasattr(t, "stride") and not isinstance(t, (list, tuple)):
-            shape = tuple(t.shape)
-            stride = tuple(t.stride) if isinstance(t, TensorArg) else tuple(t.stride())
-            if needs(shape, stride):
-                out.append(i)
+        shape, stride = _shape_stride(args[i] if i < len(args) else None)
+        if shape is not None and needs(shape, stride):
+            out.append(i)
     return out
+
+
+def _shape_stride(t) -> tuple[tuple | None, tuple | None]:
+    """(shape, strides) of a TensorArg or a tensor; (None, None) for anything else."""
+    if t is None or not hasattr(t, "shape") or not hasattr(t, "stride") or isinstance(t, (list, tuple)):
+        return None, None
+    return tuple(t.shape), (tuple(t.stride) if isinstance(t, TensorArg) else tuple(t.stride()))
+
+
+def _conv_copied_operands(base: str, args: tuple) -> list[int]:
+    """The operands of a convolution not in the memory format cuDNN runs it in (CONV_OPERANDS)."""
+    positions = CONV_OPERANDS[base]
+    inp, weight = (1, 2) if base == "convolution_backward" else (0, 1)
+    fmt = conv_memory_format(*_shape_stride(args[inp] if inp < len(args) else None),
+                             *_shape_stride(args[weight] if weight < len(args) else None))
+    if fmt is None:
+        return []
+    out = []
+    for i in positions:
+        shape, stride = _shape_stride(args[i] if i < len(args) else None)
+        if shape is not None and len(shape) == len(fmt[0]) and not _dense_in(shape, stride, fmt[1]):
+            out.append(i)
+    return out
+
+
+def conv_memory_format(shape, stride, wshape, wstride) -> tuple[tuple, str] | None:
+    """(the input's shape, "c" / "cl") of the memory format ATen runs a cuDNN convolution in:
+    channels-last (-3d) when the input or the weight suggests it, else contiguous. None for
+    anything but 4-D / 5-D operands."""
+    if shape is None or wshape is None or len(shape) not in (4, 5) or len(wshape) != len(shape):
+        return None
+    cl = strides_like_channels_last(shape, stride) or strides_like_channels_last(wshape, wstride)
+    return shape, ("cl" if cl else "c")
+
+
+def strides_like_channels_last(shape: tuple, stride: tuple) -> bool:
+    """ATen's is_channels_last_strides_2d / _3d (what `suggest_memory_format` reads): the strides
+    of size-1 dims count, so a 1x1 convolution weight made channels-last ((64, 1, 64, 64) for
+    (256, 64, 1, 1)) suggests channels-last although it is also contiguous, and a contiguous one
+    ((64, 1, 1, 1)) does not."""
+    if len(shape) == 4:
+        order = (1, 3, 2, 0)
+    elif len(shape) == 5:
+        order = (1, 4, 3, 2, 0)
+    else:
+        return False
+    if stride[1] == 0:
+        return False
+    lowest = 0
+    for d in order:
+        if shape[d] == 0 or stride[d] < lowest:
+            return False
+        if d == 0 and lowest == stride[1]:
+            return False  # ambiguous (N, 1, 1, 1): NCHW, as ATen falls back
+        lowest = stride[d] * (shape[d] if shape[d] > 1 else 1)
+    return True
+
+
+def _dense_in(shape: tuple, stride: tuple, fmt: str) -> bool:
+    """Whether strides are those of a dense tensor in memory format `fmt` ("c": contiguous,
+    "cl": channels-last / -3d: the channels innermost, then the spatial dims, then the batch);
+    size-1 dims' strides do not matter."""
+    if fmt == "c":
+        return _R.contiguous_strides(shape, stride)
+    order = (0,) + tuple(range(2, len(shape))) + (1,)  # N, spatial..., C: outermost to innermost
+    return _R.contiguous_strides(tuple(shape[i] for i in order), tuple(stride[i] for i in order))
+
+
+def _in_format(t: TensorArg, fmt: str) -> TensorArg:
+    """`t` copied dense into memory format `fmt` ("c" or "cl"), as `t.contiguous(format)` makes it."""
+    if fmt == "c":
+        return _contiguous(t)
+    order = (0,) + tuple(range(2, len(t.shape))) + (1,)
+    stride = [0] * len(t.shape)
+    expected = 1
+    for i in reversed(order):
+        stride[i] = expected
+        expected *= max(1, t.shape[i])
+    return TensorArg(t.shape, tuple(stride), t.dtype, t.device)
 
 
 def _not_contiguous(shape: tuple, stride: tuple) -> bool:
@@ -414,9 +501,14 @@ def _operand_copies(op: OpCall, base: str) -> list[OpCall] | None:
         return None
     args = list(op.args)
     copies = []
+    base = _split_name(op.name)[1]
+    fmt = "c"
+    if base in CONV_OPERANDS:
+        inp, weight = (1, 2) if base == "convolution_backward" else (0, 1)
+        fmt = conv_memory_format(*_shape_stride(args[inp]), *_shape_stride(args[weight]))[1]
     for i in positions:
         t = args[i]
-        dense = _contiguous(t)
+        dense = _in_format(t, fmt)
         copies.append(dataclasses.replace(op, name="aten::clone", args=(t,), kwargs={}, outputs=(dense,)))
         args[i] = dense
     return copies + [dataclasses.replace(op, args=tuple(args))]

@@ -28,7 +28,7 @@ import threading
 from typing import Any
 
 from phantora_prof.runtime.device.allocator import _models
-from phantora_prof.cost import CONTIGUOUS_OPERANDS, copied_operands
+from phantora_prof.cost import CONTIGUOUS_OPERANDS, CONV_OPERANDS, copied_operands
 from phantora_prof.cost.kernels import reduce_block
 
 # ---------------------------------------------------------------- CUDA reductions' scratch
@@ -173,8 +173,9 @@ GEMM_OPS = frozenset({
 })
 
 
-# ops that clone a non-contiguous operand inside (cost.CONTIGUOUS_OPERANDS: layer norms)
-CLONING_OPS = frozenset("aten::" + base for base in CONTIGUOUS_OPERANDS)
+# ops that clone a non-contiguous operand inside (cost.CONTIGUOUS_OPERANDS: layer norms), or one
+# in another memory format than cuDNN runs them in (cost.CONV_OPERANDS: convolutions)
+CLONING_OPS = frozenset("aten::" + base for base in (*CONTIGUOUS_OPERANDS, *CONV_OPERANDS))
 
 
 def _clones(m: Any, name: str, args: tuple) -> list:
@@ -209,7 +210,8 @@ def note_op(name: str, args: tuple, kwargs: dict, out: Any, device: int = 0) -> 
         m.gemm(lt=lt)
         _free(m, clones)
     elif name in CLONING_OPS:
-        # a layer norm's non-contiguous input: its contiguous clone lives while the op runs
+        # a layer norm's non-contiguous input, a convolution's operand in another memory format:
+        # its copy lives while the op runs
         _free(m, _clones(m, name, args))
     elif name in _REDUCTIONS:
         x = args[0] if args else None
