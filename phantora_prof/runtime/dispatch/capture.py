@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 import threading
 from typing import Any, Iterator
 
@@ -32,7 +33,8 @@ from phantora_prof.runtime.device import allocator, cuda_fakes, op_allocations, 
 from phantora_prof.runtime.dispatch import annotations, conv_layout, cuda_dispatch, cuda_queries, deferred_init, fake_wrap, meta_cache, op_recorder, sdpa, values
 from phantora_prof.runtime.host import dataloader, pyhost
 from phantora_prof.runtime.dispatch.tensors import tensors_in
-from phantora_prof.runtime.process import op_cpu
+from phantora_prof.runtime.process import interrupts, op_cpu
+from phantora_prof.runtime.process.interrupts import PENDING as _INTERRUPT
 from phantora_prof.runtime.process import state as _state
 from phantora_prof.runtime.distributed.pending import PENDING as _DIST_PENDING
 from phantora_prof.runtime.distributed.pending import consume as _dist_consume
@@ -216,13 +218,19 @@ class CaptureMode(TorchDispatchMode):
             self.st.self_profile.on_thread()
         host = self.st.pyhost
         if host is None:
-            return self._dispatch_one(func, types, args, kwargs)
-        pause, resume = host.native.pause, host.native.resume
-        pause()  # the simulator's own Python is not the program's (runtime/host/pyhost.py)
-        try:
-            return self._dispatch_one(func, types, args, kwargs)
-        finally:
-            resume()
+            out = self._dispatch_one(func, types, args, kwargs)
+        else:
+            pause, resume = host.native.pause, host.native.resume
+            pause()  # the simulator's own Python is not the program's (runtime/host/pyhost.py)
+            try:
+                out = self._dispatch_one(func, types, args, kwargs)
+            finally:
+                resume()
+        if _INTERRUPT.pending and threading.current_thread() is threading.main_thread():
+            # a Ctrl-C that came while this op was being simulated: raised as the op returns to
+            # the script, as real torch raises it after the C++ op (runtime/process/interrupts.py)
+            interrupts.raise_if_pending(sys._getframe(1))
+        return out
 
     def _dispatch_one(self, func, types, args, kwargs):
         """_dispatch under the lock that keeps threads' ops apart; a thread the program started

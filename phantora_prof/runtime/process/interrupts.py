@@ -31,14 +31,27 @@ from phantora_prof.runtime.process import signal_view
 
 # A KeyboardInterrupt raised inside the simulator's own Python (the capture mode in the middle of
 # an op, the channel in the middle of a message) would leave its state half updated, where real
-# torch finishes the C++ op and raises at the script's next bytecode; so the default handler
-# waits until the main thread is back in the script: the signal is sent again after
-# DEFER_S, up to MAX_DEFERRALS times (~1 s; then it raises wherever it lands).
+# torch finishes the C++ op and raises at the script's next bytecode. So when the default
+# handler finds the main thread inside the simulator, the interrupt is left pending: the
+# capture mode raises it when the op it is simulating returns to the script
+# (`raise_if_pending`, called by CaptureMode.__torch_dispatch__ on the main thread), and for
+# stretches with no op (a long wait), the signal is also sent again every DEFER_S until the
+# main thread is found in the script, for at most MAX_DEFERRALS rounds (then it raises where
+# it lands). Either way the script sees one KeyboardInterrupt.
 DEFER_S = 0.005
-MAX_DEFERRALS = 200
+MAX_DEFERRALS = 400
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 _PROGRAM_FILES = frozenset(os.path.join(_PACKAGE, "runtime", "process", name)
                            for name in ("bootstrap.py", "signal_view.py"))  # they run the script's code
+
+
+class _State:
+    pending = False  # a KeyboardInterrupt waits for the main thread to leave the simulator
+    redelivered = 0  # SIGINTs sent again by the timer and not yet handled (ours, not the user's)
+    rounds = 0
+
+
+PENDING = _State()
 
 
 def _inside_the_simulator(frame: Any) -> bool:
@@ -50,12 +63,48 @@ def _inside_the_simulator(frame: Any) -> bool:
     return False
 
 
+def raise_if_pending(caller: Any) -> None:
+    """Called on the main thread when a captured op returns to `caller` (a frame): raise the
+    pending KeyboardInterrupt there if `caller` is the script's (not a simulator frame an op
+    was dispatched from)."""
+    if PENDING.pending and not _inside_the_simulator(caller):
+        PENDING.pending = False
+        PENDING.rounds = 0
+        raise KeyboardInterrupt
+
+
+def _send_again(signum: int) -> None:
+    PENDING.redelivered += 1
+    try:
+        os.kill(os.getpid(), signum)
+    except OSError:
+        PENDING.redelivered -= 1
+
+
 def _deliver_again(signum: int) -> None:
     import threading
 
-    timer = threading.Timer(DEFER_S, os.kill, (os.getpid(), signum))
+    timer = threading.Timer(DEFER_S, _send_again, (signum,))
     timer.daemon = True
     timer.start()
+
+
+def _default_interrupt(signum: int, frame: Any) -> None:
+    """The default handler's KeyboardInterrupt, raised in the script's code only."""
+    ours = PENDING.redelivered > 0
+    if ours:
+        PENDING.redelivered -= 1
+        if not PENDING.pending:
+            return  # the capture mode raised it already: this re-delivery is stale
+    if _inside_the_simulator(frame) and PENDING.rounds < MAX_DEFERRALS:
+        PENDING.pending = True
+        if ours or PENDING.redelivered == 0:  # one timer at a time
+            PENDING.rounds += 1
+            _deliver_again(signum)
+        return
+    PENDING.pending = False
+    PENDING.rounds = 0
+    raise KeyboardInterrupt
 
 
 def install(rank: int) -> None:
@@ -67,8 +116,6 @@ def install(rank: int) -> None:
     path = sigint_note_path(os.path.dirname(address), rank)
     script_handler: list[Any] = [_signal.getsignal(int(signal.SIGINT))]
 
-    deferred = [0]
-
     def noted(signum: int, frame: Any) -> Any:
         try:
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
@@ -76,12 +123,7 @@ def install(rank: int) -> None:
             pass
         handler = script_handler[0]
         if handler is signal.default_int_handler:
-            if _inside_the_simulator(frame) and deferred[0] < MAX_DEFERRALS:
-                deferred[0] += 1
-                _deliver_again(signum)
-                return None
-            deferred[0] = 0
-            raise KeyboardInterrupt
+            return _default_interrupt(signum, frame)
         return handler(signum, frame)
 
     signal_view.configure(noted, script_handler)
