@@ -789,3 +789,25 @@ def test_a_backward_copies_the_gradient_into_the_operands_format():
     x, w = T((64, 3, 224, 224), "bfloat16"), T((768, 3, 16, 16), "bfloat16")
     args = [grad, x, w, [768], [16, 16], [0, 0], [1, 1], False, [0, 0], 1, [False, True, True]]
     assert copied_operands("aten::convolution_backward", args) == [0]
+
+
+def test_a_copy_that_moves_the_innermost_dim_is_a_transpose():
+    """NHWC <-> NCHW copies (timm ConvNeXt's, measured on the H200: 13.8 us for 64x7x7x768 bf16)
+    run TensorIterator's generic kernel at the `transpose` efficiency, whether the permuted side is
+    the source (copy_ into a contiguous tensor) or the destination (a clone into channels-last);
+    a copy_ is classed by both of its tensors, not by its destination alone (which made this one a
+    dense DtoD memcpy)."""
+    from phantora_prof.cost import families as F
+
+    shape = (64, 7, 7, 768)
+    dst, src = T(shape, "bfloat16"), T(shape, "bfloat16", stride=(37632, 7, 1, 49))
+    copy = call("aten::copy_", [dst, src], [dst])
+    assert F.class_key(copy, "copy_") == "bfloat16|transpose"
+    (k,) = estimate(copy, "h200")
+    assert k.name.startswith("void at::native::elementwise_kernel<128, 4") and k.kind == K.KIND_KERNEL
+    assert 12_000 < k.duration_ns < 15_500
+    # a head permute keeps its innermost run: the swept `perm` class, not a transpose
+    q = T((8, 12, 1024, 64), "bfloat16", stride=(786432, 64, 768, 1))
+    assert F.class_key(call("aten::clone", [q], [T(q.shape, "bfloat16")]), "clone") == "bfloat16|perm"
+    # the same layout on both sides: a dense copy as before
+    assert F.class_key(call("aten::copy_", [dst, T(shape, "bfloat16")], [dst]), "copy_") == "bfloat16|dense"

@@ -237,30 +237,40 @@ def class_key(op, base: str) -> str:
                 lay = "dense"
             parts += [lay, kind]
         else:
-            if lay == "dense" and base in _TRANSPOSING_COPIES and _written_in_another_order(op, t):
-                lay = "perm"
+            if base in _COPIES:
+                lay = _copy_layout(op, base, lay)
             parts.append(lay)
     return "|".join(str(p) for p in parts)
 
 
-# copies whose output can be dense in another dim order than their input (`x.contiguous(
-# memory_format=torch.channels_last)`, `clone(memory_format=...)`, `.to(memory_format=...)`)
-_TRANSPOSING_COPIES = frozenset(("clone", "_to_copy"))
+_COPIES = frozenset(("clone", "_to_copy", "copy_"))
 
 
-def _written_in_another_order(op, src: TensorArg | None) -> bool:
-    """A copy of a contiguous tensor into one dense in another order (NCHW into channels-last, as
-    ATen copies a convolution's operands into cuDNN's format): the transposing copy kernel the
-    `perm` class measured (a permuted input written contiguous), not a dense copy. PoolFormer's
-    NCHW -> channels-last copy of 128x116x28x28 bf16 took 47.8 us on the H200, where the dense
-    roofline priced it at 17.6 us."""
+def _copy_layout(op, base: str, lay: str) -> str:
+    """A copy's class by how it moves the data: `transpose` when source and destination are
+    dense in orders whose innermost dims differ (NCHW <-> channels-last, a transposed sequence
+    made contiguous: no swept class; ops.copy_op prices it with the `transpose` efficiency),
+    `perm` when the orders differ but the innermost run is kept (a head permute: the swept
+    `perm` points), else the first tensor's layout. A copy_'s first tensor is its destination,
+    which alone made a permuted source's copy into a contiguous tensor a dense one (priced from
+    the dense copies' Memcpy DtoD points: timm ConvNeXt's NHWC -> NCHW copy of 64x7x7x768 bf16
+    at 5.9 us against 13.8 on the H200)."""
+    from phantora_prof.cost.ops import transposing_copy
     from phantora_prof.cost.roofline import dense_order
 
-    out = op.outputs[0] if op.outputs and isinstance(op.outputs[0], TensorArg) else None
-    if src is None or out is None or out.shape != src.shape:
-        return False
-    a, b = dense_order(src), dense_order(out)
-    return a is not None and b is not None and a != b
+    if base == "copy_":
+        dst, src = (op.args[0] if op.args else None), (op.args[1] if len(op.args) > 1 else None)
+    else:
+        src = op.args[0] if op.args else None
+        dst = op.outputs[0] if op.outputs else None
+    if not isinstance(src, TensorArg) or not isinstance(dst, TensorArg) or src.shape != dst.shape:
+        return lay
+    if transposing_copy(src, dst):
+        return "transpose"
+    a, b = dense_order(src), dense_order(dst)
+    if a is not None and b is not None and a != b:
+        return "perm"
+    return lay
 
 
 def _logical_kind_agrees(op, t: TensorArg | None, kind: str) -> bool:
