@@ -22,6 +22,8 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable
 
+from tracing.atomic import temporaries_of
+
 log = logging.getLogger(__name__)
 
 SERIAL_ENV = "PHANTORA_SERIAL_WRITES"
@@ -113,7 +115,7 @@ class ForkedWrites:
             except OSError:
                 pass
             os.close(read_end)
-            for tmp in path.parent.glob(f".{path.name}.{pid}.*.tmp"):  # tracing.kineto.write_kineto's name
+            for tmp in temporaries_of(path, pid):  # the child's half-written file (tracing/atomic.py)
                 try:
                     tmp.unlink()
                 except OSError:

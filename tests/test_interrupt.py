@@ -88,15 +88,13 @@ def test_signal_stops_every_rank_and_writes_valid_traces(tmp_path, sig, nproc, g
     assert (tmp_path / "t" / "run.pftrace").stat().st_size > 0
 
 
-@pytest.mark.parametrize("code", [0, 3])
-def test_a_script_that_handles_sigterm_finishes_and_keeps_its_exit_status(tmp_path, code):
-    """As under `python` (and within torchrun's 30 s grace): the script's SIGTERM handler ends
-    its loop, its checkpoint takes longer than a few seconds of real time and is written whole,
-    and the run's exit status is the script's own, not 128 + 15."""
+def _signal_after_first_iter(tmp_path, script: str, args: list[str], send, new_session: bool = False):
+    """Run SCRIPT (from tests/scripts) under `phantora-prof --no-trace`, call `send(proc)` once it
+    printed its first "iter" line, and return (proc, stdout, stderr) when it has ended."""
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), COLUMNS="200")
-    proc = subprocess.Popen([PY, "-m", "phantora_prof", "--no-trace", PY, str(SCRIPTS / "graceful_stop.py"),
-                             str(tmp_path), "5", str(code)],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([PY, "-m", "phantora_prof", "--no-trace", PY, str(SCRIPTS / script), *args],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=new_session)
     try:
         line = ""
         deadline = time.monotonic() + 120
@@ -105,11 +103,21 @@ def test_a_script_that_handles_sigterm_finishes_and_keeps_its_exit_status(tmp_pa
             if not line:
                 break
         assert "iter" in line, proc.stderr.read()[-3000:] if proc.poll() is not None else "no progress"
-        proc.send_signal(signal.SIGTERM)
+        send(proc)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
+    return proc, out, err
+
+
+@pytest.mark.parametrize("code", [0, 3])
+def test_a_script_that_handles_sigterm_finishes_and_keeps_its_exit_status(tmp_path, code):
+    """As under `python` (and within torchrun's 30 s grace): the script's SIGTERM handler ends
+    its loop, its checkpoint takes longer than a few seconds of real time and is written whole,
+    and the run's exit status is the script's own, not 128 + 15."""
+    proc, out, err = _signal_after_first_iter(tmp_path, "graceful_stop.py", [str(tmp_path), "5", str(code)],
+                                              lambda p: p.send_signal(signal.SIGTERM))
     assert "caught SIGTERM" in out and "saved" in out, err[-3000:]
     assert (tmp_path / "checkpoint").exists()
     assert proc.returncode == code, err[-3000:]
@@ -123,27 +131,9 @@ def test_ctrl_c_reaches_a_script_once_and_its_save_completes(tmp_path, group):
     the rank at once (a terminal's Ctrl-C), and the CLI must not interrupt the rank's save a
     second time; otherwise it reaches the CLI alone (`kill -INT`) and is passed on once. Either
     way the script saves and exits 0, as under `python`."""
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), COLUMNS="200")
-    proc = subprocess.Popen([PY, "-m", "phantora_prof", "--no-trace", PY, str(SCRIPTS / "interrupt_save.py"),
-                             str(tmp_path), "3"],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    try:
-        line = ""
-        deadline = time.monotonic() + 120
-        while "iter" not in line and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-        assert "iter" in line, proc.stderr.read()[-3000:] if proc.poll() is not None else "no progress"
-        if group:
-            os.killpg(proc.pid, signal.SIGINT)
-        else:
-            proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    send = (lambda p: os.killpg(p.pid, signal.SIGINT)) if group else (lambda p: p.send_signal(signal.SIGINT))
+    proc, out, err = _signal_after_first_iter(tmp_path, "interrupt_save.py", [str(tmp_path), "3"], send,
+                                              new_session=True)
     assert out.count("interrupted") == 1 and "saved" in out, out[-2000:] + err[-3000:]
     assert (tmp_path / "checkpoint").exists()
     assert proc.returncode == 0, err[-3000:]
@@ -155,24 +145,8 @@ def test_ctrl_c_reaches_a_script_once_and_its_save_completes(tmp_path, group):
 def test_an_unhandled_ctrl_c_prints_python_s_traceback(tmp_path):
     """No handler in the script: KeyboardInterrupt ends it with python's traceback (the script's
     frames only) and the run exits 130."""
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), COLUMNS="200")
-    proc = subprocess.Popen([PY, "-m", "phantora_prof", "--no-trace", PY, str(SCRIPTS / "until_killed.py"),
-                             str(tmp_path)],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    try:
-        line = ""
-        deadline = time.monotonic() + 120
-        while "iter" not in line and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-        assert "iter" in line, proc.stderr.read()[-3000:] if proc.poll() is not None else "no progress"
-        os.killpg(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    proc, out, err = _signal_after_first_iter(tmp_path, "until_killed.py", [str(tmp_path)],
+                                              lambda p: os.killpg(p.pid, signal.SIGINT), new_session=True)
     assert proc.returncode == 130, err[-3000:]
     tb = err[err.index("Traceback"):]
     assert tb.count("KeyboardInterrupt") == 1 and "until_killed.py" in tb

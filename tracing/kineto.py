@@ -37,13 +37,13 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import os
 import zlib
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from tracing.atomic import atomic_file
 from tracing.model import RankTrace
 
 __all__ = ["TraceFormatError", "write_kineto", "render_kineto", "load_trace", "format_us"]
@@ -262,20 +262,8 @@ def write_kineto(trace: RankTrace, path: str | Path) -> Path:
     if path.name.endswith(".gz"):
         # Deterministic: mtime 0 and no file name in the header (gzip.compress does both).
         data = gzip.compress(data, compresslevel=_GZIP_LEVEL, mtime=0)
-    directory = path.parent
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    with atomic_file(path) as f:
+        f.write(data)
     return path
 
 

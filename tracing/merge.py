@@ -28,13 +28,13 @@ ValueError) with a one-line message naming the file.
 from __future__ import annotations
 
 import gzip
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from tracing.atomic import atomic_file
 from tracing.kineto import load_trace
 
 __all__ = ["MergeError", "merge_kineto", "trace_files", "PID_STRIDE"]
@@ -106,26 +106,13 @@ def merge_kineto(inputs: str | Path | Iterable[str | Path], out_path: str | Path
     """Merge per-rank Kineto traces into one Chrome JSON trace at `out_path`; returns it."""
     files = trace_files(inputs)
     out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_path.parent / f".{out_path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    raw = os.fdopen(fd, "wb", buffering=1 << 20)
-    try:
+    with atomic_file(out_path, buffering=1 << 20) as raw:
         f = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") if out_path.name.endswith(".gz") else raw
         try:
             _merge_into(files, f, out_path)
         finally:
             if f is not raw:
                 f.close()
-            raw.close()
-        os.replace(tmp, out_path)
-    except BaseException:
-        raw.close()
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
     return out_path
 
 

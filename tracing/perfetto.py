@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-import os
 import struct
 import zlib
 from bisect import bisect_right
@@ -49,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from tracing.kineto import _dumps, _json_default
+from tracing.atomic import atomic_file
 from tracing.model import RankTrace
 
 __all__ = ["write_perfetto", "PerfettoStats", "flow_id", "collective_flow_id", "MEMORY_COUNTERS"]
@@ -585,26 +585,14 @@ def write_perfetto(traces: Iterable[RankTrace], path: str | Path, *, stats: Perf
     Returns the path."""
     path = Path(path)
     stats = stats if stats is not None else PerfettoStats()
-    directory = path.parent
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb", buffering=1 << 20) as f:
-            sink = _Deflate(f) if compress else f
-            w = _Writer(sink, stats)
-            for tr in traces:
-                w.rank(tr)
-            if compress:
-                sink.flush()
-            stats.bytes = f.tell()
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    with atomic_file(path, buffering=1 << 20) as f:
+        sink = _Deflate(f) if compress else f
+        w = _Writer(sink, stats)
+        for tr in traces:
+            w.rank(tr)
+        if compress:
+            sink.flush()
+        stats.bytes = f.tell()
     return path
 
 

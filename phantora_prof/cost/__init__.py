@@ -405,28 +405,34 @@ def _shape_stride(t) -> tuple[tuple | None, tuple | None]:
 
 def _conv_copied_operands(base: str, args: tuple) -> list[int]:
     """The operands of a convolution not in the memory format cuDNN runs it in (CONV_OPERANDS)."""
-    positions = CONV_OPERANDS[base]
-    inp, weight = (1, 2) if base == "convolution_backward" else (0, 1)
-    fmt = conv_memory_format(*_shape_stride(args[inp] if inp < len(args) else None),
-                             *_shape_stride(args[weight] if weight < len(args) else None))
+    fmt = _conv_format(base, args)
     if fmt is None:
         return []
     out = []
-    for i in positions:
+    for i in CONV_OPERANDS[base]:
         shape, stride = _shape_stride(args[i] if i < len(args) else None)
-        if shape is not None and len(shape) == len(fmt[0]) and not _dense_in(shape, stride, fmt[1]):
+        if shape is not None and len(shape) == fmt[0] and not _dense_in(shape, stride, fmt[1]):
             out.append(i)
     return out
 
 
-def conv_memory_format(shape, stride, wshape, wstride) -> tuple[tuple, str] | None:
-    """(the input's shape, "c" / "cl") of the memory format ATen runs a cuDNN convolution in:
-    channels-last (-3d) when the input or the weight suggests it, else contiguous. None for
-    anything but 4-D / 5-D operands."""
+def _conv_format(base: str, args: tuple) -> tuple[int, str] | None:
+    """(rank, "c" / "cl") of the memory format a convolution op's operands run in, from its
+    input and weight (conv_memory_format); None for anything but 4-D / 5-D ones."""
+    inp, weight = (1, 2) if base == "convolution_backward" else (0, 1)
+    shape, stride = _shape_stride(args[inp] if inp < len(args) else None)
+    fmt = conv_memory_format(shape, stride, *_shape_stride(args[weight] if weight < len(args) else None))
+    return None if fmt is None else (len(shape), fmt)
+
+
+def conv_memory_format(shape, stride, wshape, wstride) -> str | None:
+    """"cl" or "c": the memory format ATen runs a cuDNN convolution in, channels-last (-3d) when
+    the input or the weight suggests it, else contiguous. None for anything but 4-D / 5-D
+    operands."""
     if shape is None or wshape is None or len(shape) not in (4, 5) or len(wshape) != len(shape):
         return None
     cl = strides_like_channels_last(shape, stride) or strides_like_channels_last(wshape, wstride)
-    return shape, ("cl" if cl else "c")
+    return "cl" if cl else "c"
 
 
 def strides_like_channels_last(shape: tuple, stride: tuple) -> bool:
@@ -452,24 +458,24 @@ def strides_like_channels_last(shape: tuple, stride: tuple) -> bool:
     return True
 
 
+def _format_order(ndim: int, fmt: str) -> tuple[int, ...]:
+    """The dims of memory format `fmt` from outermost to innermost ("c": contiguous, "cl":
+    channels-last / -3d: the batch, the spatial dims, then the channels)."""
+    return tuple(range(ndim)) if fmt == "c" else (0,) + tuple(range(2, ndim)) + (1,)
+
+
 def _dense_in(shape: tuple, stride: tuple, fmt: str) -> bool:
-    """Whether strides are those of a dense tensor in memory format `fmt` ("c": contiguous,
-    "cl": channels-last / -3d: the channels innermost, then the spatial dims, then the batch);
-    size-1 dims' strides do not matter."""
-    if fmt == "c":
-        return _R.contiguous_strides(shape, stride)
-    order = (0,) + tuple(range(2, len(shape))) + (1,)  # N, spatial..., C: outermost to innermost
+    """Whether strides are those of a dense tensor in memory format `fmt`; size-1 dims' strides
+    do not matter."""
+    order = _format_order(len(shape), fmt)
     return _R.contiguous_strides(tuple(shape[i] for i in order), tuple(stride[i] for i in order))
 
 
-def _in_format(t: TensorArg, fmt: str) -> TensorArg:
-    """`t` copied dense into memory format `fmt` ("c" or "cl"), as `t.contiguous(format)` makes it."""
-    if fmt == "c":
-        return _contiguous(t)
-    order = (0,) + tuple(range(2, len(t.shape))) + (1,)
+def _in_format(t: TensorArg, fmt: str = "c") -> TensorArg:
+    """`t` copied dense into memory format `fmt`, as `t.contiguous(format)` makes it."""
     stride = [0] * len(t.shape)
     expected = 1
-    for i in reversed(order):
+    for i in reversed(_format_order(len(t.shape), fmt)):
         stride[i] = expected
         expected *= max(1, t.shape[i])
     return TensorArg(t.shape, tuple(stride), t.dtype, t.device)
@@ -479,19 +485,12 @@ def _not_contiguous(shape: tuple, stride: tuple) -> bool:
     return not _R.contiguous_strides(shape, stride)
 
 
-def _contiguous(t: TensorArg) -> TensorArg:
-    expected, stride = 1, []
-    for size in reversed(t.shape):
-        stride.append(expected)
-        expected *= max(1, size)
-    return TensorArg(t.shape, tuple(reversed(stride)), t.dtype, t.device)
-
-
 def _operand_copies(op: OpCall, base: str) -> list[OpCall] | None:
     """An op with operands its CUDA kernels cannot take as they are (`copied_operands`: a GEMM's
     expanded, stride-0 gradient, as `loss.sum().backward()` gives the first backward GEMMs; a
-    layer norm's transposed input), as what a CUDA build runs: each operand's contiguous clone
-    (a strided copy kernel), then the op on the clones. Measured on the H200: a clone and a
+    layer norm's transposed input; a convolution's operand in another memory format than cuDNN
+    is given), as what a CUDA build runs: each operand's clone in the layout the kernels take
+    (contiguous; cuDNN's format for a convolution), then the op on the clones. Measured on the H200: a clone and a
     transient allocation of the operand's size inside the op (session 20's memory traces, session
     21's whisper profile). None when every operand is usable."""
     import dataclasses
@@ -501,11 +500,7 @@ def _operand_copies(op: OpCall, base: str) -> list[OpCall] | None:
         return None
     args = list(op.args)
     copies = []
-    base = _split_name(op.name)[1]
-    fmt = "c"
-    if base in CONV_OPERANDS:
-        inp, weight = (1, 2) if base == "convolution_backward" else (0, 1)
-        fmt = conv_memory_format(*_shape_stride(args[inp]), *_shape_stride(args[weight]))[1]
+    fmt = _conv_format(base, args)[1] if base in CONV_OPERANDS else "c"
     for i in positions:
         t = args[i]
         dense = _in_format(t, fmt)

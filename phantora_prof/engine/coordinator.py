@@ -144,10 +144,9 @@ class Coordinator:
             for i, p in enumerate(procs):
                 if i in self._signalled or p.poll() is not None:
                     continue
-                if interrupt and os.path.exists(protocol.sigint_note_path(self.socket_dir, rank_of[i])):
-                    self._signalled.add(i)
-                    continue
                 self._signalled.add(i)
+                if interrupt and os.path.exists(protocol.sigint_note_path(self.socket_dir, rank_of[i])):
+                    continue  # it got the SIGINT itself
                 try:
                     p.send_signal(signal.SIGINT if interrupt else signal.SIGTERM)  # the rank flushes and ends
                 except OSError:

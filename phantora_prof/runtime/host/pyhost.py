@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 
 MODULE = "phantora_pyhost"
 PACKAGE_DIR = Path(__file__).resolve().parents[2]  # phantora_prof/
+# files of the package whose frames count as the program's: the bootstrap runs the script;
+# signal_view stands for the stdlib's signal.signal / getsignal
+PROGRAM_FILES = frozenset(str(PACKAGE_DIR / "runtime" / "process" / name) for name in ("bootstrap.py", "signal_view.py"))
 _SOURCE_REL = Path("native") / "pyhost" / "pyhost.c"
 # Diagnostics: a folder where each rank writes what Python it was charged for, per function
 # (pyhost-rank<N>.json: [[file, first line, qualname, calls, opcodes], ...]). Slower.
@@ -194,9 +197,7 @@ def install(py_call_ns: float, opcode_ns: float, subclass_opcode_ns: float | Non
         log.warning("no C compiler found: Python code between ops costs no simulated time in this run "
                     "(install gcc or clang to have it counted)")
         return None
-    # the bootstrap runs the script; signal_view stands for the stdlib's signal.signal / getsignal
-    exempt = [str(PACKAGE_DIR / "runtime" / "process" / name) for name in ("bootstrap.py", "signal_view.py")]
-    native.configure(str(PACKAGE_DIR) + os.sep, exempt)
+    native.configure(str(PACKAGE_DIR) + os.sep, sorted(PROGRAM_FILES))
     for code in _mode_only_code() + _blocking_wait_code():
         native.mark_ours(code)
     host = PythonHostTime(native, py_call_ns, opcode_ns, subclass_opcode_ns)

@@ -26,6 +26,7 @@ from typing import Any
 import _signal
 
 from phantora_prof.protocol import COORDINATOR_ENV, sigint_note_path
+from phantora_prof.runtime.host.pyhost import PACKAGE_DIR, PROGRAM_FILES
 from phantora_prof.runtime.process import signal_view
 
 
@@ -40,9 +41,7 @@ from phantora_prof.runtime.process import signal_view
 # it lands). Either way the script sees one KeyboardInterrupt.
 DEFER_S = 0.005
 MAX_DEFERRALS = 400
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
-_PROGRAM_FILES = frozenset(os.path.join(_PACKAGE, "runtime", "process", name)
-                           for name in ("bootstrap.py", "signal_view.py"))  # they run the script's code
+_PACKAGE = str(PACKAGE_DIR) + os.sep
 
 
 class _State:
@@ -57,7 +56,7 @@ PENDING = _State()
 def _inside_the_simulator(frame: Any) -> bool:
     while frame is not None:
         filename = frame.f_code.co_filename
-        if filename.startswith(_PACKAGE) and filename not in _PROGRAM_FILES:
+        if filename.startswith(_PACKAGE) and filename not in PROGRAM_FILES:
             return True
         frame = frame.f_back
     return False
