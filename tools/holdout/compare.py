@@ -74,6 +74,8 @@ CASES: dict[str, tuple[str, list[str]]] = {
     "tv_mnasnet": ("zoo.py", ["--model", "tv_mnasnet"]),
     **{m: ("zoo.py", ["--model", m]) for m in ("hf_whisper", "hf_wav2vec2", "hf_clip", "tv_r3d", "timm_maxvit")},
     **{m: ("zoo.py", ["--model", m]) for m in ("hf_qwen3", "hf_deberta", "timm_levit", "tv_googlenet")},
+    **{m: ("zoo.py", ["--model", m]) for m in ("hf_bloom", "hf_modernbert", "hf_segformer", "timm_nfnet",
+                                               "tv_vit_b32")},
     # torch.compile (issue #16, session 12): the reference gpt.py (fitted: the Triton launch host
     # cost and the compile time), then held out: four models measured before the simulation ran,
     # and a blind set chosen before any run, measured once at the end of the session
@@ -125,6 +127,11 @@ ZOO_BLIND6 = ("hf_whisper", "hf_wav2vec2", "hf_clip", "tv_r3d", "timm_maxvit")
 # attention, LeViT's attention-biased hybrid with BatchNorm'd linears, Inception branches), measured
 # once on the H200 before their simulation was compared, compared once
 ZOO_BLIND7 = ("hf_qwen3", "hf_deberta", "timm_levit", "tv_googlenet")
+# chosen in session 29 before any run (ALiBi baddbmm attention, ModernBERT's local / global
+# attention with GeGLU, SegFormer's segmentation head with bilinear upsampling and a per-pixel loss,
+# NFNet's weight-standardised convolutions with ECA, torchvision's nn.MultiheadAttention ViT),
+# measured once on the H200 before their simulation ran, compared once
+ZOO_BLIND8 = ("hf_bloom", "hf_modernbert", "hf_segformer", "timm_nfnet", "tv_vit_b32")
 COMPILED_FIT = ("gpt_b8c", "gpt_b32c")
 COMPILED_HELD = ("hf_llama_c", "timm_vit_c", "tv_resnet50_c", "hf_bert_c", "hf_llama_fx_c", "hf_llama_fx")
 COMPILED_BLIND = ("hf_gpt2_c", "timm_convnext_c", "tv_mobilenet_c", "tv_swin_c")
@@ -205,6 +212,8 @@ def case_set(case: str) -> str:
         return "blind6"
     if case in ZOO_BLIND7:
         return "blind7"
+    if case in ZOO_BLIND8:
+        return "blind8"
     if case in ZOO_DEV:
         return "dev"
     if case in COMPILED_FIT:

@@ -124,6 +124,9 @@ def _hf_causal_lm(name: str, a):
                               num_attention_heads=16, multi_query=True, parallel_attn=True,
                               new_decoder_architecture=False, bias=False, max_position_embeddings=a.seq)
         model = tf.FalconForCausalLM(cfg)
+    elif name == "hf_bloom":  # ALiBi position biases in a baddbmm attention, fused QKV, GELU (tanh)
+        cfg = tf.BloomConfig(vocab_size=50304, hidden_size=a.dim or 1024, n_layer=a.layers or 8, n_head=16)
+        model = tf.BloomForCausalLM(cfg)
     elif name == "hf_qwen3":  # RMSNorm on every head's queries and keys, GQA, SwiGLU, head_dim 128
         cfg = tf.Qwen3Config(vocab_size=32000, hidden_size=a.dim or 1024, intermediate_size=3072,
                              num_hidden_layers=a.layers or 8, num_attention_heads=16, num_key_value_heads=8,
@@ -169,13 +172,14 @@ def _vision_model(name: str):
         arch = {"timm_vit": "vit_base_patch16_224", "timm_convnext": "convnext_tiny",
                 "timm_resnet50": "resnet50", "timm_regnet": "regnety_016", "timm_mixer": "mixer_b16_224",
                 "timm_resnext": "resnext50_32x4d", "timm_poolformer": "poolformer_s12",
-                "timm_maxvit": "maxvit_tiny_tf_224", "timm_levit": "levit_128s"}[name]
+                "timm_maxvit": "maxvit_tiny_tf_224", "timm_levit": "levit_128s", "timm_nfnet": "eca_nfnet_l0"}[name]
         return timm.create_model(arch, pretrained=False)
     tv = import_torchvision()
     arch = {"tv_resnet50": "resnet50", "tv_mobilenet": "mobilenet_v3_large",
             "tv_efficientnet": "efficientnet_b0", "tv_swin": "swin_t", "tv_densenet": "densenet121",
             "tv_shufflenet": "shufflenet_v2_x1_0", "tv_regnet_x": "regnet_x_1_6gf",
-            "tv_vgg": "vgg11_bn", "tv_mnasnet": "mnasnet1_0", "tv_googlenet": "googlenet"}[name]
+            "tv_vgg": "vgg11_bn", "tv_mnasnet": "mnasnet1_0", "tv_googlenet": "googlenet",
+            "tv_vit_b32": "vit_b_32"}[name]
     if arch == "googlenet":
         # without the auxiliary heads a training-mode GoogLeNet returns its logits as a tensor, so
         # _MainLogits passes them through; it stays because blind set 7's real runs
@@ -251,6 +255,17 @@ def _video_step(model, a, dev):
     return _train_step(lambda: F.cross_entropy(model(x), y), opt)
 
 
+def _hf_segformer_step(model, a, dev):
+    """Semantic segmentation as HF trains it: logits at a quarter of the image, upsampled
+    bilinearly to the labels' size inside the model's loss (cross entropy over 150 classes)."""
+    g = torch.Generator(device="cpu").manual_seed(0)
+    pixels = torch.randn(a.batch, 3, a.image, a.image, generator=g).to(dev)
+    labels = torch.randint(0, model.config.num_labels, (a.batch, a.image, a.image), generator=g).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    return _train_step(lambda: model(pixel_values=pixels, labels=labels), opt, _loss)
+
+
 # ---------------------------------------------------------------- recurrent (cuDNN RNN)
 
 class LstmLM(nn.Module):
@@ -307,6 +322,12 @@ MODELS = {
     # above has (per-head query/key RMSNorm, disentangled relative attention, attention-biased
     # conv-transformer hybrid with BatchNorm'd linears, Inception branches)
     "hf_qwen3": (4, 2048), "hf_deberta": (16, 512), "timm_levit": (256, 224), "tv_googlenet": (128, 224),
+    # blind set 8 (added 2026-12-05, session 29): chosen before any run; families none of the sets
+    # above has (ALiBi baddbmm attention, alternating local / global attention with GeGLU, semantic
+    # segmentation with bilinear upsampling and a per-pixel loss, weight-standardised convolutions
+    # with ECA, nn.MultiheadAttention)
+    "hf_bloom": (4, 2048), "hf_modernbert": (16, 512), "hf_segformer": (16, 512), "timm_nfnet": (64, 224),
+    "tv_vit_b32": (128, 224),
 }
 
 
@@ -334,7 +355,7 @@ def main() -> None:
     import_torchvision()  # transformers and timm import it when it is installed
     name = a.model
     if name in ("hf_llama", "hf_mistral", "hf_qwen2", "hf_gpt2", "hf_gptneox", "hf_opt", "hf_phi", "hf_gemma",
-                "hf_starcoder2", "hf_olmo", "hf_falcon", "hf_qwen3"):
+                "hf_starcoder2", "hf_olmo", "hf_falcon", "hf_qwen3", "hf_bloom"):
         model = _hf_causal_lm(name, a).to(dev)
         step = _hf_lm_step(model, a, dev)
     elif name == "hf_bert":
@@ -351,6 +372,17 @@ def main() -> None:
                                  share_att_key=True, position_biased_input=False)
         model = tf.DebertaV2ForMaskedLM(cfg).to(dev)
         step = _hf_bert_step(model, a, dev)
+    elif name == "hf_modernbert":  # ModernBERT-base: RoPE, GeGLU, global attention every third layer
+        import transformers as tf
+
+        cfg = tf.ModernBertConfig(max_position_embeddings=a.seq, attn_implementation="sdpa")
+        model = tf.ModernBertForMaskedLM(cfg).to(dev)
+        step = _hf_bert_step(model, a, dev)
+    elif name == "hf_segformer":  # SegFormer-B0 (MiT-b0 encoder, all-MLP decoder), ADE20k's 150 classes
+        import transformers as tf
+
+        model = tf.SegformerForSemanticSegmentation(tf.SegformerConfig(num_labels=150)).to(dev)
+        step = _hf_segformer_step(model, a, dev)
     elif name == "hf_t5":
         import transformers as tf
 
