@@ -30,6 +30,11 @@ so the trace says which ops and kernels belong to which configuration. Families:
     embedding   embedding fwd + bwd
     optim       foreach AdamW / SGD-momentum / fused AdamW steps over parameter lists
     rnn         cuDNN LSTM / GRU fwd + bwd
+    conv_patch  patch embeddings (kernel = stride: 4, 8, 14, 16, 32) and ECA's 1-channel conv1d
+                over a channel vector (k 3, 5, 7)
+    upsample    bilinear and nearest upsampling (x2, x4, x8) of NCHW and channels-last maps, fwd + bwd
+    spatial     softmax / log_softmax over the channels of a map (dim 1) and cross entropy over
+                per-pixel logits (nll_loss2d), both layouts: segmentation heads
 
     python -m phantora_prof.measure.sweep_families --out sweep.pt.trace.json.gz [--only conv,pool]
 
@@ -571,12 +576,94 @@ def _rnn(p):
     return run
 
 
+def patch_conv_cases():
+    """Patch embeddings of vision transformers (a kernel as large as its stride over the image)
+    and ECA attention's 1-D convolution over the pooled channel vector (one channel in and out):
+    shapes the generic grids above have one point of (16 / 16) or none."""
+    for layout in ("cl", "nchw"):
+        for dtype in ("bf16", "fp32"):
+            for co, h, k in [(768, 224, 32), (1024, 224, 14), (768, 224, 16), (384, 224, 16), (192, 224, 16),
+                             (128, 224, 4), (96, 224, 8), (768, 384, 16)]:
+                yield dict(fam="conv", layout=layout, dtype=dtype, n=128 if co < 768 else 64, ci=3, co=co, h=h,
+                           k=k, s=k, g=1), _conv_block
+    for dtype in ("bf16", "fp32"):
+        for n, c, k in [(64, 1536, 5), (64, 512, 5), (128, 256, 3), (128, 1024, 5), (64, 2048, 7)]:
+            yield dict(fam="conv1d", layout="nchw", dtype=dtype, n=n, ci=1, co=1, length=c, k=k, s=1, g=1,
+                       bn=False), _eca_conv
+
+
+def _eca_conv(p):
+    conv = nn.Conv1d(1, 1, p["k"], padding=p["k"] // 2, bias=False).to(DEV)
+    x = torch.randn(p["n"], 1, p["length"], device=DEV, requires_grad=True)
+    st: dict = {}
+
+    def run():
+        with _autocast(p["dtype"]):
+            y = torch.sigmoid(conv(x))
+        _backward(y, st)
+
+    return run
+
+
+def upsample_cases():
+    """F.interpolate as segmentation and detection heads use it (align_corners=False): one thread
+    per output element; the NHWC kernels and the backward's atomics run far below bandwidth."""
+    for layout in ("cl", "nchw"):
+        for dtype in ("bf16", "fp32"):
+            for mode in ("bilinear", "nearest"):
+                for scale in (2, 4, 8):
+                    for c, h in [(64, 56), (256, 32), (150, 128), (19, 64), (512, 16)]:
+                        yield dict(fam="upsample", layout=layout, dtype=dtype, n=16, c=c, h=h, mode=mode,
+                                   scale=scale), _upsample
+
+
+def _upsample(p):
+    x = torch.randn(p["n"], p["c"], p["h"], p["h"], device=DEV, dtype=DT[p["dtype"]])
+    if p["layout"] == "cl":
+        x = x.contiguous(memory_format=torch.channels_last)
+    x.requires_grad_(True)
+    kw = {"align_corners": False} if p["mode"] == "bilinear" else {}
+    st: dict = {}
+
+    def run():
+        _backward(F.interpolate(x, scale_factor=p["scale"], mode=p["mode"], **kw), st)
+
+    return run
+
+
+def spatial_cases():
+    """Softmax over a map's channels and per-pixel cross entropy (nll_loss2d), as semantic
+    segmentation computes its loss on upsampled logits."""
+    for layout in ("cl", "nchw"):
+        for dtype in ("bf16", "fp32"):
+            for n, c, h in [(16, 150, 128), (16, 19, 256), (8, 21, 512), (16, 150, 512), (32, 64, 32)]:
+                for kind in ("log_softmax", "softmax", "cross_entropy"):
+                    yield dict(fam="spatial", layout=layout, dtype=dtype, n=n, c=c, h=h, kind=kind), _spatial
+
+
+def _spatial(p):
+    x = torch.randn(p["n"], p["c"], p["h"], p["h"], device=DEV, dtype=DT[p["dtype"]])
+    if p["layout"] == "cl":
+        x = x.contiguous(memory_format=torch.channels_last)
+    x.requires_grad_(True)
+    target = torch.randint(0, p["c"], (p["n"], p["h"], p["h"]), device=DEV)
+    st: dict = {}
+
+    def run():
+        if p["kind"] == "cross_entropy":
+            F.cross_entropy(x, target, ignore_index=255).backward()
+        else:
+            _backward((F.log_softmax if p["kind"] == "log_softmax" else F.softmax)(x, dim=1), st)
+
+    return run
+
+
 FAMILIES = {"conv": conv_cases, "conv_grouped": grouped_conv_cases,
             "conv_grouped2": odd_width_grouped_conv_cases, "conv1d": conv1d_cases, "conv3d": conv3d_cases, "pool": pool_cases, "pool_windows": pool_window_cases,
             "pointwise": pointwise_cases, "copies": copy_cases, "cat_cache": cat_cache_cases,
             "attention": attention_cases, "attention_bias": lambda: attention_cases(("bias",)), "norms": norm_cases, "norms_narrow": narrow_norm_cases,
             "reductions": reduction_cases, "reductions_cols": column_reduction_cases, "losses": loss_cases, "embedding": embedding_cases,
-            "optim": optim_cases, "rnn": rnn_cases}
+            "optim": optim_cases, "rnn": rnn_cases, "conv_patch": patch_conv_cases, "upsample": upsample_cases, "spatial": spatial_cases}
 
 
 def main() -> int:
