@@ -61,6 +61,8 @@ def default_sources(reference: Path | None = None) -> list[Path]:
     out.append(ROOT / "tools" / "holdout" / "real_h200" / "traces" / "cnn.pt.trace.json.gz")
     out += [ROOT / "tools" / "holdout" / "real_h200" / "zoo" / "traces" / f"{m}.pt.trace.json.gz" for m in ZOO_DEV]
     out.append(ROOT / "tools" / "holdout" / "real_h200" / "session24" / "probe_real.json.gz")  # single ops
+    # a dev case since session 21: layer norms over a permuted input (contiguous > clone > copy_ first)
+    out.append(ROOT / "tools" / "holdout" / "real_h200" / "session21" / "traces" / "hf_whisper.pt.trace.json.gz")
     return out
 
 

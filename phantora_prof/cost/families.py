@@ -306,7 +306,11 @@ def bn_channels_last_batch(shape, stride) -> bool:
 _INPUT_LAYOUT_OPS = frozenset(("native_batch_norm", "native_batch_norm_backward", "cudnn_batch_norm",
                                "cudnn_batch_norm_backward", "_native_batch_norm_legit", "_adaptive_avg_pool2d",
                                "_adaptive_avg_pool2d_backward", "mean", "native_group_norm",
-                               "native_group_norm_backward"))
+                               "native_group_norm_backward",
+                               # NCHW and channels-last upsampling run different kernels (the NHWC
+                               # ones 4-35x slower over wide maps: sweep `upsample`, session 29)
+                               "upsample_bilinear2d", "upsample_bilinear2d_backward", "upsample_nearest2d",
+                               "upsample_nearest2d_backward"))
 
 
 _REDUCTIONS = frozenset(("sum", "mean", "amax", "amin", "max", "min", "prod", "norm", "linalg_vector_norm", "var",
