@@ -331,3 +331,46 @@ def test_a_max_pool_window_not_swept_answers_from_a_swept_one():
     assert 0.8 < sum(k.duration_ns for k in bwd) / 138_400 < 1.5
     (fwd,) = estimate(call("aten::max_pool2d_with_indices", [x, [2, 2], [2, 2], [0, 0], [1, 1], True], [g, idx]), "h200")
     assert "max_pool_forward_nhwc" in fwd.name and 0.8 < fwd.duration_ns / 63_680 < 1.6
+
+
+def test_baddbmm_copies_its_expanded_bias_then_reads_it_as_c():
+    """BLOOM's ALiBi scores, `baddbmm(alibi (64, 1, 2048), q, k, beta=1)` in bf16, ran on the H200
+    as ATen's `result.copy_(self.expand(...))` (an elementwise copy kernel, 0.54 ms) and the batched
+    GEMM reading that full-size C (0.42 ms, against 0.16 ms for the bmm alone). beta=0 reads no C
+    and copies nothing."""
+    out = T((64, 2048, 2048), "bfloat16")
+    q, k = T((64, 2048, 64), "bfloat16"), T((64, 64, 2048), "bfloat16")
+    alibi = T((64, 1, 2048), "bfloat16")
+    with_c = estimate(call("aten::baddbmm", [alibi, q, k], [out], kwargs={"beta": 1.0, "alpha": 0.125}), "h200")
+    no_c = estimate(call("aten::baddbmm", [alibi, q, k], [out], kwargs={"beta": 0.0, "alpha": 0.125}), "h200")
+    bmm = estimate(call("aten::bmm", [q, k], [out]), "h200")
+    assert len(with_c) == 2 and "elementwise_kernel" in with_c[0].name and "copy" in with_c[0].name
+    assert 350_000 < with_c[0].duration_ns < 700_000
+    assert [x.name for x in no_c] == [x.name for x in bmm] and abs(total(no_c) - total(bmm)) < 0.01 * total(bmm)
+    assert with_c[1].duration_ns > total(bmm) + 80_000
+
+
+def test_copy_from_an_expanded_source_is_a_kernel_not_a_memcpy():
+    """A dense destination filled from a stride-0 source is TensorIterator's copy kernel, priced
+    from the swept broadcast clones; the dense copies' class (DtoD memcpys) does not answer."""
+    dst = T((64, 2048, 2048), "bfloat16")
+    src = T((64, 2048, 2048), "bfloat16", stride=(2048, 0, 1))
+    op = call("aten::copy_", [dst, src], [dst])
+    assert F.class_key(op, "copy_") == "bfloat16|bcast"
+    ks = estimate(op, "h200")
+    assert len(ks) == 1 and "Memcpy" not in ks[0].name and ks[0].source == "family"
+
+
+def test_upsampling_is_classed_by_memory_format():
+    """NCHW bilinear upsampling parallelises over output pixels and loops over N x C, NHWC over
+    every output element: 512 channels of a 16 x 16 map took 2.75 ms NCHW and 0.08 ms
+    channels-last upsampled x2, 3.10 and 1.25 ms x8, on the H200 (sweep `upsample`, session 29).
+    Each format has its own points."""
+    def up(x, out):
+        return call("aten::upsample_bilinear2d", [x, [128, 128], False, None, None], [out])
+    nchw = up(T((16, 512, 16, 16), "bfloat16"), T((16, 512, 128, 128), "bfloat16"))
+    cl = up(CL(16, 512, 16, 16), CL(16, 512, 128, 128))
+    assert F.class_key(nchw, "upsample_bilinear2d") == "bfloat16|c"
+    assert F.class_key(cl, "upsample_bilinear2d") == "bfloat16|cl"
+    t_nchw, t_cl = total(estimate(nchw, "h200")), total(estimate(cl, "h200"))
+    assert t_nchw > 2 * t_cl and 2_000_000 < t_nchw < 4_000_000 and 800_000 < t_cl < 1_800_000

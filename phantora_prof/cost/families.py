@@ -267,6 +267,12 @@ def _copy_layout(op, base: str, lay: str) -> str:
         return lay
     if transposing_copy(src, dst):
         return "transpose"
+    src_lay = _first_layout(src)
+    if src_lay in ("bcast", "strided") and lay not in ("bcast", "strided"):
+        # an expanded or strided source into a dense destination (baddbmm's `result.copy_(self)`
+        # of an expanded bias) runs TensorIterator's elementwise kernel, never the DtoD memcpy
+        # the dense class's points are
+        return src_lay
     a, b = dense_order(src), dense_order(dst)
     if a is not None and b is not None and a != b:
         return "perm"
@@ -307,8 +313,9 @@ _INPUT_LAYOUT_OPS = frozenset(("native_batch_norm", "native_batch_norm_backward"
                                "cudnn_batch_norm_backward", "_native_batch_norm_legit", "_adaptive_avg_pool2d",
                                "_adaptive_avg_pool2d_backward", "mean", "native_group_norm",
                                "native_group_norm_backward",
-                               # NCHW and channels-last upsampling run different kernels (the NHWC
-                               # ones 4-35x slower over wide maps: sweep `upsample`, session 29)
+                               # NCHW and channels-last upsampling run different kernels (NCHW's loops
+                               # over N x C per output pixel: 2.5-35x slower over wide, small maps;
+                               # sweep `upsample`, session 29)
                                "upsample_bilinear2d", "upsample_bilinear2d_backward", "upsample_nearest2d",
                                "upsample_nearest2d_backward"))
 
