@@ -32,6 +32,9 @@ so the trace says which ops and kernels belong to which configuration. Families:
     rnn         cuDNN LSTM / GRU fwd + bwd
     conv_patch  patch embeddings (kernel = stride: 4, 8, 14, 16, 32) and ECA's 1-channel conv1d
                 over a channel vector (k 3, 5, 7)
+    norms_tiny  layer_norm / rms_norm over rows of 16..48 (SegFormer's first stage: 32 channels)
+    pointwise_views  GeGLU / SwiGLU halves (activations on chunked, row-strided views) and a
+                convolution's bias added in place over a map (both layouts)
     upsample    bilinear and nearest upsampling (x2, x4, x8) of NCHW and channels-last maps, fwd + bwd
     spatial     softmax / log_softmax over the channels of a map (dim 1) and cross entropy over
                 per-pixel logits (nll_loss2d), both layouts: segmentation heads
@@ -449,6 +452,54 @@ def narrow_norm_cases():
                     yield dict(fam="norms_narrow", dtype=dtype, rows=rows, hidden=hidden, op=op), _norm
 
 
+def tiny_norm_cases():
+    """Rows narrower than the narrow grid (16..48 wide): SegFormer-B0's first stage normalises
+    32 channels of 16,384 tokens per image."""
+    for dtype in ("bf16", "fp32"):
+        for hidden in (16, 32, 48):
+            for rows in (65536, 262144, 1048576):
+                for op in ("layer_norm", "rms_norm"):
+                    yield dict(fam="norms_tiny", dtype=dtype, rows=rows, hidden=hidden, op=op), _norm
+
+
+def view_pointwise_cases():
+    """Elementwise ops on views training makes all the time and the `pointwise` grid lacks: an
+    activation of one half of a chunked projection times the other half (GeGLU / SwiGLU: each
+    half is row-strided, its rows twice as far apart as they are long), and a convolution's bias
+    added in place after cuDNN (`out.add_(bias.view(1, C, 1, 1))`, NCHW and channels-last)."""
+    for dtype in ("bf16", "fp32"):
+        for rows, width in [(8192, 1152), (8192, 2816), (16384, 4096), (4096, 1024), (32768, 512)]:
+            for act in ("gelu", "silu"):
+                yield dict(fam="pointwise_views", dtype=dtype, rows=rows, width=width, op=f"glu_{act}"), _glu
+        for layout in ("cl", "nchw"):
+            for n, c, h in [(64, 384, 14), (64, 128, 56), (128, 256, 28), (64, 1536, 7), (32, 64, 112)]:
+                yield dict(fam="pointwise_views", dtype=dtype, layout=layout, n=n, c=c, h=h, op="bias_add_"), _bias_add
+
+
+def _glu(p):
+    x = torch.randn(p["rows"], 2 * p["width"], device=DEV, dtype=DT[p["dtype"]], requires_grad=True)
+    act = F.gelu if p["op"] == "glu_gelu" else F.silu
+    st: dict = {}
+
+    def run():
+        a, b = x.chunk(2, dim=-1)
+        _backward(act(a) * b, st)
+
+    return run
+
+
+def _bias_add(p):
+    x = torch.randn(p["n"], p["c"], p["h"], p["h"], device=DEV, dtype=DT[p["dtype"]])
+    if p["layout"] == "cl":
+        x = x.contiguous(memory_format=torch.channels_last)
+    bias = torch.randn(p["c"], device=DEV, dtype=DT[p["dtype"]])
+
+    def run():
+        x.add_(bias.view(1, -1, 1, 1))
+
+    return run
+
+
 def reduction_cases():
     for dtype in ("bf16", "fp32"):
         for n, c, hw in [(64, 64, 56), (64, 96, 56), (64, 192, 28), (64, 384, 14), (64, 768, 7), (128, 256, 56),
@@ -663,7 +714,8 @@ FAMILIES = {"conv": conv_cases, "conv_grouped": grouped_conv_cases,
             "pointwise": pointwise_cases, "copies": copy_cases, "cat_cache": cat_cache_cases,
             "attention": attention_cases, "attention_bias": lambda: attention_cases(("bias",)), "norms": norm_cases, "norms_narrow": narrow_norm_cases,
             "reductions": reduction_cases, "reductions_cols": column_reduction_cases, "losses": loss_cases, "embedding": embedding_cases,
-            "optim": optim_cases, "rnn": rnn_cases, "conv_patch": patch_conv_cases, "upsample": upsample_cases, "spatial": spatial_cases}
+            "optim": optim_cases, "rnn": rnn_cases, "conv_patch": patch_conv_cases, "norms_tiny": tiny_norm_cases,
+            "pointwise_views": view_pointwise_cases, "upsample": upsample_cases, "spatial": spatial_cases}
 
 
 def main() -> int:
