@@ -192,6 +192,8 @@ def test_data_dependent_ops_wait_for_the_gpu(cli):
     assert r.returncode == 0, r.stderr[-2000:]
     launch, after = map(float, re.search(r"launch_ms ([0-9.]+) after_nonzero_ms ([0-9.]+)", r.stdout).groups())
     assert launch < 0.2 and after > 1.0, r.stdout  # a 4096^3 fp32 GEMM: ~2-3 ms on an H200
+    empty, copy = map(float, re.search(r"empty_copy_ms ([0-9.]+) copy_ms ([0-9.]+)", r.stdout).groups())
+    assert empty < 0.2 and copy > 1.0, r.stdout
 
 
 def test_ctc_loss_as_speech_models_run_it(cli):

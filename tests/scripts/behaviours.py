@@ -51,6 +51,16 @@ elif mode == "sync":
     n = torch.nonzero(b[0] > 0)
     t2 = time.perf_counter()
     print(f"sync launch_ms {(t1 - t0) * 1e3:.3f} after_nonzero_ms {(t2 - t0) * 1e3:.3f}")
+    # a pageable host-to-device copy blocks the host until the GEMM queued before it has run,
+    # an empty one makes no CUDA call (BLOOM moves empty tensors to the GPU every layer)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    b = a @ a
+    e = torch.tensor([]).to("cuda")
+    t1 = time.perf_counter()
+    f = torch.tensor([1.0]).to("cuda")
+    t2 = time.perf_counter()
+    print(f"sync empty_copy_ms {(t1 - t0) * 1e3:.3f} copy_ms {(t2 - t0) * 1e3:.3f}")
 elif mode == "ctc":
     # a speech model's CTC loss (HF wav2vec2: inside cudnn.flags(enabled=False), lengths as tensors)
     import torch.nn.functional as F
