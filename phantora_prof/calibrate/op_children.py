@@ -173,7 +173,12 @@ def _child_args(child: dict, parent: dict) -> list:
         if t in ARG_KINDS and t != "TensorList":
             out.append(t)
             continue
-        ref = next((f"i{k}" for k, (pd, pt) in enumerate(zip(pdims, ptypes)) if pd == d and pt == t), None)
+        # the parent's input at the same position first: SDPA's q, k and v have the same dims, and
+        # the inner `_cudnn_attention_forward(q, k, v, ...)` takes each at its own position (the
+        # first match named all three q: a fused projection's v strides were lost)
+        same = i < len(pdims) and i < len(ptypes) and pdims[i] == d and ptypes[i] == t
+        ref = f"i{i}" if same else next((f"i{k}" for k, (pd, pt) in enumerate(zip(pdims, ptypes))
+                                         if pd == d and pt == t), None)
         if ref is None:
             ref = next((f"c{k}" for k, (pd, pt) in enumerate(zip(pdims, ptypes))
                         if pt == t and _is_channel_view(d, pd)), None)
