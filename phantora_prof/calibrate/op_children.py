@@ -63,6 +63,11 @@ def default_sources(reference: Path | None = None) -> list[Path]:
     out.append(ROOT / "tools" / "holdout" / "real_h200" / "session24" / "probe_real.json.gz")  # single ops
     # a dev case since session 21: layer norms over a permuted input (contiguous > clone > copy_ first)
     out.append(ROOT / "tools" / "holdout" / "real_h200" / "session21" / "traces" / "hf_whisper.pt.trace.json.gz")
+    # dev since session 29 (its profile was read after blind set 8's one comparison): baddbmm's
+    # copy of its C. (hf_segformer's is not a source: it would teach the autocast wrapper's
+    # children, a cast and the inner op, to the inner upsample op the simulation captures)
+    out += [ROOT / "tools" / "holdout" / "real_h200" / "session29" / "traces" / f"{m}.pt.trace.json.gz"
+            for m in ("hf_bloom",)]
     return out
 
 
