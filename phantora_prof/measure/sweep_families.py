@@ -35,6 +35,10 @@ so the trace says which ops and kernels belong to which configuration. Families:
     norms_tiny  layer_norm / rms_norm over rows of 16..48 (SegFormer's first stage: 32 channels)
     pointwise_views  GeGLU / SwiGLU halves (activations on chunked, row-strided views) and a
                 convolution's bias added in place over a map (both layouts)
+    attention_sr  attention of long queries over short keys (SegFormer / PVT spatial-reduction
+                attention: 16,384 queries over 256 keys), per backend
+    conv_wide   1x1 convolutions of many input channels over large maps (segmentation decoders'
+                fusion: 1024 -> 256 at 128 x 128)
     upsample    bilinear and nearest upsampling (x2, x4, x8) of NCHW and channels-last maps, fwd + bwd
     spatial     softmax / log_softmax over the channels of a map (dim 1) and cross entropy over
                 per-pixel logits (nll_loss2d), both layouts: segmentation heads
@@ -417,6 +421,38 @@ def _attn(p):
     return run
 
 
+def sr_attention_cases():
+    """Queries far longer than keys and values (spatial-reduction attention): the grid above
+    has queries and keys of one length only."""
+    for backend in ("cudnn", "flash", "efficient"):
+        for (b, h, sq, skv, d) in [(16, 1, 16384, 256, 32), (16, 2, 4096, 256, 32), (16, 5, 1024, 256, 32),
+                                   (8, 1, 16384, 1024, 64), (32, 2, 3136, 49, 64), (16, 4, 4096, 64, 64)]:
+            yield dict(fam="attention_sr", backend=backend, b=b, h=h, sq=sq, skv=skv, d=d), _sr_attn
+
+
+def _sr_attn(p):
+    b, h, d = p["b"], p["h"], p["d"]
+    q = torch.randn(b, p["sq"], h, d, device=DEV, dtype=torch.bfloat16).transpose(1, 2).requires_grad_(True)
+    k = torch.randn(b, p["skv"], h, d, device=DEV, dtype=torch.bfloat16).transpose(1, 2).requires_grad_(True)
+    v = torch.randn(b, p["skv"], h, d, device=DEV, dtype=torch.bfloat16).transpose(1, 2).requires_grad_(True)
+    be = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
+          "efficient": SDPBackend.EFFICIENT_ATTENTION}[p["backend"]]
+    st: dict = {}
+
+    def run():
+        with sdpa_kernel([be]):
+            _backward(F.scaled_dot_product_attention(q, k, v), st)
+
+    return run
+
+
+def wide_conv_cases():
+    for layout in ("cl", "nchw"):
+        for dtype in ("bf16", "fp32"):
+            for ci, co, h, n in [(1024, 256, 128, 16), (768, 256, 64, 16), (2048, 512, 32, 16), (1024, 256, 64, 32)]:
+                yield dict(fam="conv", layout=layout, dtype=dtype, n=n, ci=ci, co=co, h=h, k=1, s=1, g=1), _conv_block
+
+
 def norm_cases():
     for dtype in ("bf16", "fp32"):
         for rows, hidden in [(8192, 768), (8192, 1024), (16384, 2048), (4096, 4096), (32768, 512), (2048, 8192),
@@ -714,7 +750,8 @@ FAMILIES = {"conv": conv_cases, "conv_grouped": grouped_conv_cases,
             "pointwise": pointwise_cases, "copies": copy_cases, "cat_cache": cat_cache_cases,
             "attention": attention_cases, "attention_bias": lambda: attention_cases(("bias",)), "norms": norm_cases, "norms_narrow": narrow_norm_cases,
             "reductions": reduction_cases, "reductions_cols": column_reduction_cases, "losses": loss_cases, "embedding": embedding_cases,
-            "optim": optim_cases, "rnn": rnn_cases, "conv_patch": patch_conv_cases, "norms_tiny": tiny_norm_cases,
+            "optim": optim_cases, "rnn": rnn_cases, "conv_patch": patch_conv_cases, "attention_sr": sr_attention_cases,
+            "conv_wide": wide_conv_cases, "norms_tiny": tiny_norm_cases,
             "pointwise_views": view_pointwise_cases, "upsample": upsample_cases, "spatial": spatial_cases}
 
 
