@@ -437,3 +437,22 @@ def test_a_wrapped_python_scalar_is_a_zero_dim_child_argument():
     assert _child_args(child, parent) == ["i0", "long int"]
     view = ev("aten::as_strided", [[], [], [], []], ["float", "ScalarList", "ScalarList", ""])
     assert _child_args(view, ev("aten::mean", [[8, 512], [], [], []], ["float", "ScalarList", "Scalar", ""]))[0] == "o0"
+
+
+def test_a_child_takes_the_parents_input_at_its_own_position():
+    """SDPA's q, k and v have the same dims: the inner `_cudnn_attention_forward(q, k, v, ...)`
+    names each at its own position (naming the first match made all three q in the trace, with
+    q's strides where a fused projection's v has others); an input with no same-position match
+    still names the first that matches."""
+    from phantora_prof.calibrate.op_children import _child_args
+
+    def ev(name, dims, types):
+        return {"name": name, "args": {"Input Dims": dims, "Input type": types}}
+
+    qkv = [[16, 12, 512, 64]] * 3
+    bf = ["c10::BFloat16"] * 3
+    parent = ev("aten::_scaled_dot_product_cudnn_attention", qkv + [[]], bf + ["Scalar"])
+    child = ev("aten::_cudnn_attention_forward", qkv + [[]], bf + ["Scalar"])
+    assert _child_args(child, parent) == ["i0", "i1", "i2", "Scalar"]
+    elsewhere = ev("aten::empty_like", [[], [], [], [16, 12, 512, 64]], ["Scalar", "Scalar", "Scalar", "c10::BFloat16"])
+    assert _child_args(elsewhere, parent) == ["Scalar", "Scalar", "Scalar", "i0"]
