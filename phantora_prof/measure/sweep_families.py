@@ -37,6 +37,8 @@ so the trace says which ops and kernels belong to which configuration. Families:
                 convolution's bias added in place over a map (both layouts)
     attention_sr  attention of long queries over short keys (SegFormer / PVT spatial-reduction
                 attention: 16,384 queries over 256 keys), per backend
+    conv_sr     strided stems and spatial-reduction convolutions of pyramid vision transformers
+                (7x7 / 4 over 512 x 512 images; k x k / k, k = 2..8, over 32..320 channels)
     conv_wide   1x1 convolutions of many input channels over large maps (segmentation decoders'
                 fusion: 1024 -> 256 at 128 x 128)
     upsample    bilinear and nearest upsampling (x2, x4, x8) of NCHW and channels-last maps, fwd + bwd
@@ -446,6 +448,17 @@ def _sr_attn(p):
     return run
 
 
+def sr_conv_cases():
+    """SegFormer / PVT: an overlapping 7x7 / 4 patch embedding of large images, and the k x k /
+    k convolutions that shrink keys and values in spatial-reduction attention."""
+    for layout in ("cl", "nchw"):
+        for dtype in ("bf16", "fp32"):
+            for ci, co, h, k, s, n in [(3, 32, 512, 7, 4, 16), (3, 64, 224, 7, 4, 64), (32, 32, 128, 8, 8, 16),
+                                       (64, 64, 64, 4, 4, 16), (160, 160, 32, 2, 2, 16), (64, 64, 56, 8, 8, 64),
+                                       (128, 128, 28, 4, 4, 64), (320, 320, 14, 2, 2, 64)]:
+                yield dict(fam="conv", layout=layout, dtype=dtype, n=n, ci=ci, co=co, h=h, k=k, s=s, g=1), _conv_block
+
+
 def wide_conv_cases():
     for layout in ("cl", "nchw"):
         for dtype in ("bf16", "fp32"):
@@ -751,7 +764,7 @@ FAMILIES = {"conv": conv_cases, "conv_grouped": grouped_conv_cases,
             "attention": attention_cases, "attention_bias": lambda: attention_cases(("bias",)), "norms": norm_cases, "norms_narrow": narrow_norm_cases,
             "reductions": reduction_cases, "reductions_cols": column_reduction_cases, "losses": loss_cases, "embedding": embedding_cases,
             "optim": optim_cases, "rnn": rnn_cases, "conv_patch": patch_conv_cases, "attention_sr": sr_attention_cases,
-            "conv_wide": wide_conv_cases, "norms_tiny": tiny_norm_cases,
+            "conv_wide": wide_conv_cases, "conv_sr": sr_conv_cases, "norms_tiny": tiny_norm_cases,
             "pointwise_views": view_pointwise_cases, "upsample": upsample_cases, "spatial": spatial_cases}
 
 
