@@ -512,7 +512,8 @@ def _operand_copies(op: OpCall, base: str) -> list[OpCall] | None:
 def _baddbmm_self_split(op: OpCall) -> tuple[OpCall, OpCall] | None:
     """baddbmm with beta != 0 as the two things ATen's CUDA kernel runs: `result.copy_(self)`
     (self expanded to the result's shape: ALiBi's (B*H, 1, S) bias becomes a (B*H, S, S) copy),
-    then the batched GEMM with beta = 1, which reads that full-size C in its epilogue. BLOOM's
+    then the batched GEMM with beta = 1, which reads that full-size C in its epilogue (ops.gemm,
+    the profile's `gemm_c_read`). BLOOM's
     attention scores on the H200 (session 29): a 0.54 ms broadcast copy and a 0.42 ms GEMM per
     layer for (64, 2048, 2048) bf16, where the same bmm without C takes 0.16 ms. None for beta 0
     or for the GEMM part itself (its self is the result)."""
@@ -708,8 +709,6 @@ def _interpolated(op, base, gpu, allow_tf32, handler, cost, specs, total) -> lis
     t = _M.model().predict(q)
     if t is None or not t > 0:
         return None
-    if q[0] == "gemm":
-        t += _full_c_read_ns(op, base, ref)
     if not same:
         t *= total / max(ref_total, 1.0)
     if q[0] == "memcpy":  # a same-device copy: the measured DtoD curve
@@ -724,23 +723,6 @@ def _interpolated(op, base, gpu, allow_tf32, handler, cost, specs, total) -> lis
                 for s in specs if s.kind == _K.KIND_MEMSET or s.dur_ns > 0)
     weighted = max(t - fixed, float(profile_for(gpu).kernel_floor_ns))
     return materialize(cost, specs, weighted, gpu, "interpolated")
-
-
-def _full_c_read_ns(op, base: str, gpu: GpuSpec) -> float:
-    """The epilogue's read of a full-size C (beta != 0) that the measured GEMM points, all of
-    them mm / bmm or addmm with a bias vector, never paid: baddbmm's (after `result.copy_(self)`,
-    `_baddbmm_self_split`) and addmm's with a matrix C. BLOOM's (64, 2048, 2048) bf16 scores on
-    the H200: 0.42 ms against 0.16 ms for the bmm alone (session 29); this adds C's bytes at the
-    GEMM epilogue's bandwidth (the roofline's own `extra_ns` term)."""
-    if base not in ("addmm", "baddbmm") or not op.args or not op.outputs:
-        return 0.0
-    c, out = op.args[0], op.outputs[0]
-    if not (isinstance(c, TensorArg) and isinstance(out, TensorArg)) or c.numel != out.numel or c.numel < 2:
-        return 0.0
-    if _R.arg(op, base, "beta", 1) == 0:
-        return 0.0
-    eff = "gemm_tf32" if c.dtype == "float32" else "gemm"
-    return _R.tensor_bytes(c) / (gpu.hbm_bandwidth * _R.eff_for(eff, gpu).mem) * 1e9
 
 
 def _table_names(op, base, tbl, specs, gpu):

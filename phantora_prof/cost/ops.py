@@ -140,8 +140,12 @@ def gemm(op, base, gpu, allow_tf32):
     out_bytes = sum(tensor_bytes(t) for t in outs) if outs else m * n * batch * x.itemsize
     ab_bytes = tensor_bytes(x) + (tensor_bytes(w) if w is not x else 0)
     epi_bytes = out_bytes
+    c_bytes = 0  # a full-size C read with beta != 0: at its own, measured, bandwidth
     if base in ("addmm", "baddbmm", "addbmm", "addmv", "_addmm_activation"):
-        epi_bytes += tensor_bytes(a[0])
+        if _reads_full_c(op, base, outs):
+            c_bytes = tensor_bytes(a[0])
+        else:
+            epi_bytes += tensor_bytes(a[0])
     # few output tiles leave SMs idle (wave tail): time x (1 + TAIL * SMs / tiles of 128x128)
     tiles = split_k.output_tiles(m, n, batch)
     # cuBLAS splits a long K over more CTAs when the output has few tiles: where it does for
@@ -161,12 +165,25 @@ def gemm(op, base, gpu, allow_tf32):
         eff = "gemm"
     peak = gpu.peak_flops(dtype, allow_tf32)
     epi_ns = epi_bytes / (gpu.hbm_bandwidth * eff_for(eff, gpu).mem) * 1e9
+    if c_bytes:
+        epi_ns += c_bytes / (gpu.hbm_bandwidth * eff_for("gemm_c_read", gpu).mem) * 1e9
     cost = Cost(GEMM, eff, flops, ab_bytes, peak, extra_ns=epi_ns, compute_mult=mult)
     if m * n * k == 0:
         return cost, []
     specs = K.gemm_specs(gpu, m, n, k, batch, dtype, _is_t(x), _is_t(w), bias, allow_tf32, split,
                          b_dtype=getattr(w, "dtype", None))
     return cost, specs
+
+
+def _reads_full_c(op, base: str, outs) -> bool:
+    """Whether the GEMM's epilogue reads a C as large as its output (beta != 0): baddbmm's after
+    ATen's `result.copy_(self)` (cost/__init__._baddbmm_self_split), addmm's with a matrix C.
+    A bias vector's read stays in the epilogue's bytes."""
+    c = op.args[0] if op.args else None
+    out = outs[0] if outs else None
+    if not (isinstance(c, TensorArg) and isinstance(out, TensorArg)) or c.numel < 2 or c.numel != out.numel:
+        return False
+    return arg(op, base, "beta", 1) != 0
 
 
 _GROUPED_MM_NAMES = Path(__file__).parent / "data" / "grouped_mm_h200.json"
