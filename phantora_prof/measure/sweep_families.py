@@ -68,6 +68,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 DEV = "cuda"
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+SDP_BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
+                "efficient": SDPBackend.EFFICIENT_ATTENTION}
 
 
 def _backward(y: torch.Tensor, state: dict) -> None:
@@ -79,6 +81,12 @@ def _backward(y: torch.Tensor, state: dict) -> None:
     if g is None or g.shape != y.shape or g.stride() != y.stride():
         g = state["g"] = torch.randn_like(y)
     y.backward(g)
+
+
+def _square_map(p: dict) -> torch.Tensor:
+    """A random (n, c, h, h) map of the configuration's dtype, channels-last when its layout is `cl`."""
+    x = torch.randn(p["n"], p["c"], p["h"], p["h"], device=DEV, dtype=DT[p["dtype"]])
+    return x.contiguous(memory_format=torch.channels_last) if p["layout"] == "cl" else x
 
 
 def _autocast(dtype: str):
@@ -261,9 +269,7 @@ def pool_cases():
 
 
 def _pool(p):
-    x = torch.randn(p["n"], p["c"], p["h"], p["h"], device=DEV, dtype=DT[p["dtype"]])
-    if p["layout"] == "cl":
-        x = x.contiguous(memory_format=torch.channels_last)
+    x = _square_map(p)
     x.requires_grad_(True)
     f = {"max": lambda t: F.max_pool2d(t, 3, 2, 1), "avg": lambda t: F.avg_pool2d(t, 2, 2),
          "adaptive": lambda t: F.adaptive_avg_pool2d(t, 1),
@@ -411,8 +417,7 @@ def _attn(p):
         kw["attn_mask"] = torch.ones(b, 1, 1, s, device=DEV, dtype=torch.bool)
     elif p["variant"] == "bias":  # a learned additive bias (T5's relative positions): its gradient too
         kw["attn_mask"] = torch.randn(b, h, s, s, device=DEV, dtype=torch.bfloat16).requires_grad_(True)
-    be = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
-          "efficient": SDPBackend.EFFICIENT_ATTENTION}[p["backend"]]
+    be = SDP_BACKENDS[p["backend"]]
 
     st: dict = {}
 
@@ -437,8 +442,7 @@ def _sr_attn(p):
     q = torch.randn(b, p["sq"], h, d, device=DEV, dtype=torch.bfloat16).transpose(1, 2).requires_grad_(True)
     k = torch.randn(b, p["skv"], h, d, device=DEV, dtype=torch.bfloat16).transpose(1, 2).requires_grad_(True)
     v = torch.randn(b, p["skv"], h, d, device=DEV, dtype=torch.bfloat16).transpose(1, 2).requires_grad_(True)
-    be = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
-          "efficient": SDPBackend.EFFICIENT_ATTENTION}[p["backend"]]
+    be = SDP_BACKENDS[p["backend"]]
     st: dict = {}
 
     def run():
@@ -538,9 +542,7 @@ def _glu(p):
 
 
 def _bias_add(p):
-    x = torch.randn(p["n"], p["c"], p["h"], p["h"], device=DEV, dtype=DT[p["dtype"]])
-    if p["layout"] == "cl":
-        x = x.contiguous(memory_format=torch.channels_last)
+    x = _square_map(p)
     bias = torch.randn(p["c"], device=DEV, dtype=DT[p["dtype"]])
 
     def run():
@@ -718,9 +720,7 @@ def upsample_cases():
 
 
 def _upsample(p):
-    x = torch.randn(p["n"], p["c"], p["h"], p["h"], device=DEV, dtype=DT[p["dtype"]])
-    if p["layout"] == "cl":
-        x = x.contiguous(memory_format=torch.channels_last)
+    x = _square_map(p)
     x.requires_grad_(True)
     kw = {"align_corners": False} if p["mode"] == "bilinear" else {}
     st: dict = {}
@@ -742,9 +742,7 @@ def spatial_cases():
 
 
 def _spatial(p):
-    x = torch.randn(p["n"], p["c"], p["h"], p["h"], device=DEV, dtype=DT[p["dtype"]])
-    if p["layout"] == "cl":
-        x = x.contiguous(memory_format=torch.channels_last)
+    x = _square_map(p)
     x.requires_grad_(True)
     target = torch.randint(0, p["c"], (p["n"], p["h"], p["h"]), device=DEV)
     st: dict = {}
