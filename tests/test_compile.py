@@ -156,6 +156,35 @@ def test_reduce_overhead_replays_cuda_graphs_after_warm_up_and_record(cli):
     assert re.search(r"cudagraph_skips [1-9]", skipped.stdout), skipped.stdout
 
 
+def test_dynamic_shapes_are_planned_per_size(cli):
+    """A second sequence length makes Dynamo recompile with a symbolic length (automatic dynamic
+    shapes), as real torch does: that graph is Inductor's, scheduled once, and planned for each
+    length it is called with (runtime/compile/dynamic.py): its Triton kernels keep their names
+    and take the time and memory of the call's size. Under CUDA graphs (dynamic=True from the
+    start) each length is warmed up and recorded on its own; a Dynamo restart raised inside
+    AOTAutograd (scalars made tensors) reaches Dynamo instead of sending the graph to eager."""
+    r = cli("--out", "dyn", PY, SCRIPT, "dynamic")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "runs eagerly" not in r.stderr, r.stderr[-3000:]
+    assert "graphs 2" in r.stdout  # the static first compile, then one dynamic graph
+    peaks = dict(re.findall(r"^seq (\d+) ms [\d.]+ peak (\d+)$", r.stdout, re.M))
+    assert int(peaks["128"]) < int(peaks["384"]) < int(peaks["512"]), peaks
+    doc = load_trace(cli.cwd / "dyn" / "rank0.pt.trace.json.gz")
+    gelu = [e["dur"] for e in _events(doc, "kernel")
+            if e["name"].startswith("triton_poi_fused_gelu") and "backward" not in e["name"]]
+    assert len(gelu) == 10, gelu  # two blocks, five steps (lengths 256, 128, 384, 512, 384)
+    by_step = gelu[::2]
+    assert by_step[1] < by_step[2] < by_step[3] and by_step[2] == by_step[4], by_step
+
+    g = cli("--log-level", "info", "--no-trace", PY, SCRIPT, "dynamic_graphed")
+    assert g.returncode == 0, g.stderr[-3000:]
+    assert "runs eagerly" not in g.stderr
+    shapes = re.findall(r"^seq (\d+) \((\d+), (\d+), (\d+)\)", g.stdout, re.M)
+    assert [(a, c) for a, _, c, _ in shapes] == [("256", "256"), ("128", "128")] * 3 + [("384", "384")]
+    assert "graphs 1" in g.stdout
+    assert g.stderr.count("recorded a CUDA graph") == 2, g.stderr[-3000:]  # 256 and 128; 384 only warmed up
+
+
 def test_dynamo_loads_when_the_program_first_compiles(cli):
     """A rank does not import Dynamo at start-up (two thirds of its start-up time); an eager
     step with an optimizer does not load it either; torch.compile does, and what

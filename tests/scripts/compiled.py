@@ -158,3 +158,54 @@ elif mode == "flex":
     for i in range(4):
         attend(q, k, v).backward()
         print(f"flex step {i} allocated {torch.cuda.memory_allocated()}")
+elif mode == "dynamic":
+    # sequences of different lengths: Dynamo compiles the first length statically, recompiles
+    # with a symbolic length on the second (automatic dynamic shapes), then reuses that graph
+    from torch._dynamo.utils import counters
+
+    model = torch.compile(nn.Sequential(Block(), Block()).cuda())
+    opt = torch.optim.AdamW(model.parameters(), fused=True)
+    for i, seq in enumerate((256, 128, 384, 512, 384)):
+        x = torch.randn(8, seq, 512, device="cuda")
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        t0 = time.perf_counter()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(x).float().pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        print(f"seq {seq} ms {(time.perf_counter() - t0) * 1e3:.3f} peak {torch.cuda.max_memory_allocated()}")
+    print("graphs", counters["stats"]["unique_graphs"])
+elif mode == "dynamic_graphed":
+    # dynamic=True from the start, under CUDA graph trees: one graph recorded per length
+    from torch._dynamo.utils import counters
+
+    model = torch.compile(nn.Sequential(Block(), Block()).cuda(), dynamic=True, mode="reduce-overhead")
+    with torch.no_grad():
+        for seq in (256, 128, 256, 128, 256, 128, 384):
+            y = model(torch.randn(8, seq, 512, device="cuda"))
+            torch.cuda.synchronize()
+            print("seq", seq, tuple(y.shape), torch.cuda.memory_allocated())
+    print("graphs", counters["stats"]["unique_graphs"])
+elif mode == "compiled_optimizer":
+    # the optimizer step compiled on its own (PyTorch's "compiling the optimizer" recipe):
+    # Inductor fuses the per-parameter updates into foreach (combo) Triton kernels
+    model = nn.Sequential(Block(), Block()).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=torch.tensor(1e-3), capturable=True)
+
+    @torch.compile(fullgraph=False)
+    def opt_step():
+        opt.step()
+
+    x = torch.randn(16, 256, 512, device="cuda")
+    for i in range(4):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        model(x).pow(2).mean().backward()
+        opt_step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        print(f"step {i} ms {(time.perf_counter() - t0) * 1e3:.3f}")
+    print("peak", torch.cuda.max_memory_allocated())

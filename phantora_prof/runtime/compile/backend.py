@@ -28,6 +28,7 @@ from typing import Any, Callable
 import torch
 
 from phantora_prof.runtime.compile.cudagraphs import GraphedCall, SkippedGraph
+from phantora_prof.runtime.compile.dynamic import DynamicPlan, ShapeBoundRunner
 from phantora_prof.runtime.compile.lowering import lower
 from phantora_prof.runtime.compile import shape_padding
 from phantora_prof.runtime.compile.plan import Unplannable
@@ -75,15 +76,27 @@ def inner_compile(gm: torch.fx.GraphModule, example_inputs: list, graphed: bool 
         _warn_once(type(exc).__name__, f"a compiled graph runs eagerly under simulation: Inductor's lowering "
                                        f"failed here ({type(exc).__name__}: {exc})")
         return _eager(gm)
+    if isinstance(plan, DynamicPlan):  # symbolic sizes: a plan per set of sizes (runtime/compile/dynamic.py)
+        PLANS.append(plan.first)
+        log.info("compiled graph %s (%s) with symbolic sizes %s: %d Triton kernels, %d extern calls",
+                 plan.first.graph_id, "backward" if plan.first.is_backward else "forward",
+                 ", ".join(str(s.symbol) for s in plan.sources), plan.first.triton_kernels,
+                 plan.first.extern_kernels)
+        return _boxed(ShapeBoundRunner(plan, functools.partial(_runner, graphed=graphed),
+                                       lambda: pyhost.simulator_work(_host())))
     PLANS.append(plan)
     log.info("compiled graph %s (%s): %d Triton kernels, %d extern calls", plan.graph_id,
              "backward" if plan.is_backward else "forward", plan.triton_kernels, plan.extern_kernels)
+    return _boxed(_runner(plan, graphed))
+
+
+def _runner(plan: Any, graphed: bool) -> Callable:
     runner = PlanRunner(plan, _capture_mode)
     if not graphed:
-        return _boxed(runner)
+        return runner
     if plan.cudagraph_skip:
-        return _boxed(SkippedGraph(runner, plan.cudagraph_skip))
-    return _boxed(GraphedCall(runner))
+        return SkippedGraph(runner, plan.cudagraph_skip)
+    return GraphedCall(runner)
 
 
 def _eager(gm: torch.fx.GraphModule) -> Callable:
@@ -129,6 +142,8 @@ def simulated_inductor(gm: torch.fx.GraphModule, example_inputs: list, cudagraph
             compiled = compile_fx(gm, example_inputs, inner_compile=functools.partial(inner_compile, graphed=graphed),
                                   config_patches=patches)
         except Exception as exc:  # noqa: BLE001 - AOTAutograd / Inductor could not trace it here: eager, say why
+            if _is_restart(exc):
+                raise  # Dynamo's own control flow: it traces the frame again (e.g. scalars made tensors)
             log.debug("compile_fx failed", exc_info=True)
             _warn_once(f"aot:{type(exc).__name__}",
                        f"a compiled graph runs eagerly under simulation: compiling it failed on the simulated "
@@ -140,6 +155,17 @@ def simulated_inductor(gm: torch.fx.GraphModule, example_inputs: list, cudagraph
         _capture_mode.st.clock.advance(cost)
         _capture_mode.st.compile_ns += cost
     return compiled
+
+
+def _is_restart(exc: BaseException) -> bool:
+    """Dynamo's RestartAnalysis exceptions ask it to trace the frame again (AOTAutograd raises
+    one when it turns a float input into a tensor: `TensorifyScalarRestartAnalysis`); they are
+    not failures and must reach Dynamo."""
+    try:
+        from torch._dynamo.exc import RestartAnalysis
+    except ImportError:  # pragma: no cover - every torch this runs on has it
+        return False
+    return isinstance(exc, RestartAnalysis)
 
 
 def _patch_compilers() -> None:

@@ -28,7 +28,7 @@ import torch
 
 from phantora_prof.cost.kernels import last_pow2
 from phantora_prof.cost.triton import TritonKernelShape, compute_class, kernel_name
-from phantora_prof.runtime.compile import hop_calls
+from phantora_prof.runtime.compile import dynamic, hop_calls
 from phantora_prof.runtime.dispatch.capture import _dtype_name
 from phantora_prof.runtime.compile.plan import (
     AllocStep,
@@ -44,10 +44,19 @@ log = logging.getLogger(__name__)
 
 
 def _int(x: Any) -> int:
+    """A size as an int: a symbolic one (dynamic shapes) at the value its symbols have for the
+    call being planned (the shape environment's hints: `dynamic.bound_hints`)."""
     try:
         return int(x)
-    except TypeError as exc:  # a symbolic size (dynamic shapes)
-        raise Unplannable(f"symbolic size {x} (dynamic shapes are not simulated yet)") from exc
+    except TypeError:
+        from torch._inductor.virtualized import V
+
+        sizevars = V.graph.sizevars
+        hint = getattr(sizevars, "optimization_hint", None) or sizevars.size_hint
+        try:
+            return int(hint(x))
+        except Exception as exc:  # noqa: BLE001 - an unbacked size (data-dependent): no value to plan with
+            raise Unplannable(f"symbolic size {x} without a value to plan with ({type(exc).__name__})") from exc
 
 
 @contextlib.contextmanager
@@ -65,10 +74,12 @@ def _triton_present() -> Iterator[None]:
 
 
 def lower(gm: torch.fx.GraphModule, example_inputs: list, graphed: bool = False,
-          **kwargs: Any) -> CompiledGraphPlan:
+          **kwargs: Any) -> CompiledGraphPlan | dynamic.DynamicPlan:
     """Lower `gm` (an AOTAutograd forward, backward or inference graph) as Inductor's
     inner_compile would, and read its schedule into a plan. `graphed`: the graph is compiled
-    for CUDA graph trees (mode="reduce-overhead"): the plan says whether Inductor would skip them."""
+    for CUDA graph trees (mode="reduce-overhead"): the plan says whether Inductor would skip them.
+    A graph with symbolic sizes (dynamic shapes) gives a `dynamic.DynamicPlan`: Inductor's
+    schedule is made once, as real Inductor makes it, and read again for each new set of sizes."""
     from torch._guards import detect_fake_mode
     from torch._inductor import compile_fx as cfx
     from torch._inductor.debug import DebugContext
@@ -99,12 +110,29 @@ def lower(gm: torch.fx.GraphModule, example_inputs: list, graphed: bool = False,
                 with _triton_present():
                     sched = Scheduler(graph.operations)
                 props = torch.cuda.get_device_properties(torch.cuda.current_device())
-                plan = _read_schedule(graph, sched, graph_id, is_backward, props.multi_processor_count)
-                plan.is_inference = is_inference
-                plan.static_inputs = tuple(sorted(set(kwargs.get("static_input_idxs") or ())))
-                if graphed:
-                    plan.cudagraph_skip = _cudagraph_skip(gm, graph, example_inputs, plan.static_inputs)
-                return plan
+                categories: dict[str, str] = {}
+                static_inputs = tuple(sorted(set(kwargs.get("static_input_idxs") or ())))
+                skip = _cudagraph_skip(gm, graph, example_inputs, static_inputs) if graphed else None
+
+                def read() -> CompiledGraphPlan:
+                    plan = _read_schedule(graph, sched, graph_id, is_backward, props.multi_processor_count,
+                                          categories)
+                    plan.is_inference = is_inference
+                    plan.static_inputs = static_inputs
+                    plan.cudagraph_skip = skip
+                    return plan
+
+                plan = read()
+                sources = dynamic.symbol_sources(graph)
+                if not sources:
+                    return plan
+
+                def read_for(values: tuple[int, ...]) -> CompiledGraphPlan:
+                    with V.set_fake_mode(fake_mode), V.set_graph_handler(graph), V.set_extern_kernel_nodes([]), \
+                            dynamic.bound_hints(shape_env, sources, values):
+                        return read()
+
+                return dynamic.DynamicPlan(plan, tuple(_int(s.symbol) for s in sources), sources, read_for)
 
 
 def _cudagraph_skip(gm: torch.fx.GraphModule, graph: Any, example_inputs: list, static: tuple) -> str | None:
@@ -160,9 +188,10 @@ def _ref(node: Any) -> Ref:
 class _Reader:
     """Turns the scheduler's nodes into plan steps (one instance per graph)."""
 
-    def __init__(self, graph: Any, sched: Any) -> None:
+    def __init__(self, graph: Any, sched: Any, categories: dict[str, str] | None = None) -> None:
         self.graph = graph
         self.sched = sched
+        self.categories = {} if categories is None else categories  # scheduler node -> kernel category
         self.buffers: dict[str, BufferLayout] = {}
         self.kernel_ids: dict[tuple, int] = {}  # identical kernels share one name, as Inductor's source dedup does
         self.reads: list[set[str]] = []  # per step: the names it reads
@@ -175,7 +204,12 @@ class _Reader:
         from torch._inductor.utils import get_fused_kernel_name
 
         numel, rnumel = group or tuple(_int(x) for x in node.group[1])
-        category = category or self._category(node, numel, rnumel)
+        if category is None:
+            # decided once, on the symbolic sizes in a dynamic graph (as Inductor decides it)
+            key = node.get_name()
+            if key not in self.categories:
+                self.categories[key] = self._category(node, *(group or node.group[1]))
+            category = self.categories[key]
         members = {n.get_name() for n in node.get_nodes()}
         allocs, local = [], set()
         for n in node.get_nodes():
@@ -296,7 +330,7 @@ class _Reader:
             persistent = V.choices.should_use_persistent_reduction(features, False)
         except Exception:  # noqa: BLE001 - other torch releases: Inductor's default threshold
             log.debug("persistent-reduction heuristic unavailable", exc_info=True)
-            persistent = rnumel <= 1024
+            persistent = _int(rnumel) <= 1024
         return "persistent_reduction" if persistent else "reduction"
 
     def extern(self, node: Any) -> ExternStep | None:
@@ -374,8 +408,13 @@ def _accessed_bytes(node: Any) -> tuple[int, int]:
     list, internal buffers left out) are bounded by the largest count of any member node,
     each of which Inductor bounds by its own iteration points."""
     members = node.get_nodes()
-    if len(members) == 1 or not hasattr(node, "get_read_write_buffer_accesses"):
+    if not hasattr(node, "get_read_write_buffer_accesses"):
         return int(node.get_read_buffer_sizes()), int(node.get_write_buffer_sizes())
+    if len(members) == 1:
+        # what get_read_buffer_sizes() sums, without its per-node cache (a dynamic graph's
+        # schedule is read again for each new set of sizes)
+        return tuple(int(sum(node.get_read_write_buffer_accesses(include_reads=r, include_writes=not r).values()))
+                     for r in (True, False))
     out = []
     for reads in (True, False):
         whole = node.get_read_write_buffer_accesses(include_reads=reads, include_writes=not reads)
@@ -455,11 +494,11 @@ def _refs_in(x: Any) -> Iterator[Ref]:
 
 
 def _read_schedule(graph: Any, sched: Any, graph_id: int | None, is_backward: bool,
-                   num_sms: int = 132) -> CompiledGraphPlan:
+                   num_sms: int = 132, categories: dict[str, str] | None = None) -> CompiledGraphPlan:
     from torch._inductor import ir
     from torch._inductor import scheduler as S
 
-    reader = _Reader(graph, sched)
+    reader = _Reader(graph, sched, categories)
     steps: list = []
     mix_order = getattr(S, "FusedMixOrderReductions", None)
     for node in sched.nodes:
