@@ -185,6 +185,25 @@ def test_dynamic_shapes_are_planned_per_size(cli):
     assert g.stderr.count("recorded a CUDA graph") == 2, g.stderr[-3000:]  # 256 and 128; 384 only warmed up
 
 
+def test_a_compiled_optimizer_step_runs_inductors_foreach_kernels(cli):
+    """PyTorch's "compiling the optimizer" recipe: Dynamo calls the optimizer's `_init_group`
+    for real while tracing (its state must exist as CUDA tensors: it runs under the capture
+    mode), and Inductor fuses the per-parameter updates into foreach combo kernels
+    (`triton_for_...`), one launch per partition of its subnodes, timed by the bytes they move:
+    an AdamW update reads a parameter, its gradient and two moments and writes three (28 bytes
+    per fp32 parameter)."""
+    r = cli("--out", "opt", PY, SCRIPT, "compiled_optimizer")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "runs eagerly" not in r.stderr, r.stderr[-3000:]
+    doc = load_trace(cli.cwd / "opt" / "rank0.pt.trace.json.gz")
+    combo = [e for e in _events(doc, "kernel") if e["name"].startswith("triton_for_")]
+    assert combo and len(combo) % 4 == 0, [e["name"] for e in combo]  # the same launches in each of 4 steps
+    params = 2 * (512 * 2048 * 2 + 2048 + 512 + 2 * 512)
+    update = max(e["dur"] for e in combo)
+    assert 28 * params / 4.8e12 * 1e6 < update < 28 * params / 1.5e12 * 1e6, update  # between 1.5 and 4.8 TB/s
+    assert not [e for e in _events(doc, "kernel") if "multi_tensor_apply" in e["name"]]  # no eager foreach kernels
+
+
 def test_dynamo_loads_when_the_program_first_compiles(cli):
     """A rank does not import Dynamo at start-up (two thirds of its start-up time); an eager
     step with an optimizer does not load it either; torch.compile does, and what

@@ -65,17 +65,21 @@ def _boxed(fn: Callable) -> Callable:
 def inner_compile(gm: torch.fx.GraphModule, example_inputs: list, graphed: bool = False, **kwargs: Any) -> Callable:
     """Inductor's inner_compile for the simulated GPU: plan and replay, or eager on failure.
     `graphed`: compiled for CUDA graph trees (runtime/compile/cudagraphs.py)."""
+    # Inductor's passes rewrite the graph in place (post-grad passes make functional foreach
+    # ops in-place ones whose results its lowering, not Python, reads): the eager fallback runs
+    # the graph as it came
+    as_given = _graph_copy(gm)
     try:
         with pyhost.simulator_work(_host()):  # compiling is the simulator's work here (its real cost: below)
             plan = lower(gm, list(example_inputs), graphed=graphed, **kwargs)
     except Unplannable as exc:
         _warn_once(str(exc), f"a compiled graph runs eagerly under simulation ({exc})")
-        return _eager(gm)
+        return _eager(as_given)
     except Exception as exc:  # noqa: BLE001 - Inductor internals of another release: run eagerly, say why
         log.debug("Inductor lowering failed", exc_info=True)
         _warn_once(type(exc).__name__, f"a compiled graph runs eagerly under simulation: Inductor's lowering "
                                        f"failed here ({type(exc).__name__}: {exc})")
-        return _eager(gm)
+        return _eager(as_given)
     if isinstance(plan, DynamicPlan):  # symbolic sizes: a plan per set of sizes (runtime/compile/dynamic.py)
         PLANS.append(plan.first)
         log.info("compiled graph %s (%s) with symbolic sizes %s: %d Triton kernels, %d extern calls",
@@ -97,6 +101,13 @@ def _runner(plan: Any, graphed: bool) -> Callable:
     if plan.cudagraph_skip:
         return SkippedGraph(runner, plan.cudagraph_skip)
     return GraphedCall(runner)
+
+
+def _graph_copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """`gm` with a copy of its graph (its attributes shared, not copied)."""
+    import copy
+
+    return torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
 
 
 def _eager(gm: torch.fx.GraphModule) -> Callable:
@@ -180,6 +191,7 @@ def _patch_compilers() -> None:
     _fold_without_cuda()
     _prim_metas_without_cuda()
     _dynamo_is_not_the_program()
+    _optimizer_state_on_the_simulated_gpu()
     fake_identity.show_the_real_class()  # Dynamo's guards need one answer for everyone
     _patched = True
 
@@ -216,6 +228,35 @@ def _dynamo_is_not_the_program() -> None:
 
     _compile._phantora = True  # type: ignore[attr-defined]
     convert_frame._compile = _compile
+
+
+def _optimizer_state_on_the_simulated_gpu() -> None:
+    """A compiled optimizer step: Dynamo does not trace an optimizer's `_init_group` (too slow),
+    it calls it for real while tracing, with the dispatch modes set aside, so that the state
+    (exp_avg, step counters moved to the GPU when capturable) exists as real CUDA tensors. Here
+    CUDA tensors exist only under the capture mode: the call runs under it, and its ops (the
+    state's zero fills, a real first step's work) are captured as the real ones run."""
+    try:
+        from torch._dynamo.variables.optimizer import OptimizerVariable
+    except ImportError:  # pragma: no cover - every torch with ignore_compile_internals has it
+        return
+    orig = OptimizerVariable.call_method
+    if getattr(orig, "_phantora", False):
+        return
+
+    @functools.wraps(orig)
+    def call_method(self, tx, name, args, kwargs):
+        if name != "_init_group" or _capture_mode is None:
+            return orig(self, tx, name, args, kwargs)
+        from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+        if any(m is _capture_mode for m in _get_current_dispatch_mode_stack()):
+            return orig(self, tx, name, args, kwargs)
+        with _capture_mode:
+            return orig(self, tx, name, args, kwargs)
+
+    call_method._phantora = True  # type: ignore[attr-defined]
+    OptimizerVariable.call_method = call_method
 
 
 def _prim_metas_without_cuda() -> None:

@@ -203,6 +203,71 @@ class _Reader:
         from torch._inductor import config as ind_config
         from torch._inductor.utils import get_fused_kernel_name
 
+        fused = get_fused_kernel_name(node.get_nodes(), ind_config.triton.descriptive_names) \
+            if ind_config.triton.descriptive_names else ""
+        allocs, reuses, shape, reads = self._kernel_parts(node, group, category, fused)
+        key = (shape.category, fused, shape.numel, shape.rnumel, shape.bytes_read, shape.bytes_written)
+        idx = self.kernel_ids.setdefault(key, len(self.kernel_ids))
+        self.reads.append(reads)
+        return TritonStep(kernel_name(shape.category, fused, idx), shape, tuple(allocs), reuses=reuses)
+
+    def foreach(self, node: Any) -> list[TritonStep]:
+        """A ForeachKernelSchedulerNode (a compiled optimizer's `_foreach_*` ops, independent
+        nodes Inductor runs side by side): one combo kernel (`triton_for_...`) per partition of
+        its subnodes, partitioned as Inductor's horizontal partition does by the arguments a
+        launch may take (`combo_kernel_max_num_args`). Approximate: a combo kernel is timed by
+        the Triton curve of its category over the summed bytes and elements of its subnodes
+        (no combo kernel was measured); Inductor's split by tiling dimensions is not modelled."""
+        from torch._inductor import config as ind_config
+        from torch._inductor.utils import get_fused_kernel_name
+
+        subnodes = list(getattr(node, "snodes", ()))
+        if not subnodes:
+            raise Unplannable("a foreach kernel node without subnodes")
+        limit = int(getattr(ind_config, "combo_kernel_max_num_args", 250))
+        partitions: list[list] = [[]]
+        count = 0
+        for sub in subnodes:
+            n_args = len(sub.read_writes.reads) + len(sub.read_writes.writes)
+            if partitions[-1] and count + n_args > limit:
+                partitions.append([])
+                count = 0
+            partitions[-1].append(sub)
+            count += n_args
+        try:
+            fused = get_fused_kernel_name([node], ind_config.triton.descriptive_names) \
+                if ind_config.triton.descriptive_names else ""
+        except Exception:  # noqa: BLE001 - other torch releases name combo kernels otherwise
+            fused = ""
+        steps = []
+        for part in partitions:
+            allocs, reuses, reads = [], {}, set()
+            shapes = []
+            for sub in part:
+                sub_allocs, sub_reuses, shape, sub_reads = self._kernel_parts(sub, None, None, fused)
+                allocs += sub_allocs
+                reuses.update(sub_reuses)
+                reads |= sub_reads
+                shapes.append(shape)
+            reduction = [sh for sh in shapes if sh.category != "pointwise"]
+            merged = TritonKernelShape(
+                reduction[0].category if reduction else "pointwise",
+                sum(sh.numel for sh in shapes), max(sh.rnumel for sh in shapes),
+                sum(sh.bytes_read for sh in shapes), sum(sh.bytes_written for sh in shapes),
+                next((sh.compute for sh in shapes if sh.compute != "plain"), shapes[0].compute),
+                sum(sh.n_buffers for sh in shapes), reduction[0].reduction_hint if reduction else "",
+                any(sh.welford for sh in shapes))
+            key = ("foreach", fused, merged.numel, merged.rnumel, merged.bytes_read, merged.bytes_written)
+            idx = self.kernel_ids.setdefault(key, len(self.kernel_ids))
+            self.reads.append(reads)
+            name = "_".join(["triton", "for"] + ([fused] if fused else []) + [str(idx)])
+            steps.append(TritonStep(name, merged, tuple(allocs), reuses=reuses))
+        return steps
+
+    def _kernel_parts(self, node: Any, group: tuple[int, int] | None, category: str | None,
+                      fused: str) -> tuple[list[str], dict[str, str], TritonKernelShape, set[str]]:
+        """(buffers it allocates, in-place reuses, its TritonKernelShape, names it reads) of
+        one fused node's kernel."""
         numel, rnumel = group or tuple(_int(x) for x in node.group[1])
         if category is None:
             # decided once, on the symbolic sizes in a dynamic graph (as Inductor decides it)
@@ -227,8 +292,6 @@ class _Reader:
         reuses = self._inplace(node, allocs)
         self.completed |= members
         read_bytes, write_bytes = _accessed_bytes(node)
-        fused = get_fused_kernel_name(node.get_nodes(), ind_config.triton.descriptive_names) \
-            if ind_config.triton.descriptive_names else ""
         origins = "_".join(sorted({str(getattr(o, "target", "")) for n in node.get_nodes() if n.node is not None
                                    for o in n.node.origins}))
         reads = {d.name for d in node.read_writes.reads} - local
@@ -236,10 +299,7 @@ class _Reader:
         hint, welford = _reduction_kind(node)
         shape = TritonKernelShape(category, numel, max(1, rnumel), int(read_bytes), int(write_bytes),
                                   compute_class(f"{fused}_{origins}", category), len(reads | writes), hint, welford)
-        key = (category, fused, numel, rnumel, shape.bytes_read, shape.bytes_written)
-        idx = self.kernel_ids.setdefault(key, len(self.kernel_ids))
-        self.reads.append(reads)
-        return TritonStep(kernel_name(category, fused, idx), shape, tuple(allocs), reuses=reuses)
+        return allocs, reuses, shape, reads
 
     def _inplace(self, node: Any, allocs: list[str]) -> dict[str, str]:
         """Outputs written over an input that dies in this kernel (Inductor's in-place buffer
@@ -506,6 +566,8 @@ def _read_schedule(graph: Any, sched: Any, graph_id: int | None, is_backward: bo
             continue
         if mix_order is not None and isinstance(node, mix_order):
             steps.extend(reader.mix_order(node, num_sms))
+        elif isinstance(node, S.ForeachKernelSchedulerNode):
+            steps.extend(reader.foreach(node))
         elif isinstance(node, S.NopKernelSchedulerNode):
             steps.append(reader.nop(node))
         elif isinstance(node, S.ExternKernelSchedulerNode):
