@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SCRIPTS
+from conftest import SCRIPTS, run_cli
 from tracing.kineto import load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,12 +35,21 @@ def _events(doc: dict, cat: str) -> list[dict]:
     return [e for e in doc["traceEvents"] if e.get("cat") == cat]
 
 
-def test_compiled_training_step_launches_inductor_kernels_deterministically(cli):
-    runs = [cli("--out", out, PY, SCRIPT, "compiled") for out in ("a", "b")]
+@pytest.fixture(scope="module")
+def compiled_runs(tmp_path_factory):
+    """Two traced runs of the compiled training step (in out/a and out/b), shared by the tests
+    that need the default mode's run (simulated times do not depend on tracing)."""
+    cwd = tmp_path_factory.mktemp("compiled")
+    runs = [run_cli(["--out", out, PY, SCRIPT, "compiled"], cwd) for out in ("a", "b")]
+    return cwd, runs
+
+
+def test_compiled_training_step_launches_inductor_kernels_deterministically(compiled_runs):
+    cwd, runs = compiled_runs
     for r in runs:
         assert r.returncode == 0, r.stderr[-3000:]
         assert "runs eagerly" not in r.stderr
-    docs = [load_trace(cli.cwd / out / "rank0.pt.trace.json.gz") for out in ("a", "b")]
+    docs = [load_trace(cwd / out / "rank0.pt.trace.json.gz") for out in ("a", "b")]
     for doc in docs:
         for key in ("trace_id", "baseTimeNanoseconds", "traceName"):
             doc.pop(key, None)
@@ -110,7 +119,7 @@ def test_compiled_step_is_faster_and_smaller_than_eager(cli):
     assert _peak(compiled.stdout) < _peak(eager.stdout)
 
 
-def test_reduce_overhead_replays_cuda_graphs_after_warm_up_and_record(cli):
+def test_reduce_overhead_replays_cuda_graphs_after_warm_up_and_record(cli, compiled_runs):
     """mode="reduce-overhead" (runtime/compile/cudagraphs.py): step 0 compiles and warms up,
     step 1 records each graph, later steps replay it: one cudaGraphLaunch per graph and call,
     its kernels correlated with it, no per-kernel launches, the non-static inputs copied with
@@ -122,7 +131,7 @@ def test_reduce_overhead_replays_cuda_graphs_after_warm_up_and_record(cli):
     r = cli("--out", "ro", PY, SCRIPT, "reduce_overhead")
     assert r.returncode == 0, r.stderr[-3000:]
     assert "cudagraph_skips 0" in r.stdout
-    default = cli("--no-trace", PY, SCRIPT, "compiled")
+    default = compiled_runs[1][0]
     assert default.returncode == 0, default.stderr[-3000:]
     ro, dflt = _steps(r.stdout), _steps(default.stdout)
     assert len(ro) == 5 and ro[2] > ro[3] == ro[4]  # the first replay caches its outputs' metadata

@@ -87,7 +87,8 @@ def inner_compile(gm: torch.fx.GraphModule, example_inputs: list, graphed: bool 
                  ", ".join(str(s.symbol) for s in plan.sources), plan.first.triton_kernels,
                  plan.first.extern_kernels)
         return _boxed(ShapeBoundRunner(plan, functools.partial(_runner, graphed=graphed),
-                                       lambda: pyhost.simulator_work(_host())))
+                                       lambda: pyhost.simulator_work(_host()), _eager(as_given),
+                                       lambda message: _warn_once(message, message)))
     PLANS.append(plan)
     log.info("compiled graph %s (%s): %d Triton kernels, %d extern calls", plan.graph_id,
              "backward" if plan.is_backward else "forward", plan.triton_kernels, plan.extern_kernels)

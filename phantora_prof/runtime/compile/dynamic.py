@@ -147,17 +147,25 @@ class ShapeBoundRunner:
     record once per set of sizes)."""
 
     def __init__(self, dplan: DynamicPlan, make_runner: Callable[[CompiledGraphPlan], Callable],
-                 simulator_work: Callable[[], Any]) -> None:
+                 simulator_work: Callable[[], Any], eager: Callable[[list], list],
+                 warn: Callable[[str], None]) -> None:
         self.dplan = dplan
         self.make_runner = make_runner
         self.simulator_work = simulator_work
+        self.eager = eager  # the graph run op by op: for sizes whose schedule cannot be read
+        self.warn = warn
         self.runners: dict[tuple[int, ...], Callable] = {}
 
     def __call__(self, args: list) -> list:
         values = tuple(s.value(args) for s in self.dplan.sources)
         run = self.runners.get(values)
         if run is None:
-            with self.simulator_work():  # reading the schedule is the simulator's work
-                _, plan = self.dplan.for_args(args)
-            run = self.runners[values] = self.make_runner(plan)
+            try:
+                with self.simulator_work():  # reading the schedule is the simulator's work
+                    _, plan = self.dplan.for_args(args)
+                run = self.make_runner(plan)
+            except Unplannable as exc:
+                self.warn(f"a compiled graph runs eagerly under simulation for sizes {values} ({exc})")
+                run = self.eager
+            self.runners[values] = run
         return run(args)
