@@ -168,5 +168,6 @@ class RunConfig:
 
 def default_kernel_db(gpu: str) -> Path:
     """Where --kernel-times measure keeps what it measured, per simulated GPU model."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "phantora-prof"
-    return base / f"kernels-{gpu}.json.gz"
+    from phantora_prof.cache_paths import cache_base
+
+    return cache_base() / f"kernels-{gpu}.json.gz"

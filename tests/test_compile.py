@@ -213,6 +213,21 @@ def test_a_compiled_optimizer_step_runs_inductors_foreach_kernels(cli):
     assert not [e for e in _events(doc, "kernel") if "multi_tensor_apply" in e["name"]]  # no eager foreach kernels
 
 
+def test_a_compiled_ddp_module_runs_compiled_pieces_between_its_allreduces(cli):
+    """torch.compile(DDP(model)): Dynamo's DDPOptimizer path compiles the pieces between gradient
+    buckets without setting the dispatch modes aside (the capture mode is set aside for it as on
+    Dynamo's other path), and DDP's Python called from C++ while the compiled module runs (the
+    simulated process group's broadcast, the capture mode's dispatch) is never taken by Dynamo
+    for a frame to convert."""
+    r = cli("--out", "ddp", "torchrun", "--nproc-per-node", "2", SCRIPT, "ddp")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "runs eagerly" not in r.stderr, r.stderr[-3000:]
+    assert "ddp rank 0 done" in r.stdout and "ddp rank 1 done" in r.stdout
+    kernels = [e["name"] for e in _events(load_trace(cli.cwd / "ddp" / "rank0.pt.trace.json.gz"), "kernel")]
+    assert any(k.startswith("triton_") for k in kernels)
+    assert sum("AllReduce" in k for k in kernels) >= 2 * 3  # several buckets in each of 3 steps
+
+
 def test_dynamo_loads_when_the_program_first_compiles(cli):
     """A rank does not import Dynamo at start-up (two thirds of its start-up time); an eager
     step with an optimizer does not load it either; torch.compile does, and what

@@ -624,5 +624,10 @@ def shape_features(op, base: str) -> tuple:
 def model() -> FamilyModel | None:
     if not DATA.exists():
         return None
-    with gzip.open(DATA, "rt") as f:
-        return FamilyModel(json.load(f))
+    from phantora_prof.cost.derived_cache import load_or_build
+
+    def build() -> FamilyModel:
+        with gzip.open(DATA, "rt") as f:
+            return FamilyModel(json.load(f))
+
+    return load_or_build("families", build)

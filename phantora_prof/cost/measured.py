@@ -98,7 +98,9 @@ def load_records(path=None) -> dict:
 
 @lru_cache(maxsize=1)
 def model() -> "Model":
-    return Model(load_records()["records"])
+    from phantora_prof.cost.derived_cache import load_or_build
+
+    return load_or_build("measured", lambda: Model(load_records()["records"]))
 
 
 # ------------------------------------------------------------------ queries

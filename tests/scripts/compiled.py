@@ -209,3 +209,22 @@ elif mode == "compiled_optimizer":
         torch.cuda.synchronize()
         print(f"step {i} ms {(time.perf_counter() - t0) * 1e3:.3f}")
     print("peak", torch.cuda.max_memory_allocated())
+elif mode == "ddp":
+    # torch.compile of a DistributedDataParallel module (run under torchrun): DDPOptimizer splits
+    # the graph at the gradient buckets and compiles each piece; DDP's own Python (its
+    # _pre_forward, the buffers' broadcast) runs between them
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("nccl")
+    torch.cuda.set_device(dist.get_rank())
+    model = torch.compile(DDP(nn.Sequential(*[Block() for _ in range(4)]).cuda(), bucket_cap_mb=4))
+    opt = torch.optim.AdamW(model.parameters(), fused=True)
+    x = torch.randn(8, 256, 512, device="cuda")
+    for i in range(3):
+        model(x).float().pow(2).mean().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
+    print("ddp rank", dist.get_rank(), "done")
+    dist.destroy_process_group()

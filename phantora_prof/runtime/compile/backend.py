@@ -193,6 +193,7 @@ def _patch_compilers() -> None:
     _prim_metas_without_cuda()
     _dynamo_is_not_the_program()
     _optimizer_state_on_the_simulated_gpu()
+    _simulator_is_never_traced()
     fake_identity.show_the_real_class()  # Dynamo's guards need one answer for everyone
     _patched = True
 
@@ -209,6 +210,7 @@ def _dynamo_is_not_the_program() -> None:
         return
 
     from torch.fx.experimental import proxy_tensor
+    from torch.utils._python_dispatch import _disable_current_modes
 
     from phantora_prof.runtime.process import clock
 
@@ -221,7 +223,11 @@ def _dynamo_is_not_the_program() -> None:
         proxy_tensor.CONSTANT_NUMEL_LIMIT = -1  # not even empty ones (`torch.tensor([], device=...)`)
         clock.compiling += 1  # its waits (cache locks) are not the program's sleeps
         try:
-            with pyhost.simulator_work(_host()):
+            # Dynamo traces with the dispatch modes set aside (`_disable_current_modes` in
+            # ConvertFrame), except on its DDPOptimizer path (a DistributedDataParallel module),
+            # where the capture mode stayed on the stack above AOTAutograd's FunctionalTensorMode
+            # ("Attempting to use FunctionalTensor on its own")
+            with pyhost.simulator_work(_host()), _disable_current_modes():
                 return orig(*args, **kwargs)
         finally:
             clock.compiling -= 1
@@ -229,6 +235,32 @@ def _dynamo_is_not_the_program() -> None:
 
     _compile._phantora = True  # type: ignore[attr-defined]
     convert_frame._compile = _compile
+
+
+def _simulator_is_never_traced() -> None:
+    """The simulator's Python that C++ calls while a compiled function runs (the capture mode's
+    `__torch_dispatch__`, the simulated process group's collectives, their Work objects) runs as
+    plain Python under Dynamo, with everything it calls. torch wraps a mode's dispatch in
+    `torch._disable_dynamo` (this mode does without the wrapper: CaptureMode._should_skip_dynamo,
+    its Python ran once per op), and a real process group is C++: here Dynamo took such frames
+    for frames to convert while a compiled DistributedDataParallel module ran ("'dict' object has
+    no attribute 'node'" inside fake_wrap, "unregistered member on an OpaqueObject" in
+    `broadcast`). Their code objects are marked for Dynamo to skip, recursively, once Dynamo
+    is loaded (no per-op cost); inlining, when traced code calls the simulator's stand-ins for
+    torch functions, is unaffected."""
+    from torch._dynamo.eval_frame import set_code_exec_strategy
+    from torch._dynamo.types import FrameAction, FrameExecStrategy
+
+    from phantora_prof.runtime.dispatch.capture import CaptureMode
+    from phantora_prof.runtime.distributed.backend import PhantoraProcessGroup, SimWork
+
+    skip = FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP)
+    for cls in (CaptureMode, PhantoraProcessGroup, SimWork):
+        for value in vars(cls).values():
+            fn = getattr(value, "__func__", value)  # staticmethod / classmethod
+            code = getattr(fn, "__code__", None)
+            if code is not None:
+                set_code_exec_strategy(code, skip)
 
 
 def _optimizer_state_on_the_simulated_gpu() -> None:

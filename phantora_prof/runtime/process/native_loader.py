@@ -44,6 +44,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from phantora_prof.cache_paths import ENV_CACHE_DIR, cache_base
 from phantora_prof.errors import ConfigError, NativeBuildError
 from phantora_prof.runtime.process.clock import real_sleep
 
@@ -51,7 +52,6 @@ log = logging.getLogger(__name__)
 
 LIB_NAME = "libphantora_fake_cuda.so"
 ENV_DEVICE_COUNT = "PHANTORA_DEVICE_COUNT"
-ENV_CACHE_DIR = "PHANTORA_CACHE_DIR"
 MAX_DEVICE_COUNT = 127  # c10::DeviceIndex is int8_t
 # Marker that identifies our CMakeLists.txt (so an unrelated <site-packages>/CMakeLists.txt
 # is never mistaken for a source tree).
@@ -184,13 +184,7 @@ def _build_key(src_root: Path, torch_dir: Path, abi: bool) -> str:
 
 
 def cache_root() -> Path:
-    env = os.environ.get(ENV_CACHE_DIR)
-    if env:
-        base = Path(env).expanduser()
-    else:
-        xdg = os.environ.get("XDG_CACHE_HOME")
-        base = (Path(xdg) if xdg else Path.home() / ".cache") / "phantora-prof"
-    return base / "native"
+    return cache_base() / "native"
 
 
 # ---------------------------------------------------------------------------------------
