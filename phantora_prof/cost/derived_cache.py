@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 ENV_DISABLE = "PHANTORA_NO_DERIVED_CACHE"
-_FORMAT = 1  # bumped when what is pickled changes shape for reasons the key does not see
+_FORMAT = "derived-v1"  # changed when what is pickled changes shape for reasons the key does not see
 _PACKAGE = Path(__file__).resolve().parent.parent  # phantora_prof/
 
 
