@@ -248,7 +248,9 @@ def test_dynamo_loads_when_the_program_first_compiles(cli):
 def test_what_real_scripts_do_with_compile(cli):
     """Graph breaks (the broken part runs eagerly, both graphs compile), small constant tensors
     made on the device inside the compiled function, a CPU tensor moved to the GPU inside it
-    (prims.device_put comes through the capture mode), and non-Inductor backends (eager ops)."""
+    (prims.device_put comes through the capture mode), the compiled model moved back to the
+    CPU while Dynamo's guards hold weak references to its parameters (Lightning's teardown), and
+    non-Inductor backends (eager ops)."""
     r = cli("--out", "gb", PY, SCRIPT, "graph_break")
     assert r.returncode == 0, r.stderr[-3000:]
     assert "runs eagerly" not in r.stderr
@@ -263,6 +265,7 @@ def test_what_real_scripts_do_with_compile(cli):
     r = cli("--no-trace", PY, SCRIPT, "cpu_attribute")  # `.to(device)` of a CPU tensor in a graph run eagerly
     assert r.returncode == 0, r.stderr[-3000:]
     assert len(_steps(r.stdout)) == 2
+    assert "moved to {'cpu'} same objects True" in r.stdout  # .cpu() of a compiled model
 
     r = cli("--out", "eager", PY, SCRIPT, "backend_eager")
     assert r.returncode == 0, r.stderr[-3000:]

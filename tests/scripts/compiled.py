@@ -97,7 +97,14 @@ elif mode == "cpu_attribute":
         def forward(self, x):
             return super().forward(x) * self.scale.to(x.device)
 
-    train(torch.compile(Scaled().cuda()), steps=2)
+    model = torch.compile(Scaled().cuda())
+    train(model, steps=2)
+    # back to the CPU with Dynamo's guards holding weak references to the parameters (Lightning
+    # does this at teardown): on a GPU the parameters keep their objects
+    params = list(model.parameters())
+    model.cpu()
+    print("moved to", {p.device.type for p in model.parameters()}, "same objects",
+          all(a is b for a, b in zip(params, model.parameters())))
 elif mode == "backend_eager":
     train(torch.compile(nn.Sequential(Block()).cuda(), backend="eager"))
 elif mode == "graph_break":

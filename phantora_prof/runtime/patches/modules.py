@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import weakref
 from typing import Any, Callable
 
 import torch
@@ -130,6 +131,34 @@ def _set_data(self: torch.Tensor, value: torch.Tensor) -> None:
     _TENSOR_DATA.__set__(self, value)
 
 
+_SWAP_TENSORS = torch.utils.swap_tensors
+
+
+def _swap_tensors(t1: torch.Tensor, t2: torch.Tensor) -> None:
+    """torch.utils.swap_tensors, also for a parameter leaving the simulated GPU while something
+    holds a weak reference to it (`model.cpu()` after torch.compile: Dynamo's guards do; Lightning
+    moves the model to the CPU at teardown). On a GPU, `Module._apply` keeps such a parameter
+    object with `param.data = ...`, weak references and all; here the parameter is a FakeTensor,
+    for which torch swaps the two tensors instead, and swap_tensors refuses weakly referenced
+    tensors. The weak references are about the Python object, which keeps its identity, so the
+    swap goes ahead as `_keep_identity` does the other way (use counts still checked by torch's
+    function for every other case)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if not (isinstance(t1, FakeTensor) and not isinstance(t2, FakeTensor) and weakref.getweakrefs(t1)
+            and not weakref.getweakrefs(t2)):
+        return _SWAP_TENSORS(t1, t2)
+    import copyreg
+
+    if set(copyreg._slotnames(t1.__class__)) != set(copyreg._slotnames(t2.__class__)):  # type: ignore[attr-defined]
+        raise RuntimeError("Cannot swap t1 and t2 if they have different slots")
+    if t1._use_count() != 1 or t2._use_count() != 1:
+        return _SWAP_TENSORS(t1, t2)  # torch's own checks and message
+    t1.__class__, t2.__class__ = t2.__class__, t1.__class__
+    t1.__dict__, t2.__dict__ = t2.__dict__, t1.__dict__
+    torch._C._swap_tensor_impl(t1, t2)
+
+
 def _record_stream(self: torch.Tensor, stream: Any) -> None:
     """Tensor.record_stream with a simulated stream: the allocator model keeps the block from
     being reused by another stream until the host next synchronizes."""
@@ -197,6 +226,7 @@ def _dense_transformer_encoder(orig: Callable) -> Callable:
 
 def install() -> None:
     nn.Module._apply = _patched_apply(nn.Module._apply)
+    torch.utils.swap_tensors = _swap_tensors
     _foreach_accepts_fake_tensors()
     torch.Tensor.record_stream = _record_stream
     nn.TransformerEncoder.forward = _dense_transformer_encoder(nn.TransformerEncoder.forward)
