@@ -389,6 +389,7 @@ def test_default_optimizers_take_the_foreach_path_as_on_cuda(cli):
     ops = [e["name"] for e in doc["traceEvents"] if e.get("cat") == "cpu_op"]
     assert "aten::_foreach_addcdiv_" in ops and "aten::_foreach_norm" in ops  # AdamW, clip_grad_norm_
     assert "aten::addcdiv_" not in ops  # no per-parameter AdamW
+    assert ops.count("aten::_fused_adamw_") == 1  # the fused one, lr a CPU tensor
     kernels = [e["name"] for e in doc["traceEvents"] if e.get("cat") == "kernel"]
     assert any("multi_tensor_apply_kernel" in k for k in kernels)
 

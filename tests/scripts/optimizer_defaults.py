@@ -8,7 +8,10 @@ model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.L
 params = list(model.parameters())
 print("defaults", _default_to_fused_or_foreach(params, differentiable=False, use_fused=False))
 print("clip foreach", _has_foreach_support(params, torch.device("cuda")))
-opts = [torch.optim.AdamW(params, lr=1e-3), torch.optim.SGD(params, lr=0.1, momentum=0.9)]
+opts = [torch.optim.AdamW(params, lr=1e-3), torch.optim.SGD(params, lr=0.1, momentum=0.9),
+        # fused, with the learning rate as a CPU tensor (aten::_fused_adamw_.tensor_lr): CUDA's
+        # kernel reads it on the host
+        torch.optim.AdamW(params, lr=torch.tensor(1e-3), fused=True)]
 x = torch.randn(32, 64, device="cuda")
 for opt in opts:
     model(x).sum().backward()

@@ -433,7 +433,7 @@ class CaptureMode(TorchDispatchMode):
             done = out is not None
         else:
             out = None
-            done = _returns_nothing(func) and self._fake_gpu((*args, *kwargs.values())) is not None
+            done = _returns_nothing(func) and self._fake_gpu((*args, *kwargs.values()), cpu_scalars=True) is not None
         general_key = None
         if not done and self._general_cache is not None and func not in conv_layout.CONV_OPS:
             general_key = self._general_cache.key(func, args, kwargs)
@@ -594,14 +594,17 @@ class CaptureMode(TorchDispatchMode):
         st.ops_captured += 1
         st.channel.send(op)
 
-    def _fake_gpu(self, values) -> torch.device | None:
+    def _fake_gpu(self, values, cpu_scalars: bool = False) -> torch.device | None:
         """The simulated GPU of the tensors in `values` (in tensor lists too) when every one is
         this mode's fake tensor and all are on that one GPU; None otherwise (a real CPU tensor,
-        a device move, no tensor at all)."""
+        a device move, no tensor at all). `cpu_scalars`: 0-dim CPU tensors may be among them
+        (a fused optimizer's `lr` tensor, which CUDA's kernel reads on the host)."""
         device = None
         for a in values:
             for t in (a if isinstance(a, (list, tuple)) else (a,)):
                 if not isinstance(t, torch.Tensor):
+                    continue
+                if cpu_scalars and t.dim() == 0 and t.device.type == "cpu":
                     continue
                 if not isinstance(t, FakeTensor) or t.fake_mode is not self.fake_mode:
                     return None
@@ -1101,8 +1104,12 @@ def _outputs(out: Any) -> tuple:
 
 
 def _describe(a: Any) -> str:
+    """An argument for an error message: a tensor as dtype, shape and device; a long list by its
+    first items and its length (a fused optimizer's lists hold every parameter)."""
     if isinstance(a, torch.Tensor):
         return f"{a.dtype}{list(a.shape)}@{a.device}"
     if isinstance(a, (list, tuple)):
+        if len(a) > 4:
+            return "[" + ", ".join(_describe(b) for b in a[:2]) + f", ... ({len(a)} in all)]"
         return "[" + ", ".join(_describe(b) for b in a) + "]"
     return repr(a)
