@@ -604,13 +604,15 @@ class CaptureMode(TorchDispatchMode):
             for t in (a if isinstance(a, (list, tuple)) else (a,)):
                 if not isinstance(t, torch.Tensor):
                     continue
-                if cpu_scalars and t.dim() == 0 and t.device.type == "cpu":
-                    continue
                 if not isinstance(t, FakeTensor) or t.fake_mode is not self.fake_mode:
+                    if cpu_scalars and t.dim() == 0 and t.device.type == "cpu":
+                        continue  # checked only off the hot path: FakeTensor.device is Python
                     return None
                 if device is None:
                     device = t.fake_device
                 elif t.fake_device != device:
+                    if cpu_scalars and t.fake_device.type == "cpu" and t.dim() == 0:
+                        continue
                     return None
         return device if device is not None and device.type == "cuda" else None
 
