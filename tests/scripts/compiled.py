@@ -22,19 +22,24 @@ class Block(nn.Module):
         return x + self.out(F.gelu(self.fc(self.ln(x)), approximate="tanh"))
 
 
+def timed_step(model, opt, x) -> float:
+    """One synchronized bf16-autocast training step; its milliseconds by the host's clock."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(x).float().pow(2).mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e3
+
+
 def train(model, steps: int = 4) -> None:
     opt = torch.optim.AdamW(model.parameters(), fused=True)
     x = torch.randn(16, 256, 512, device="cuda")
     for i in range(steps):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(x).float().pow(2).mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
-        print(f"step {i} ms {(time.perf_counter() - t0) * 1e3:.3f}")
+        print(f"step {i} ms {timed_step(model, opt, x):.3f}")
     print("peak", torch.cuda.max_memory_allocated())
 
 
@@ -176,14 +181,8 @@ elif mode == "dynamic":
         x = torch.randn(8, seq, 512, device="cuda")
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-        t0 = time.perf_counter()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(x).float().pow(2).mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
-        print(f"seq {seq} ms {(time.perf_counter() - t0) * 1e3:.3f} peak {torch.cuda.max_memory_allocated()}")
+        ms = timed_step(model, opt, x)
+        print(f"seq {seq} ms {ms:.3f} peak {torch.cuda.max_memory_allocated()}")
     print("graphs", counters["stats"]["unique_graphs"])
 elif mode == "dynamic_graphed":
     # dynamic=True from the start, under CUDA graph trees: one graph recorded per length

@@ -115,20 +115,15 @@ class DynamicPlan:
     sources: tuple[SymbolSource, ...]
     read_for: Callable[[tuple[int, ...]], CompiledGraphPlan]
 
-    def __post_init__(self) -> None:
-        self.plans: dict[tuple[int, ...], CompiledGraphPlan] = {self.first_values: self.first}
-
-    def for_args(self, args: list) -> tuple[tuple[int, ...], CompiledGraphPlan]:
-        """(the call's sizes, the plan for them)."""
-        values = tuple(s.value(args) for s in self.sources)
-        plan = self.plans.get(values)
-        if plan is None:
-            plan = self.read_for(values)
-            _keep_names(plan, self.first)
-            self.plans[values] = plan
-            log.info("compiled graph %s planned for sizes %s", plan.graph_id,
-                     ", ".join(f"{s.symbol}={v}" for s, v in zip(self.sources, values)))
-        return values, plan
+    def plan_for(self, values: tuple[int, ...]) -> CompiledGraphPlan:
+        """The plan for the symbols' `values` (read from the schedule unless they are the first's)."""
+        if values == self.first_values:
+            return self.first
+        plan = self.read_for(values)
+        _keep_names(plan, self.first)
+        log.info("compiled graph %s planned for sizes %s", plan.graph_id,
+                 ", ".join(f"{s.symbol}={v}" for s, v in zip(self.sources, values)))
+        return plan
 
 
 def _keep_names(plan: CompiledGraphPlan, first: CompiledGraphPlan) -> None:
@@ -144,7 +139,7 @@ def _keep_names(plan: CompiledGraphPlan, first: CompiledGraphPlan) -> None:
 class ShapeBoundRunner:
     """Runs a DynamicPlan: each distinct set of sizes gets its plan and its runner (made by
     `make_runner`: a PlanRunner, or a CUDA-graphed call, which real CUDA graph trees also
-    record once per set of sizes)."""
+    record once per set of sizes), kept for the process's life."""
 
     def __init__(self, dplan: DynamicPlan, make_runner: Callable[[CompiledGraphPlan], Callable],
                  simulator_work: Callable[[], Any], eager: Callable[[list], list],
@@ -162,7 +157,7 @@ class ShapeBoundRunner:
         if run is None:
             try:
                 with self.simulator_work():  # reading the schedule is the simulator's work
-                    _, plan = self.dplan.for_args(args)
+                    plan = self.dplan.plan_for(values)
                 run = self.make_runner(plan)
             except Unplannable as exc:
                 self.warn(f"a compiled graph runs eagerly under simulation for sizes {values} ({exc})")

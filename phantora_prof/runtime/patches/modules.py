@@ -100,10 +100,16 @@ def _keep_identity(old: torch.Tensor, new: torch.Tensor) -> bool:
     lookup = getattr(describer, "lookup_tensor", None)
     if lookup is not None and old in lookup:
         del lookup[old]
-    old.__class__, new.__class__ = new.__class__, old.__class__
-    old.__dict__, new.__dict__ = new.__dict__, old.__dict__
-    torch._C._swap_tensor_impl(old, new)
+    _swap_contents(old, new)
     return True
+
+
+def _swap_contents(a: torch.Tensor, b: torch.Tensor) -> None:
+    """What torch.utils.swap_tensors does once its checks pass (class, attributes, TensorImpl),
+    without its refusal of weakly referenced tensors; the callers check the rest."""
+    a.__class__, b.__class__ = b.__class__, a.__class__
+    a.__dict__, b.__dict__ = b.__dict__, a.__dict__
+    torch._C._swap_tensor_impl(a, b)
 
 
 _TENSOR_DATA = torch._C.TensorBase.data  # the C getset behind `t.data`
@@ -154,9 +160,7 @@ def _swap_tensors(t1: torch.Tensor, t2: torch.Tensor) -> None:
         raise RuntimeError("Cannot swap t1 and t2 if they have different slots")
     if t1._use_count() != 1 or t2._use_count() != 1:
         return _SWAP_TENSORS(t1, t2)  # torch's own checks and message
-    t1.__class__, t2.__class__ = t2.__class__, t1.__class__
-    t1.__dict__, t2.__dict__ = t2.__dict__, t1.__dict__
-    torch._C._swap_tensor_impl(t1, t2)
+    _swap_contents(t1, t2)
 
 
 def _record_stream(self: torch.Tensor, stream: Any) -> None:
