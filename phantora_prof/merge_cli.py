@@ -35,6 +35,9 @@ def merge_cmd(inputs: tuple[Path, ...], output: Path) -> None:
         if any(f.resolve() == output.resolve() for f in files):
             raise MergeError(f"{output}: the output is also one of the inputs; write it elsewhere")
         if output.name.endswith((".pftrace", ".perfetto-trace")):
+            from phantora_prof.outputs import use_native_perfetto_encoder
+
+            use_native_perfetto_encoder()
             path = merge_to_perfetto(files, output)
         else:
             path = merge_kineto(files, output)

@@ -15,6 +15,24 @@ from tracing.model import RankTrace
 log = logging.getLogger(__name__)
 
 TRACE_FORMATS = ("kineto", "perfetto", "both")
+PERFETTO_ENCODER_SOURCE = "native/perfetto/perfetto_events.c"
+ENV_PYTHON_PERFETTO = "PHANTORA_PYTHON_PERFETTO"  # =1: encode the .pftrace in Python (same bytes, slower)
+
+
+def use_native_perfetto_encoder() -> bool:
+    """Encode Perfetto events with the compiled encoder (built with the C compiler on first use,
+    ~1 s; the same bytes as the Python encoder, ~3x faster over a whole trace) unless
+    PHANTORA_PYTHON_PERFETTO=1 or it cannot be built. Returns whether it is in use."""
+    import os
+
+    from phantora_prof import c_extensions
+    from tracing.perfetto import use_native_encoder
+
+    module = None
+    if os.environ.get(ENV_PYTHON_PERFETTO) != "1":
+        module = c_extensions.load(PERFETTO_ENCODER_SOURCE, "phantora_perfetto")
+    use_native_encoder(module)
+    return module is not None
 
 
 def check_output_paths(out_dir: Path | None, report_dir: Path | None, summary_json: Path | None) -> None:
@@ -117,6 +135,7 @@ def write_traces(coord: Any, world: int, epoch_ns: int, out_dir: Path, trace_for
 
         perfetto_path = None
         if trace_format in ("perfetto", "both"):
+            use_native_perfetto_encoder()
             perfetto_path = write_perfetto(traces(), out_dir / "run.pftrace")
         else:
             for _ in traces():

@@ -52,7 +52,9 @@ KINETO_GPU_PIDS = 16  # kineto writes process metadata for GPUs 0..15 whatever i
 GPU_SORT_INDEX_BASE = 5000000
 SPANS_SORT_INDEX = 0x20000000
 PROFILER_SPAN_NAME = "PyTorch Profiler"
-_GZIP_LEVEL = 6
+# gzip level of .json.gz traces: on a GPT-2 trace level 3 compresses 2.6x faster than level 6
+# for 31% more bytes (10x smaller than the JSON, against 13x)
+_GZIP_LEVEL = 3
 
 _ORJSON_OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 

@@ -17,19 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import hashlib
-import importlib.machinery
-import importlib.util
 import logging
 import os
-import shutil
-import subprocess
-import sys
-import sysconfig
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Callable, Iterator
+
+from phantora_prof import c_extensions
 
 log = logging.getLogger(__name__)
 
@@ -44,57 +38,13 @@ _SOURCE_REL = Path("native") / "pyhost" / "pyhost.c"
 ENV_PROFILE = "PHANTORA_PYHOST_PROFILE"
 
 
-def _source() -> Path | None:
-    for root in (PACKAGE_DIR.parent, PACKAGE_DIR / "native_src"):
-        p = root / _SOURCE_REL
-        if p.exists():
-            return p
-    return None
-
-
-def _cache_dir() -> Path:
-    from phantora_prof.runtime.process.native_loader import cache_root
-
-    return cache_root() / "pyhost"
-
-
 def build() -> Path | None:
     """The compiled extension for this Python (built once per source and interpreter)."""
-    src = _source()
-    if src is None:
-        return None
-    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    key = hashlib.sha256(src.read_bytes() + sys.version.encode() + suffix.encode()).hexdigest()[:16]
-    out = _cache_dir() / key / f"{MODULE}{suffix}"
-    if out.exists():
-        return out
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        return None
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent)) / out.name
-    cmd = [cc, "-O2", "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}", str(src), "-o", str(tmp)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        log.warning("compiling %s failed: %s", src.name, r.stderr.strip()[-500:])
-        return None
-    os.replace(tmp, out)  # atomic: concurrent ranks may build at once
-    shutil.rmtree(tmp.parent, ignore_errors=True)
-    return out
+    return c_extensions.build(_SOURCE_REL, MODULE)
 
 
 def load() -> Any | None:
-    mod = sys.modules.get(MODULE)
-    if mod is not None:
-        return mod
-    path = build()
-    if path is None:
-        return None
-    spec = importlib.util.spec_from_file_location(MODULE, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    sys.modules[MODULE] = mod
-    return mod
+    return c_extensions.load(_SOURCE_REL, MODULE)
 
 
 class PythonHostTime:
