@@ -84,3 +84,54 @@ def test_memory_bounded(tmp_path):
         res[n] = json.loads(p.stdout.strip().splitlines()[-1])
     print("\n" + json.dumps(res))
     assert res[RANKS]["peak_rss_MiB"] < res[4]["peak_rss_MiB"] + 64  # no growth with the number of ranks
+
+
+ROUNDS_AB = 5
+
+
+def _cpu_s() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def test_native_encoder_ab(benchmark, tmp_path):
+    """The compiled event encoder (native/perfetto/perfetto_events.c) against the Python one, on
+    8 ranks of synthetic DDP-shaped traces (~20k events each), alternating within each round:
+    wall and CPU seconds per write (median, min, max of ROUNDS_AB rounds). Both write the same
+    bytes (checked here and in tests/test_perfetto_native.py)."""
+    from phantora_prof import c_extensions
+    from phantora_prof.outputs import PERFETTO_ENCODER_SOURCE
+    from tracing import perfetto
+
+    module = c_extensions.load(PERFETTO_ENCODER_SOURCE, "phantora_perfetto")
+    if module is None:
+        pytest.skip("no C compiler: nothing to compare")
+    ranks = [synthetic_rank(r, 8, steps=STEPS, ops_per_step=10) for r in range(8)]
+    events = sum(_events(t) for t in ranks)
+    perfetto.use_native_encoder(module)
+    times: dict[str, list[tuple[float, float]]] = {"native": [], "python": []}
+
+    def one_round() -> None:
+        for name, native in (("native", True), ("python", False)):
+            c0, t0 = _cpu_s(), time.perf_counter()
+            perfetto.write_perfetto(ranks, tmp_path / f"{name}.pftrace", native=native)
+            times[name].append((time.perf_counter() - t0, _cpu_s() - c0))
+
+    try:
+        benchmark.pedantic(one_round, rounds=ROUNDS_AB, iterations=1)
+    finally:
+        perfetto.use_native_encoder(None)
+    assert (tmp_path / "native.pftrace").read_bytes() == (tmp_path / "python.pftrace").read_bytes()
+
+    def spread(xs: list[float]) -> dict:
+        xs = sorted(xs)
+        return {"median": round(xs[len(xs) // 2], 3), "min": round(xs[0], 3), "max": round(xs[-1], 3)}
+
+    info = {"events": events}
+    for name, ts in times.items():
+        info[name] = {"wall_s": spread([w for w, _ in ts]), "cpu_s": spread([c for _, c in ts])}
+    info["speedup_wall"] = round(info["python"]["wall_s"]["median"] / info["native"]["wall_s"]["median"], 2)
+    benchmark.extra_info.update(info)
+    print("\n" + json.dumps(info))
