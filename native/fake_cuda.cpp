@@ -35,6 +35,7 @@
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
+#include <c10/core/TensorImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/distributed/c10d/reducer_timer.hpp>
 
@@ -392,5 +393,26 @@ C10_REGISTER_TYPED_CLASS(TimerRegistry, c10::kCUDA, FakeCudaTimer)
 extern "C" {
 __attribute__((visibility("default"))) int phantora_fake_cuda_device_count() {
   return phantora::g_device_count;
+}
+
+// A FakeTensor's TensorImpl after `t.data = <real tensor>` (runtime/patches/modules.py): torch's
+// set_data gave it the real tensor's data and device but kept the subclass's Python dispatch key
+// and its Python-answered device, which a tensor that is no longer a FakeTensor has no one to
+// answer. `impl` is the tensor's `_cdata` (its TensorImpl*).
+__attribute__((visibility("default"))) void phantora_plain_tensor_impl(void* impl) {
+  auto* t = static_cast<c10::TensorImpl*>(impl);
+  t->set_python_custom_device(false);
+  t->set_python_custom_layout(false);
+  t->set_python_custom_sizes_strides(c10::TensorImpl::SizesStridesPolicy::Default);
+  t->set_python_dispatch(false);
+}
+
+// The other way (`t.data = <simulated CUDA tensor>` on a tensor the identity swap cannot take):
+// after set_data copied a FakeTensor's TensorImpl state, the Python dispatch key and the
+// Python-answered device that make it one again (what Tensor._make_subclass sets for it).
+__attribute__((visibility("default"))) void phantora_fake_tensor_impl(void* impl) {
+  auto* t = static_cast<c10::TensorImpl*>(impl);
+  t->set_python_custom_device(true);
+  t->set_python_dispatch(true);
 }
 }

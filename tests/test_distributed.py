@@ -127,12 +127,15 @@ def test_ddp_example_many_ranks(cli, nproc):
 def test_fsdp1_with_a_distributed_checkpoint(cli, tmp_path):
     """FullyShardedDataParallel (FSDP1) moves a CPU-built model with `param.data = ...`, which
     left the parameters on 'meta' ("Inconsistent compute device"); its sharded state dict asks the
-    group for its device, and DCP's object collectives must keep their values."""
+    group for its device, and DCP's object collectives must keep their values. A full state dict
+    offloaded to the CPU failed ("elem.device.type must be 'meta', got cpu") until 2026-12-05."""
     r = cli("--nproc-per-node", "2", "--no-trace", PY, str(SCRIPTS / "fsdp1_dcp.py"),
             env={"DCP_DIR": str(tmp_path / "ckpt")}, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "[rank0]: step 2" in r.stdout and "[rank0]: fsdp1 ok" in r.stdout, r.stdout
     assert (tmp_path / "ckpt" / ".metadata").exists()
+    # FULL_STATE_DICT with offload_to_cpu moves each flat parameter to the CPU and back
+    assert "[rank0]: full state dict 8 ['cpu']" in r.stdout, r.stdout
 
 
 @pytest.mark.parametrize("example", ["fsdp", "tp", "pp"])

@@ -260,6 +260,18 @@ def test_assigning_a_gpu_tensor_to_a_parameters_data(cli):
     assert "data_setter True cuda:0 True True torch.bfloat16 (4,)" in r.stdout, r.stdout
 
 
+def test_parameters_keep_their_attributes_and_leave_the_gpu_by_data(cli):
+    """A parameter's own attributes survive `.cuda()` (they were lost with the identity swap:
+    a param-group rule reading `p.no_weight_decay` then grouped differently than on a GPU), and
+    `p.data = p.data.cpu()` takes it off the simulated GPU and back (the parameter said cuda:0
+    and its next op failed: "elem.device.type must be 'meta', got cpu"), also where another
+    tensor holds it; its optimizer and backward still work afterwards."""
+    r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "data_roundtrip")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert ("data_roundtrip ('cpu', 'Parameter', True, True, (4, 8), 0.0) True cuda:0 cuda:0 True cpu "
+            "cpu Tensor [1.0, 1.0, 1.0]") in r.stdout, r.stdout
+
+
 def test_a_scripts_own_thread_dispatches_cuda_ops(cli):
     """A thread the script starts (a prefetcher) gets the capture mode too (torch's mode stack
     is per thread): its copies and ops are simulated instead of reaching missing CUDA kernels."""

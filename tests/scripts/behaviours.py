@@ -167,6 +167,26 @@ elif mode == "data_setter":
     y = lin.weight @ torch.randn(8, device="cuda")
     print("data_setter", lin.weight is w, w.device, isinstance(w, torch.nn.Parameter), w.requires_grad,
           lin.bias.dtype, tuple(y.shape))
+elif mode == "data_roundtrip":
+    # attributes a program puts on its parameters survive the move to the GPU (param groups,
+    # Megatron's marks), and `p.data = p.data.cpu()` (an offload) takes the parameter off the
+    # simulated GPU and back, keeping its identity, its optimizer and its autograd
+    lin = torch.nn.Linear(8, 8)
+    lin.weight.no_weight_decay = True
+    lin.cuda()
+    w = lin.weight
+    w.data = w.data.to("cpu")
+    off = (w.device.type, type(w).__name__, isinstance(w, torch.nn.Parameter), w.no_weight_decay,
+           tuple(torch.split(w, [4, 4])[0].shape), float((w * 0).sum().detach()))
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+    held = w.view(-1)  # another tensor holds w's TensorImpl: the identity swap cannot be used back
+    w.data = w.data.to("cuda")
+    lin(torch.randn(2, 8, device="cuda")).sum().backward()
+    opt.step()
+    t = torch.ones(3, device="cuda")
+    t.data = torch.zeros(3)
+    print("data_roundtrip", off, lin.weight is w, w.device, w.grad.device, w.no_weight_decay, held.device,
+          t.device, type(t).__name__, (t + 1).tolist())
 elif mode == "routing":
     # a mixture-of-experts router over simulated (large) activations: balanced choices
     x = torch.randn(4096, 512, device="cuda")

@@ -43,6 +43,17 @@ msd, osd = get_state_dict(model, opt)
 dcp.save({"model": msd, "optim": osd}, checkpoint_id=os.environ["DCP_DIR"])
 dcp.load({"model": msd, "optim": osd}, checkpoint_id=os.environ["DCP_DIR"])
 set_state_dict(model, opt, model_state_dict=msd, optim_state_dict=osd)
+# a full state dict gathered to rank 0's CPU (`flat_param.data = flat_param.to("cpu")` and back),
+# then training goes on
+from torch.distributed.fsdp import FullStateDictConfig, StateDictType  # noqa: E402
+
+with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, FullStateDictConfig(offload_to_cpu=True,
+                                                                                    rank0_only=True)):
+    full = model.state_dict()
+model(torch.randn(4, 16, 64, device="cuda")).pow(2).mean().backward()
+opt.step()
+if rank == 0:
+    print("full state dict", len(full), sorted({str(v.device) for v in full.values()}), flush=True)
 if rank == 0:
     print("fsdp1 ok", torch.cuda.max_memory_allocated() // 2**20, "MiB")
 dist.destroy_process_group()

@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import logging
 import threading
@@ -82,7 +83,9 @@ def _keep_identity(old: torch.Tensor, new: torch.Tensor) -> bool:
     `torch.utils.swap_tensors` does, restores the identity. swap_tensors refuses tensors with
     weak references; here the weak references (the fake converter's memo, a framework's
     `weakref.finalize` name map) are about the Python object, which lives on, so they are
-    kept, except the converter's entry describing the real tensor, which is forgotten."""
+    kept, except the converter's entry describing the real tensor, which is forgotten. The
+    parameter's own attributes stay with it (until 2026-12-05 they went with the swap and were
+    lost: a param-group rule reading `param.no_weight_decay` saw nothing after `.cuda()`)."""
     from torch._subclasses.fake_tensor import FakeTensor
 
     if isinstance(old, FakeTensor) or not isinstance(new, FakeTensor) or not isinstance(old, nn.Parameter):
@@ -100,7 +103,9 @@ def _keep_identity(old: torch.Tensor, new: torch.Tensor) -> bool:
     lookup = getattr(describer, "lookup_tensor", None)
     if lookup is not None and old in lookup:
         del lookup[old]
-    _swap_contents(old, new)
+    attributes = dict(old.__dict__)  # the program's own (`param.no_weight_decay = True`, Megatron's
+    _swap_contents(old, new)  # `tensor_model_parallel`): kept, as `param.data = ...` keeps them on a GPU
+    old.__dict__.update(attributes)
     return True
 
 
@@ -134,7 +139,72 @@ def _set_data(self: torch.Tensor, value: torch.Tensor) -> None:
             if self.requires_grad != requires_grad:
                 self.requires_grad_(requires_grad)
             return
+        _TENSOR_DATA.__set__(self, value)
+        _enter_the_simulated_gpu(self, value)
+        return
     _TENSOR_DATA.__set__(self, value)
+    if isinstance(self, FakeTensor) and isinstance(value, torch.Tensor) and not isinstance(value, FakeTensor):
+        _leave_the_simulated_gpu(self)
+
+
+_FAKE_KEYS: frozenset[str] | None = None
+
+
+def _fake_keys(mode: Any) -> frozenset[str]:
+    """The instance attributes every FakeTensor has (torch's constructor sets them)."""
+    global _FAKE_KEYS
+    if _FAKE_KEYS is None:
+        from torch._subclasses.fake_tensor import FakeTensor
+
+        with torch._C._DisableTorchDispatch():
+            ref = FakeTensor(mode, torch.empty(0, device="meta"), torch.device("cpu"))
+        _FAKE_KEYS = frozenset(ref.__dict__)
+    return _FAKE_KEYS
+
+
+def _enter_the_simulated_gpu(t: torch.Tensor, value: torch.Tensor) -> None:
+    """`param.data = x.to("cuda")` where the identity swap is refused (something else holds the
+    parameter's TensorImpl, e.g. autograd after the parameter was used): torch has just copied
+    the fake tensor's state into `t`'s TensorImpl without what makes it one (the parameter said
+    `device='meta'`). It becomes a FakeTensor in place, as `_keep_identity` would have made it:
+    the Python dispatch key and device (native/fake_cuda.cpp), the class and FakeTensor's
+    attributes from `value`, and the Parameter mark."""
+    from phantora_prof.runtime.process import native_loader
+
+    lib = native_loader.loaded_library()
+    if lib is None:
+        return
+    was_param = isinstance(t, nn.Parameter)
+    keys = _fake_keys(value.fake_mode)
+    lib.phantora_fake_tensor_impl(ctypes.c_void_p(t._cdata))
+    t.__class__ = type(value)
+    t.__dict__.update({k: v for k, v in value.__dict__.items() if k in keys})
+    if was_param:
+        t._is_param = True
+
+
+def _leave_the_simulated_gpu(t: torch.Tensor) -> None:
+    """`param.data = param.data.cpu()` (FSDP1's CPU offload of a full state dict, EMA or
+    optimizer-state offloading, hand-written `.to()` loops): torch has just given `t`'s
+    TensorImpl the real CPU tensor's data, as on a GPU, but the Python object was still a
+    FakeTensor that called itself `cuda:0`, and its next op failed ("elem.device.type must be
+    'meta', got cpu"). It becomes what it is on a GPU machine: a plain tensor (an nn.Parameter
+    if it was one) on the new device, keeping its identity, its autograd state and every
+    attribute but FakeTensor's own; its TensorImpl loses the Python dispatch key and the
+    Python-answered device torch's `.data =` keeps for a subclass (native/fake_cuda.cpp)."""
+    from phantora_prof.runtime.process import native_loader
+
+    lib = native_loader.loaded_library()
+    if lib is None:  # no fake CUDA device (a real GPU's run): nothing of the simulator's to undo
+        return
+    keys = _fake_keys(t.fake_mode)
+    was_param = bool(t.__dict__.get("_is_param"))
+    for key in keys:
+        t.__dict__.pop(key, None)
+    if was_param:
+        del t.__dict__["_is_param"]
+    t.__class__ = nn.Parameter if was_param else torch.Tensor
+    lib.phantora_plain_tensor_impl(ctypes.c_void_p(t._cdata))
 
 
 _SWAP_TENSORS = torch.utils.swap_tensors
