@@ -811,3 +811,31 @@ def test_a_copy_that_moves_the_innermost_dim_is_a_transpose():
     assert F.class_key(call("aten::clone", [q], [T(q.shape, "bfloat16")]), "clone") == "bfloat16|perm"
     # the same layout on both sides: a dense copy as before
     assert F.class_key(call("aten::copy_", [dst, T(shape, "bfloat16")], [dst]), "copy_") == "bfloat16|dense"
+
+
+def test_every_argument_the_cost_model_reads_by_name_has_its_positions():
+    """`roofline.arg(op, base, "name")` raises KeyError for a name outside SCHEMA_ARGS (whose
+    positions calibrate/schema_args.py ships): read from the source, so a new name fails here
+    and not in a user's run (an `addmm` whose bias is as large as its output, i.e. any Linear
+    over one row, read "beta" and crashed the simulation until 2026-12-05)."""
+    import re
+
+    used = set()
+    for path in (Path(R.__file__).parent).rglob("*.py"):
+        used |= set(re.findall(r"\barg\(\s*op\s*,\s*[^,()]+,\s*\"([a-z_]+)\"", path.read_text()))
+    assert "beta" in used and "dim" in used  # the pattern finds the calls
+    assert used <= set(R.SCHEMA_ARGS), sorted(used - set(R.SCHEMA_ARGS))
+    positions = R._arg_positions()
+    assert all(name in positions for name in R.SCHEMA_ARGS)
+    assert positions["beta"]["addmm"] == -1 and positions["beta"]["baddbmm"] == -1  # keyword-only
+
+
+def test_a_gemm_whose_c_is_as_large_as_its_output():
+    """addmm with a bias of the output's size (a Linear over one row), beta left to its default
+    or given (keyword-only): costed, C read in the epilogue unless beta is 0."""
+    bias, x, w = T((100,)), T((1, 32)), T((32, 100), stride=(1, 32))
+    out = (T((1, 100)),)
+    default = call("aten::addmm", (bias, x, w), out)
+    zero = call("aten::addmm", (bias, x, w), out, kwargs={"beta": 0})
+    gpu = get_gpu("h200")
+    assert estimate(default, gpu) and estimate(zero, gpu)

@@ -272,6 +272,23 @@ def test_parameters_keep_their_attributes_and_leave_the_gpu_by_data(cli):
             "cpu Tensor [1.0, 1.0, 1.0]") in r.stdout, r.stdout
 
 
+def test_an_ema_copy_and_decoding_at_batch_one(cli):
+    """`copy.deepcopy(model)` gave tensors a FakeTensorMode of their own (the copy of each
+    tensor's instance dict copied the mode), so `.half()` of the copy failed ("Cannot swap t1
+    because it has weakref"); a Linear over one row crashed the cost model (KeyError 'beta')."""
+    r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "ema_decode")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "ema_decode True torch.float16 (1, 1) True" in r.stdout, r.stdout
+
+
+def test_lazy_modules_moved_before_their_first_forward(cli):
+    """`.cuda()` of a lazy module failed reading its placeholder's shape ("Can't access the shape
+    of an uninitialized parameter"), and the placeholder then lost its class (in_features 0)."""
+    r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "lazy_modules")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "lazy_modules True (10, 8) cuda:0 (10, 8) cuda:0 torch.float16 cuda:0 cpu" in r.stdout, r.stdout
+
+
 def test_a_scripts_own_thread_dispatches_cuda_ops(cli):
     """A thread the script starts (a prefetcher) gets the capture mode too (torch's mode stack
     is per thread): its copies and ops are simulated instead of reaching missing CUDA kernels."""

@@ -187,6 +187,36 @@ elif mode == "data_roundtrip":
     t.data = torch.zeros(3)
     print("data_roundtrip", off, lin.weight is w, w.device, w.grad.device, w.no_weight_decay, held.device,
           t.device, type(t).__name__, (t + 1).tolist())
+elif mode == "ema_decode":
+    # an EMA copy of the model (copy.deepcopy), cast for inference; greedy decoding at batch 1
+    # (a Linear over one row: its bias is as large as its output)
+    import copy
+
+    model = torch.nn.Sequential(torch.nn.Embedding(100, 32), torch.nn.Linear(32, 100)).cuda()
+    ema = copy.deepcopy(model)
+    same_mode = ema[1].weight.fake_mode is model[1].weight.fake_mode
+    with torch.no_grad():
+        for pe, pm in zip(ema.parameters(), model.parameters()):
+            pe.mul_(0.99).add_(pm, alpha=0.01)
+    half = ema.half().eval()
+    tok = torch.zeros(1, 1, dtype=torch.long, device="cuda")
+    with torch.inference_mode():
+        for _ in range(3):
+            tok = half(tok)[:, -1:].argmax(-1)
+    print("ema_decode", same_mode, half[1].weight.dtype, tuple(tok.shape), torch.cuda.memory_allocated() > 0)
+elif mode == "lazy_modules":
+    # lazy modules moved before their first forward (torch's documented pattern)
+    m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.LazyLinear(10), torch.nn.LazyBatchNorm1d()).cuda()
+    out = m(torch.randn(2, 4, device="cuda"))
+    w = m[1].weight
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    out.sum().backward()
+    opt.step()
+    k = torch.nn.LazyLinear(3).cuda().half()
+    y = k(torch.randn(2, 5, device="cuda", dtype=torch.half))
+    c = torch.nn.LazyLinear(3).cuda().cpu()
+    print("lazy_modules", isinstance(w, torch.nn.Parameter), tuple(w.shape), w.device, tuple(w.grad.shape),
+          m[2].running_mean.device, y.dtype, k.weight.device, c(torch.randn(2, 5)).device)
 elif mode == "routing":
     # a mixture-of-experts router over simulated (large) activations: balanced choices
     x = torch.randn(4096, 512, device="cuda")

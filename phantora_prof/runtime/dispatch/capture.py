@@ -143,6 +143,11 @@ class CaptureMode(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        # `copy.deepcopy(model)` (an EMA or teacher model) deep-copies each tensor's instance
+        # dict, the fake mode included: the copies belonged to a mode of their own, which the
+        # capture mode treats as another framework's (slow general path; `.half()` then failed
+        # "Cannot swap t1 because it has weakref"). One simulated GPU, one mode: it copies to itself.
+        self.fake_mode.__deepcopy__ = _ItSelf(self.fake_mode)
         wrapper = fake_wrap.FakeWrapper(self.fake_mode)
         self._wrap = wrapper.wrap  # FakeTensor(mode, meta, device), faster
         self._fake_device = wrapper.device_of  # a fake tensor's device without torch's Python
@@ -959,6 +964,16 @@ def packed_sequence_outputs(mode: CaptureMode, name: str, args: tuple, kwargs: d
 
 if op_cpu.ACTIVE is not None:  # PHANTORA_OP_CPU: the capture mode's CPU per aten op
     CaptureMode.__torch_dispatch__ = op_cpu.ACTIVE.wrap(CaptureMode.__torch_dispatch__)
+
+
+class _ItSelf:
+    """A `__deepcopy__` set on an instance (called with the memo alone): the object itself."""
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __call__(self, memo: dict) -> Any:
+        return self.obj
 
 
 # ---- argument conversion ----

@@ -15,12 +15,15 @@ from __future__ import annotations
 import ctypes
 import functools
 import logging
+import sys
 import threading
 import weakref
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
 from torch import nn
+from torch.nn.parameter import UninitializedTensorMixin
 
 log = logging.getLogger(__name__)
 _tls = threading.local()
@@ -48,6 +51,8 @@ def _patched_apply(orig: Callable) -> Callable:
         def once(t):
             r = memo.get(id(t))
             if r is None:
+                if isinstance(t, UninitializedTensorMixin):
+                    return _placeholder_moved(t, fn)
                 r = fn(t)
                 memo[id(t)] = (r, t)  # keep t alive so its id stays unique
                 return r
@@ -71,6 +76,25 @@ def _patched_apply(orig: Callable) -> Callable:
         return result
 
     return _apply
+
+
+def _placeholder_moved(t: torch.Tensor, fn: Callable) -> torch.Tensor:
+    """A lazy module's placeholder (UninitializedParameter / UninitializedBuffer) under `.cuda()`,
+    `.to()`, `.half()`: on a GPU machine it stays a placeholder whose empty data moved. Here its
+    data stays on the CPU (a simulated CUDA tensor cannot be a placeholder) and where `fn` would
+    have sent it is remembered for `_materialize`; `fn` runs on an empty tensor of its kind."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    target = t.__dict__.get("_phantora_materialize")  # moved before: from where it went
+    with torch.no_grad(), torch._C.DisableTorchFunctionSubclass():
+        probe = fn(torch.empty(0, dtype=target[1], device=target[0]) if target else torch.empty(0, dtype=t.dtype))
+    if isinstance(probe, FakeTensor):
+        t._phantora_materialize = (probe.device, probe.dtype)
+    elif isinstance(probe, torch.Tensor):
+        t.__dict__.pop("_phantora_materialize", None)
+        if probe.dtype != t.dtype:
+            t.data = torch.empty(0, dtype=probe.dtype)
+    return t
 
 
 def _keep_identity(old: torch.Tensor, new: torch.Tensor) -> bool:
@@ -131,6 +155,11 @@ def _set_data(self: torch.Tensor, value: torch.Tensor) -> None:
     from torch._subclasses.fake_tensor import FakeTensor
 
     if isinstance(value, FakeTensor) and not isinstance(self, FakeTensor):
+        if isinstance(self, UninitializedTensorMixin):
+            # a lazy module's placeholder moved by `.cuda()` / `.to()`: it stays a placeholder,
+            # to be materialised on the simulated GPU (`_materialize`)
+            self._phantora_materialize = (value.device, value.dtype)
+            return
         requires_grad = self.requires_grad
         with torch.no_grad():
             alias = value.detach()
@@ -298,7 +327,53 @@ def _dense_transformer_encoder(orig: Callable) -> Callable:
     return forward
 
 
+_PACKAGE_DIR = str(Path(__file__).resolve().parents[2])  # phantora_prof/
+
+
+def _materialize(orig: Callable) -> Callable:
+    """`UninitializedParameter.materialize` (a lazy module's first forward) for a placeholder that
+    `.cuda()` / `.to()` sent to the simulated GPU: on a GPU machine the placeholder's data is an
+    empty CUDA tensor, whose device and dtype materialize takes; here the placeholder kept its
+    CPU data (a fake tensor would have made it a FakeTensor, no longer a placeholder) and the
+    target is remembered. Materialised on the simulated GPU, it becomes a parameter (buffer)
+    like any other there."""
+
+    @functools.wraps(orig)
+    def materialize(self: torch.Tensor, shape: Any, device: Any = None, dtype: Any = None) -> None:
+        target = self.__dict__.pop("_phantora_materialize", None)
+        if target is None:
+            return orig(self, shape, device, dtype)
+        device = target[0] if device is None else device
+        dtype = target[1] if dtype is None else dtype
+        self.__class__ = self.cls_to_become  # a plain (empty) parameter or buffer first
+        self.data = torch.empty(shape, device=device, dtype=dtype)  # then onto the GPU (_set_data)
+        return None
+
+    return materialize
+
+
+def _uninitialized_shape(orig: property) -> property:
+    """`UninitializedParameter.shape` (a lazy module's weight before its first forward) raises by
+    design, but the capture mode reads the shape of every tensor an op gets, and `.cuda()` of a
+    lazy module (torch's documented pattern) dispatches `_to_copy` of its empty placeholders: on
+    a GPU no Python reads that shape. For the simulator's own code the placeholder's shape is
+    that of its (empty) tensor; for the program's, the property raises as always."""
+
+    def shape(self: torch.Tensor):
+        if sys._getframe(1).f_code.co_filename.startswith(_PACKAGE_DIR):
+            return _TENSOR_SHAPE.__get__(self)
+        return orig.fget(self)
+
+    return property(shape, doc=orig.__doc__)
+
+
+_TENSOR_SHAPE = torch._C.TensorBase.shape
+
+
 def install() -> None:
+    if isinstance(UninitializedTensorMixin.__dict__.get("shape"), property):
+        UninitializedTensorMixin.shape = _uninitialized_shape(UninitializedTensorMixin.__dict__["shape"])
+    UninitializedTensorMixin.materialize = _materialize(UninitializedTensorMixin.materialize)
     nn.Module._apply = _patched_apply(nn.Module._apply)
     torch.utils.swap_tensors = _swap_tensors
     _foreach_accepts_fake_tensors()
