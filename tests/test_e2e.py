@@ -289,6 +289,15 @@ def test_lazy_modules_moved_before_their_first_forward(cli):
     assert "lazy_modules True (10, 8) cuda:0 (10, 8) cuda:0 torch.float16 cuda:0 cpu" in r.stdout, r.stdout
 
 
+def test_backend_queries_answer_as_a_cuda_wheel(cli):
+    """`torch.backends.cuda.is_built()`, `is_flash_attention_available()` and
+    `can_use_*_attention(params)` said False on the CPU build; they answer as the CUDA wheel does
+    on the simulated H200 (flash needs fp16/bf16, memory-efficient attention takes fp32)."""
+    r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "sdpa_queries")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "sdpa_queries True True True True True False True" in r.stdout, r.stdout
+
+
 def test_a_scripts_own_thread_dispatches_cuda_ops(cli):
     """A thread the script starts (a prefetcher) gets the capture mode too (torch's mode stack
     is per thread): its copies and ops are simulated instead of reaching missing CUDA kernels."""

@@ -217,6 +217,17 @@ elif mode == "lazy_modules":
     c = torch.nn.LazyLinear(3).cuda().cpu()
     print("lazy_modules", isinstance(w, torch.nn.Parameter), tuple(w.shape), w.device, tuple(w.grad.shape),
           m[2].running_mean.device, y.dtype, k.weight.device, c(torch.randn(2, 5)).device)
+elif mode == "sdpa_queries":
+    # torch.backends.cuda's build and backend questions, as a CUDA wheel on the simulated H200 answers
+    from torch.backends.cuda import SDPAParams
+
+    q = torch.randn(2, 4, 128, 64, device="cuda", dtype=torch.bfloat16)
+    b = torch.backends.cuda
+    half, full = SDPAParams(q, q, q, None, 0.0, True, False), SDPAParams(q.float(), q.float(), q.float(), None, 0.0,
+                                                                          True, False)
+    print("sdpa_queries", b.is_built(), b.is_flash_attention_available(), b.can_use_flash_attention(half),
+          b.can_use_efficient_attention(half), b.can_use_cudnn_attention(half), b.can_use_flash_attention(full),
+          b.can_use_efficient_attention(full))
 elif mode == "routing":
     # a mixture-of-experts router over simulated (large) activations: balanced choices
     x = torch.randn(4096, 512, device="cuda")

@@ -573,5 +573,36 @@ def install() -> None:
         warnings.simplefilter("ignore")  # "Overriding a previously registered kernel" (Meta): intended
         lib.impl("_fused_sdp_choice", meta_kernel, "Meta")
     _LIBRARY = lib
+    _install_build_queries()
     if not native_loader.route_sdp_choice():
         log.warning("the native library is not loaded: scaled_dot_product_attention takes the math path")
+
+
+def _params_of(params: Any) -> Params:
+    """Params from torch.backends.cuda.SDPAParams (what `can_use_*_attention` take)."""
+    return Params(params.query, params.key, params.value, params.attn_mask, float(params.dropout),
+                  bool(params.is_causal), bool(getattr(params, "enable_gqa", False)))
+
+
+def _can_use(why_not: Callable[[Params, Device], Optional[str]], label: str) -> Callable[..., bool]:
+    def can_use(params: Any, debug: bool = False) -> bool:
+        why = why_not(_params_of(params), _device())
+        if why is not None and debug:
+            warnings.warn(f"{label} not used because: {why}", stacklevel=2)
+        return why is None
+
+    can_use.__name__ = f"can_use_{label.split()[0].lower()}_attention"
+    return can_use
+
+
+def _install_build_queries() -> None:
+    """torch.backends.cuda's questions about the build and the backends answered as a CUDA wheel
+    answers them (a CPU build says no to all): `is_built()`, `is_flash_attention_available()`
+    (compiled into the official Linux wheels), and `can_use_{flash,efficient,cudnn}_attention`
+    from the same filters as the backend choice, for the simulated GPU."""
+    cuda = torch.backends.cuda
+    cuda.is_built = lambda: True
+    cuda.is_flash_attention_available = lambda: True
+    cuda.can_use_flash_attention = _can_use(why_not_flash, "Flash attention kernel")
+    cuda.can_use_efficient_attention = _can_use(why_not_mem_efficient, "Memory efficient kernel")
+    cuda.can_use_cudnn_attention = _can_use(why_not_cudnn, "cuDNN attention kernel")
