@@ -839,3 +839,30 @@ def test_a_gemm_whose_c_is_as_large_as_its_output():
     zero = call("aten::addmm", (bias, x, w), out, kwargs={"beta": 0})
     gpu = get_gpu("h200")
     assert estimate(default, gpu) and estimate(zero, gpu)
+
+
+def test_sync_batch_norm_ops_take_the_cuda_kernels():
+    """SyncBatchNorm's ops: the Normalization.cu kernels, channels-last variants for a
+    channels-last input, memory-bound times that grow with the bytes."""
+    gpu = get_gpu("h200")
+    nchw = T((8, 64, 32, 32), "float16")
+    nhwc = T((8, 64, 32, 32), "float16", stride=(65536, 1, 2048, 64))
+    big = T((64, 64, 64, 64), "float16")
+    stats = T((64,))
+
+    def names(c):
+        return [k.name for k in estimate(c, gpu)]
+
+    assert "batch_norm_collect_statistics_kernel<at::native::InvStd, c10::Half" in names(
+        call("aten::batch_norm_stats", (nchw, 1e-5), (stats, stats)))[0]
+    assert "channels_last" in names(call("aten::batch_norm_elemt", (nhwc, stats, stats, stats, stats, 1e-5), (nhwc,)))[0]
+    gathered = call("aten::batch_norm_gather_stats_with_counts",
+                    (nchw, T((2, 64)), T((2, 64)), stats, stats, 0.1, 1e-5, T((2,))), (stats, stats))
+    assert "batch_norm_reduce_statistics_kernel" in names(gathered)[0]
+    small = sum(k.duration_ns for k in estimate(call("aten::batch_norm_backward_elemt",
+                                                     (nchw, nchw, stats, stats, stats, stats, stats, T((2,), "int32")),
+                                                     (nchw,)), gpu))
+    large = sum(k.duration_ns for k in estimate(call("aten::batch_norm_backward_elemt",
+                                                     (big, big, stats, stats, stats, stats, stats, T((2,), "int32")),
+                                                     (big,)), gpu))
+    assert 0 < small < large

@@ -124,6 +124,23 @@ def test_ddp_example_many_ranks(cli, nproc):
     assert len(times) == nproc and len({t for _, t in times}) == 1
 
 
+def test_sync_batch_norm_under_ddp(cli):
+    """SyncBatchNorm's CUDA-only ops had no shape functions ("cannot simulate
+    aten::batch_norm_stats"); they run with the CUDA kernels' names (channels-last variants here)."""
+    r = cli("--nproc-per-node", "2", "--out", "x", PY, str(SCRIPTS / "sync_bn.py"), timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "[rank0]: sync_bn 0 SyncBatchNorm (16,) (2, 10)" in r.stdout, r.stdout
+    doc = load_trace(cli.cwd / "x" / "rank0.pt.trace.json.gz")
+    kernels = {e["name"] for e in doc["traceEvents"] if e.get("cat") == "kernel"}
+    for k in ("batch_norm_collect_statistics_channels_last_kernel", "batch_norm_reduce_statistics_kernel",
+              "batch_norm_transform_input_channels_last_kernel", "batch_norm_backward_reduce_channels_last_kernel",
+              "batch_norm_backward_elemt_channels_last_kernel"):
+        assert any(k in n for n in kernels), k
+    colls = {e["args"]["Collective name"] for e in doc["traceEvents"]
+             if e.get("cat") == "kernel" and e["name"].startswith("ncclDevKernel")}
+    assert {"_allgather_base", "allreduce"} <= colls, colls
+
+
 def test_fsdp1_with_a_distributed_checkpoint(cli, tmp_path):
     """FullyShardedDataParallel (FSDP1) moves a CPU-built model with `param.data = ...`, which
     left the parameters on 'meta' ("Inconsistent compute device"); its sharded state dict asks the

@@ -512,6 +512,41 @@ def batch_group_norm(op, base, gpu, allow_tf32):
     return Cost(NORM, "norm", 0.0, io_bytes(op) + tensor_bytes(x)), specs
 
 
+SYNC_BN_OPS = frozenset(("batch_norm_stats", "batch_norm_gather_stats", "batch_norm_gather_stats_with_counts",
+                         "batch_norm_elemt", "batch_norm_backward_reduce", "batch_norm_backward_elemt",
+                         "batch_norm_update_stats"))
+
+
+def sync_batch_norm(op, base, gpu, allow_tf32):
+    """SyncBatchNorm's steps (torch/nn/modules/_functions.py) with the kernels of
+    aten/native/cuda/Normalization.cu: per-channel statistics (`batch_norm_collect_statistics`),
+    the group's reduction of every rank's (`batch_norm_reduce_statistics`), the normalisation
+    (`batch_norm_transform_input`), the backward's reductions and element-wise pass; the
+    channels-last variants for a channels-last input. Timed by the roofline over the bytes each
+    reads and writes (approximate: not measured on a GPU; the statistics kernels read the input
+    once, the element-wise ones read it and write their output)."""
+    x = op.args[1] if base.startswith("batch_norm_backward") else op.args[0]
+    t = K.cpp(x.dtype)
+    nd = len(x.shape)
+    c = x.shape[1] if nd > 1 else 1
+    cl = nd in (4, 5) and not is_contiguous(x) and x.stride[1] == 1
+    suffix = "_channels_last" if cl else ""
+    kernel = {"batch_norm_stats": f"batch_norm_collect_statistics{suffix}_kernel<at::native::InvStd, {t}, float>",
+              "batch_norm_update_stats": f"batch_norm_collect_statistics{suffix}_kernel<at::native::Var, {t}, float>",
+              "batch_norm_gather_stats": f"batch_norm_reduce_statistics_kernel<{t}, float, float>",
+              "batch_norm_gather_stats_with_counts": f"batch_norm_reduce_statistics_kernel<{t}, float, float>",
+              "batch_norm_elemt": f"batch_norm_transform_input{suffix}_kernel<{t}, float, float>",
+              "batch_norm_backward_reduce": f"batch_norm_backward_reduce{suffix}_kernel<{t}, float, float>",
+              "batch_norm_backward_elemt": f"batch_norm_backward_elemt{suffix}_kernel<{t}, float, float>"}[base]
+    if base.startswith("batch_norm_gather_stats"):
+        nbytes = sum(tensor_bytes(a) for a in op.args[1:] if isinstance(a, TensorArg)) + \
+            sum(tensor_bytes(o) for o in _outs(op))
+    else:
+        nbytes = io_bytes(op)
+    spec = KernelSpec(K.KIND_KERNEL, f"void at::native::{kernel}", (max(1, c), 1, 1), (512, 1, 1), 32, 0)
+    return Cost(NORM, "norm", 0.0, nbytes), [spec]
+
+
 def softmax(op, base, gpu, allow_tf32):
     """Softmax and log-softmax, forward and backward, with the kernels torch 2.11 launches on
     the H200 (tools/holdout/real_h200/session24/probe_real.json.gz, rows of 49 to 4,096):
@@ -1270,6 +1305,8 @@ def handler_for(base: str):
                 "cudnn_batch_norm_backward", "native_group_norm", "native_group_norm_backward",
                 "_batch_norm_with_update", "batch_norm_backward"):
         return batch_group_norm
+    if base in SYNC_BN_OPS:
+        return sync_batch_norm
     if base in ("_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data"):
         return softmax
     if base.startswith("nll_loss"):

@@ -17,6 +17,10 @@ implementations return:
   tanh / ReLU RNNs is an estimate (not measured). Its output is time-major in memory, a
   transposed view when batch_first, as ATen's cuDNN path returns it.
 - `_ctc_loss` (int-list lengths) and `_ctc_loss_backward`: the CUDA kernels' outputs.
+- SyncBatchNorm's ops (`batch_norm_stats`, `batch_norm_gather_stats[_with_counts]`,
+  `batch_norm_elemt`, `batch_norm_backward_reduce`, `batch_norm_backward_elemt`,
+  `batch_norm_update_stats`): per-channel statistics in the accumulation type (float for half,
+  bfloat16 and float inputs), element-wise outputs in the input's suggested memory format.
 """
 from __future__ import annotations
 
@@ -100,7 +104,69 @@ def _ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, 
     return log_probs.new_empty(log_probs.shape)
 
 
+def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    """at::toAccumulateType(dtype, is_cuda=true) for floating types: float for half, bfloat16 and float."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _suggested_empty_like(t: torch.Tensor) -> torch.Tensor:
+    """at::empty_like(t, t.suggest_memory_format())."""
+    fmt = torch.channels_last if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) \
+        and not t.is_contiguous() else torch.channels_last_3d if t.dim() == 5 and \
+        t.is_contiguous(memory_format=torch.channels_last_3d) and not t.is_contiguous() else torch.contiguous_format
+    return torch.empty_like(t, memory_format=fmt)
+
+
+# SyncBatchNorm's ops (torch/nn/modules/_functions.py), CUDA kernels of aten/native/cuda/Normalization.cu
+def _bn_stats(input, eps):
+    """(mean, invstd) per channel, in the accumulation type."""
+    c = input.shape[1]
+    acc = _acc_dtype(input.dtype)
+    return input.new_empty((c,), dtype=acc), input.new_empty((c,), dtype=acc)
+
+
+def _bn_gather_stats(input, mean, invstd, running_mean, running_var, momentum, eps, counts):
+    """The group's (mean, invstd) per channel from every rank's; running stats updated in place."""
+    c = mean.shape[-1]
+    return mean.new_empty((c,)), mean.new_empty((c,))
+
+
+def _bn_gather_stats_with_counts(input, mean, invstd, running_mean, running_var, momentum, eps, counts):
+    return _bn_gather_stats(input, mean, invstd, running_mean, running_var, momentum, eps, counts)
+
+
+def _bn_elemt(input, weight, bias, mean, invstd, eps):
+    return _suggested_empty_like(input)
+
+
+def _bn_backward_reduce(grad_out, input, mean, invstd, weight, input_g, weight_g, bias_g):
+    """(sum_dy, sum_dy_xmu) like mean when input_g; grad_weight, grad_bias like weight per flag."""
+    c = input.shape[1]
+    sum_dy = mean.new_empty(mean.shape) if input_g else None
+    sum_dy_xmu = mean.new_empty(mean.shape) if input_g else None
+    wopts = weight if weight is not None else mean
+    grad_weight = wopts.new_empty((c,)) if weight_g else None
+    grad_bias = wopts.new_empty((c,)) if bias_g else None
+    return sum_dy, sum_dy_xmu, grad_weight, grad_bias
+
+
+def _bn_backward_elemt(grad_out, input, mean, invstd, weight, sum_dy, sum_dy_xmu, count):
+    return _suggested_empty_like(input)
+
+
+def _bn_update_stats(input, running_mean, running_var, momentum):
+    """(mean, var) per channel in the accumulation type; running stats updated in place."""
+    return _bn_stats(input, 0.0)
+
+
 _META = {
+    "batch_norm_stats": _bn_stats,
+    "batch_norm_gather_stats": _bn_gather_stats,
+    "batch_norm_gather_stats_with_counts": _bn_gather_stats_with_counts,
+    "batch_norm_elemt": _bn_elemt,
+    "batch_norm_backward_reduce": _bn_backward_reduce,
+    "batch_norm_backward_elemt": _bn_backward_elemt,
+    "batch_norm_update_stats": _bn_update_stats,
     "_cudnn_rnn": _rnn,
     "_cudnn_rnn_flatten_weight": _flatten_weight,
     "_cudnn_rnn_backward": _rnn_backward,
