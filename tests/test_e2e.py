@@ -298,6 +298,14 @@ def test_backend_queries_answer_as_a_cuda_wheel(cli):
     assert "sdpa_queries True True True True True False True" in r.stdout, r.stdout
 
 
+def test_rnn_cells_and_attention_fast_paths(cli):
+    """nn.GRUCell's fused CUDA kernels and `_masked_softmax` had no shape functions ("cannot
+    simulate aten::_thnn_fused_gru_cell")."""
+    r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "cells")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "cells (48, 8) (64, 16) (2, 10, 64) (2, 10, 10) (2, 4, 10, 10)" in r.stdout, r.stdout
+
+
 def test_a_scripts_own_thread_dispatches_cuda_ops(cli):
     """A thread the script starts (a prefetcher) gets the capture mode too (torch's mode stack
     is per thread): its copies and ops are simulated instead of reaching missing CUDA kernels."""

@@ -228,6 +228,22 @@ elif mode == "sdpa_queries":
     print("sdpa_queries", b.is_built(), b.is_flash_attention_available(), b.can_use_flash_attention(half),
           b.can_use_efficient_attention(half), b.can_use_cudnn_attention(half), b.can_use_flash_attention(full),
           b.can_use_efficient_attention(full))
+elif mode == "cells":
+    # nn.GRUCell / nn.LSTMCell (fused CUDA cell kernels) with their backward, and the inference
+    # fast path of nn.MultiheadAttention with a padding mask and attention weights
+    gru, lstm = torch.nn.GRUCell(8, 16).cuda(), torch.nn.LSTMCell(8, 16).cuda()
+    x = torch.randn(3, 8, device="cuda")
+    h, c = lstm(x)
+    (gru(x).sum() + h.sum()).backward()
+    mha = torch.nn.MultiheadAttention(64, 4, batch_first=True).cuda().eval()
+    q = torch.randn(2, 10, 64, device="cuda")
+    mask = torch.zeros(2, 10, dtype=torch.bool, device="cuda")
+    mask[:, -2:] = True
+    with torch.inference_mode():
+        o, w = mha(q, q, q, key_padding_mask=mask, need_weights=True)
+        scores = torch.ops.aten._masked_softmax(torch.randn(2, 4, 10, 10, device="cuda"), mask.view(2, 1, 1, 10), 3, 2)
+    print("cells", tuple(gru.weight_ih.grad.shape), tuple(lstm.weight_hh.grad.shape), tuple(o.shape), tuple(w.shape),
+          tuple(scores.shape))
 elif mode == "routing":
     # a mixture-of-experts router over simulated (large) activations: balanced choices
     x = torch.randn(4096, 512, device="cuda")

@@ -17,6 +17,8 @@ implementations return:
   tanh / ReLU RNNs is an estimate (not measured). Its output is time-major in memory, a
   transposed view when batch_first, as ATen's cuDNN path returns it.
 - `_ctc_loss` (int-list lengths) and `_ctc_loss_backward`: the CUDA kernels' outputs.
+- `_thnn_fused_gru_cell` and its backward (nn.GRUCell), `_masked_softmax` and its backward
+  (the inference fast path of nn.MultiheadAttention and nn.TransformerEncoderLayer).
 - SyncBatchNorm's ops (`batch_norm_stats`, `batch_norm_gather_stats[_with_counts]`,
   `batch_norm_elemt`, `batch_norm_backward_reduce`, `batch_norm_backward_elemt`,
   `batch_norm_update_stats`): per-channel statistics in the accumulation type (float for half,
@@ -159,7 +161,38 @@ def _bn_update_stats(input, running_mean, running_var, momentum):
     return _bn_stats(input, 0.0)
 
 
+# nn.GRUCell's fused CUDA kernels (aten/native/cuda/RNN.cu; LSTM's have Meta kernels in torch)
+_GRU_WORKSPACE = 5  # GRU_WORKSPACE_MULTIPLIER: the workspace holds 5 x hidden values per row
+
+
+def _gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
+    """(hy, workspace): hy like hx, the workspace (batch, 5 x hidden) the backward reads."""
+    return torch.empty_like(hx, memory_format=torch.contiguous_format), \
+        hx.new_empty((hx.shape[0], hx.shape[1] * _GRU_WORKSPACE))
+
+
+def _gru_cell_backward(grad_hy, workspace, has_bias):
+    """(grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias)."""
+    hidden = workspace.shape[1] // _GRU_WORKSPACE
+    gates = (workspace.new_empty((workspace.shape[0], 3 * hidden)), workspace.new_empty((workspace.shape[0], 3 * hidden)))
+    bias = (workspace.new_empty((3 * hidden,)), workspace.new_empty((3 * hidden,))) if has_bias else (None, None)
+    return gates[0], gates[1], torch.empty_like(grad_hy, memory_format=torch.contiguous_format), bias[0], bias[1]
+
+
+# nn.MultiheadAttention's / TransformerEncoderLayer's inference fast path
+def _masked_softmax(input, mask, dim=None, mask_type=None):
+    return torch.empty_like(input, memory_format=torch.contiguous_format)
+
+
+def _masked_softmax_backward(grad_output, output, mask, dim=None):
+    return torch.empty_like(grad_output, memory_format=torch.contiguous_format)
+
+
 _META = {
+    "_thnn_fused_gru_cell": _gru_cell,
+    "_thnn_fused_gru_cell_backward": _gru_cell_backward,
+    "_masked_softmax": _masked_softmax,
+    "_masked_softmax_backward": _masked_softmax_backward,
     "batch_norm_stats": _bn_stats,
     "batch_norm_gather_stats": _bn_gather_stats,
     "batch_norm_gather_stats_with_counts": _bn_gather_stats_with_counts,
