@@ -306,6 +306,14 @@ def test_rnn_cells_and_attention_fast_paths(cli):
     assert "cells (48, 8) (64, 16) (2, 10, 64) (2, 10, 10) (2, 4, 10, 10)" in r.stdout, r.stdout
 
 
+def test_cuda_ops_torch_ships_without_shape_functions(cli):
+    """torch.equal failed ("DataDependentOutputException"), and Dirichlet / Beta / Binomial
+    sampling and the margin losses' backward had no shape functions."""
+    r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "rare_ops")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "rare_ops True False False (3,) (3,) (3,) (3, 4)" in r.stdout, r.stdout
+
+
 def test_a_scripts_own_thread_dispatches_cuda_ops(cli):
     """A thread the script starts (a prefetcher) gets the capture mode too (torch's mode stack
     is per thread): its copies and ops are simulated instead of reaching missing CUDA kernels."""

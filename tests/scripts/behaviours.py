@@ -244,6 +244,19 @@ elif mode == "cells":
         scores = torch.ops.aten._masked_softmax(torch.randn(2, 4, 10, 10, device="cuda"), mask.view(2, 1, 1, 10), 3, 2)
     print("cells", tuple(gru.weight_ih.grad.shape), tuple(lstm.weight_hh.grad.shape), tuple(o.shape), tuple(w.shape),
           tuple(scores.shape))
+elif mode == "rare_ops":
+    # CUDA kernels without a shape function in torch: torch.equal (eq + all + a host read, as
+    # ATen's cuda_equal), torch.distributions' Dirichlet / Beta / Binomial samples, margin losses
+    a, b = torch.tensor([1, 2], device="cuda"), torch.tensor([1, 3], device="cuda")
+    d = torch.distributions
+    ones = torch.ones(3, device="cuda")
+    m = torch.randn(3, 4, device="cuda", requires_grad=True)
+    loss = torch.nn.functional.multi_margin_loss(m, torch.tensor([0, 1, 2], device="cuda")) + \
+        torch.nn.functional.multilabel_margin_loss(m, torch.tensor([[0, 1, -1, 0]] * 3, device="cuda"))
+    loss.backward()
+    print("rare_ops", torch.equal(a, a.clone()), torch.equal(a, b), torch.equal(a, a[:1]),
+          tuple(d.Dirichlet(ones).sample().shape), tuple(d.Beta(ones, ones).rsample().shape),
+          tuple(d.Binomial(10, ones / 2).sample().shape), tuple(m.grad.shape))
 elif mode == "routing":
     # a mixture-of-experts router over simulated (large) activations: balanced choices
     x = torch.randn(4096, 512, device="cuda")

@@ -19,6 +19,8 @@ implementations return:
 - `_ctc_loss` (int-list lengths) and `_ctc_loss_backward`: the CUDA kernels' outputs.
 - `_thnn_fused_gru_cell` and its backward (nn.GRUCell), `_masked_softmax` and its backward
   (the inference fast path of nn.MultiheadAttention and nn.TransformerEncoderLayer).
+- `_sample_dirichlet` and `binomial` (torch.distributions' Dirichlet, Beta and Binomial samples), the
+  backward of `multi_margin_loss` and `multilabel_margin_loss`: outputs shaped like their input.
 - SyncBatchNorm's ops (`batch_norm_stats`, `batch_norm_gather_stats[_with_counts]`,
   `batch_norm_elemt`, `batch_norm_backward_reduce`, `batch_norm_backward_elemt`,
   `batch_norm_update_stats`): per-channel statistics in the accumulation type (float for half,
@@ -188,7 +190,28 @@ def _masked_softmax_backward(grad_output, output, mask, dim=None):
     return torch.empty_like(grad_output, memory_format=torch.contiguous_format)
 
 
+# random samplers of torch.distributions (Dirichlet, Beta, Binomial) and margin losses' backward
+def _sample_dirichlet(alpha, generator=None):
+    return torch.empty_like(alpha, memory_format=torch.contiguous_format)
+
+
+def _binomial(count, prob, generator=None):
+    return torch.empty_like(count, memory_format=torch.contiguous_format)
+
+
+def _multi_margin_loss_backward(grad_output, input, target, p, margin, weight=None, reduction=1):
+    return torch.empty_like(input, memory_format=torch.contiguous_format)
+
+
+def _multilabel_margin_loss_backward(grad_output, input, target, reduction, is_target):
+    return torch.empty_like(input, memory_format=torch.contiguous_format)
+
+
 _META = {
+    "_sample_dirichlet": _sample_dirichlet,
+    "binomial": _binomial,
+    "multi_margin_loss_backward": _multi_margin_loss_backward,
+    "multilabel_margin_loss_backward": _multilabel_margin_loss_backward,
     "_thnn_fused_gru_cell": _gru_cell,
     "_thnn_fused_gru_cell_backward": _gru_cell_backward,
     "_masked_softmax": _masked_softmax,

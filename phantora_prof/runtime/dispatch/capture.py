@@ -62,6 +62,7 @@ _SDP_CHOICE = aten._fused_sdp_choice.default
 _LOCAL_SCALAR_DENSE = aten._local_scalar_dense.default
 _RECORD_STREAM = aten.record_stream.default
 _ROLL = aten.roll.default
+_EQUAL = aten.equal.default
 _IS_PINNED = aten.is_pinned.default
 _ADD = torch.ops.aten.add.Tensor
 _ADD_ = torch.ops.aten.add_.Tensor
@@ -421,6 +422,8 @@ class CaptureMode(TorchDispatchMode):
             parts = _roll_parts(args, kwargs)
             if parts is not None:
                 return self._as_parts(tls, parts)
+        if func is _EQUAL:
+            return self._as_parts(tls, lambda: _cuda_equal(*args, **kwargs))
         if _namespace(func) == "_c10d_functional":  # DTensor / tensor-parallel collectives
             from phantora_prof.runtime.distributed.backend import functional
 
@@ -1068,6 +1071,21 @@ def _roll_parts(args: tuple, kwargs: dict):
             return _ROLL(c.view(c.numel()), shifts, [0]).view(x.shape)
         return flat
     return None
+
+
+def _cuda_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """`torch.equal` as ATen's cuda_equal runs it: False for other sizes, True for an empty tensor
+    or the same view of one storage, else `eq(a, b).all()` read back to the host (a sync; the
+    answer from the tensors' values where they are known, else the placeholder)."""
+    if a.shape != b.shape:
+        return False
+    if a.numel() == 0:
+        return True
+    if a.untyped_storage()._cdata == b.untyped_storage()._cdata and a.storage_offset() == b.storage_offset() \
+            and a.dtype == b.dtype and a.stride() == b.stride() and a.is_conj() == b.is_conj() \
+            and a.is_neg() == b.is_neg():
+        return True
+    return bool(torch.eq(a, b).all().item())
 
 
 def _composite_implicit(func) -> bool:
