@@ -596,12 +596,12 @@ def _can_use(why_not: Callable[[Params, Device], Optional[str]], label: str) -> 
 
 
 def _install_build_queries() -> None:
-    """torch.backends.cuda's questions about the build and the backends answered as a CUDA wheel
-    answers them (a CPU build says no to all): `is_built()`, `is_flash_attention_available()`
-    (compiled into the official Linux wheels), and `can_use_{flash,efficient,cudnn}_attention`
-    from the same filters as the backend choice, for the simulated GPU."""
+    """torch.backends.cuda's questions about attention backends answered as a CUDA wheel answers
+    them (a CPU build says no): `is_flash_attention_available()` (compiled into the official
+    Linux wheels) and `can_use_{flash,efficient,cudnn}_attention` from the same filters as the
+    backend choice, for the simulated GPU. `is_built()` stays False: torch's own modules read it
+    as "torch._C has the CUDA bindings" (cudagraph_trees imports them when it says True)."""
     cuda = torch.backends.cuda
-    cuda.is_built = lambda: True
     cuda.is_flash_attention_available = lambda: True
     cuda.can_use_flash_attention = _can_use(why_not_flash, "Flash attention kernel")
     cuda.can_use_efficient_attention = _can_use(why_not_mem_efficient, "Memory efficient kernel")
