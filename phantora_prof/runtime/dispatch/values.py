@@ -444,7 +444,7 @@ def _map(a: Any, name: str) -> Any:
             raise _Unknown
         return a
     if isinstance(a, (list, tuple)):
-        if next(tensors_in(a), None) is None:  # nested too: `cat((t1, t2))` is `(list,)` at the top
+        if not tensors_in(a):  # nested too: `cat((t1, t2))` is `(list,)` at the top
             return a
         return type(a)(_map(b, name) for b in a)
     if isinstance(a, torch.device) and a.type == "cuda":
