@@ -69,3 +69,23 @@ def test_cached_models_equal_freshly_built_ones(tmp_path, monkeypatch):
         again = module.model()  # read back
         module.model.cache_clear()
         assert again is not first and vars(again) == vars(first), module.__name__
+
+
+def test_the_split_k_sweep_read_back_answers_as_built(tmp_path, monkeypatch):
+    """The split-K sweep's groups (13,224 H200 calls) come from the cache after the first build,
+    and answer every swept call as the freshly read table does."""
+    from phantora_prof.cost import split_k
+
+    monkeypatch.setenv("PHANTORA_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv(derived_cache.ENV_DISABLE, raising=False)
+    split_k._sweep.cache_clear()
+    built, tiles = split_k._sweep()
+    assert list(tmp_path.glob("derived/split_k-*.pkl"))
+    split_k._sweep.cache_clear()
+    read, tiles_again = split_k._sweep()
+    split_k._sweep.cache_clear()
+    assert read is not built and tiles_again == tiles and read.keys() == built.keys()
+    for key, group in built.items():
+        assert read[key].at == group.at and read[key].axes == group.axes
+        for (m, n, k), split in list(group.at.items())[::97]:
+            assert read[key].nearest(m, n, k) == split
