@@ -391,6 +391,11 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop, extra_env: dict[s
     # Hash-randomized iteration order (sets, dicts of str keys) changes how much Python a rank
     # runs, which is counted as host time (runtime/host/pyhost.py): one fixed seed unless the user set one.
     base_env.setdefault("PYTHONHASHSEED", "0")
+    # transformers (>= 5) swaps layers for compiled CUDA kernels fetched from the Hugging Face Hub
+    # when the `kernels` package is installed (`from_pretrained(device_map=...)`): binaries no
+    # simulated device can load, and a download that fails offline ("kernels-community/rotary ...
+    # not available"). The simulated run keeps the model's own PyTorch layers unless the user says.
+    base_env.setdefault("USE_HUB_KERNELS", "0")
     for name in (SPAWN_REQUEST_ENV, SPAWN_QUIET_ENV):
         base_env.pop(name, None)
     base_env.update(dict(config.env))

@@ -315,6 +315,15 @@ def test_cuda_ops_torch_ships_without_shape_functions(cli):
     assert "rare_ops True False False (3,) (3,) (3,) (3, 4)" in r.stdout, r.stdout
 
 
+def test_hugging_face_hub_kernels_are_off_unless_the_user_says(cli):
+    """transformers' Hub kernels (CUDA binaries) cannot run on the simulated device: off by
+    default (USE_HUB_KERNELS=0), the user's own setting kept."""
+    r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "hub_kernels")
+    assert r.returncode == 0 and "hub_kernels 0" in r.stdout, r.stdout + r.stderr[-2000:]
+    r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "hub_kernels", env={"USE_HUB_KERNELS": "1"})
+    assert r.returncode == 0 and "hub_kernels 1" in r.stdout, r.stdout + r.stderr[-2000:]
+
+
 def test_a_scripts_own_thread_dispatches_cuda_ops(cli):
     """A thread the script starts (a prefetcher) gets the capture mode too (torch's mode stack
     is per thread): its copies and ops are simulated instead of reaching missing CUDA kernels."""

@@ -257,6 +257,10 @@ elif mode == "rare_ops":
     print("rare_ops", torch.equal(a, a.clone()), torch.equal(a, b), torch.equal(a, a[:1]),
           tuple(d.Dirichlet(ones).sample().shape), tuple(d.Beta(ones, ones).rsample().shape),
           tuple(d.Binomial(10, ones / 2).sample().shape), tuple(m.grad.shape))
+elif mode == "hub_kernels":
+    import os
+
+    print("hub_kernels", os.environ.get("USE_HUB_KERNELS"))
 elif mode == "routing":
     # a mixture-of-experts router over simulated (large) activations: balanced choices
     x = torch.randn(4096, 512, device="cuda")
