@@ -78,6 +78,11 @@ def _sweep() -> tuple[dict[tuple[str, str], _Group], int]:
     return derived_cache.load_or_build("split_k", _read_sweep)
 
 
+def preload() -> None:
+    """Read the sweep now (CostModel.load_tables)."""
+    _sweep()
+
+
 def _read_sweep() -> tuple[dict[tuple[str, str], _Group], int]:
     ref = resources.files("phantora_prof.cost").joinpath("data", "h200_split_k.json.gz")
     if not ref.is_file():

@@ -176,6 +176,7 @@ def install(config: RankConfig) -> InstalledRuntime:
     channel = connect_from_env()
     gpu = cost.get_gpu(config.gpu)
     st = RuntimeState(config=config, clock=clock, channel=channel, gpu=gpu, cost_model=_cost_model(config, gpu))
+    st.cost_model.load_tables()  # before the start-up objects are frozen (bootstrap.py)
     st.current_device = config.local_rank % config.device_count
     _state.set_state(st)
     channel.send(Hello(config.rank, config.world_size, os.getpid()))
