@@ -255,6 +255,7 @@ elif mode == "rare_ops":
         torch.nn.functional.multilabel_margin_loss(m, torch.tensor([[0, 1, -1, 0]] * 3, device="cuda"))
     loss.backward()
     print("rare_ops", torch.equal(a, a.clone()), torch.equal(a, b), torch.equal(a, a[:1]),
+          torch.allclose(a.float(), a.float() + 1e-9), torch.allclose(a.float(), b.float()),
           tuple(d.Dirichlet(ones).sample().shape), tuple(d.Beta(ones, ones).rsample().shape),
           tuple(d.Binomial(10, ones / 2).sample().shape), tuple(m.grad.shape))
 elif mode == "hub_kernels":
