@@ -25,13 +25,14 @@ import gc
 import logging
 import os
 import pickle
-import resource
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from conftest import own_cpu_s
 
 pytestmark = pytest.mark.benchmark
 log = logging.getLogger(__name__)
@@ -126,11 +127,6 @@ def _timeline_factory(host_records: bool):
     return timeline
 
 
-def _cpu_s() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
-
-
 def replay(recording: dict, tmp: Path, build: bool = False) -> dict:
     """Feed the recorded frames through a fresh Coordinator's `_read`: {"cpu_s", "wall_s"} of the
     handling, and of the trace build ("build_cpu_s", "build_wall_s") when `build`. The
@@ -147,19 +143,19 @@ def replay(recording: dict, tmp: Path, build: bool = False) -> dict:
     out: dict = {}
     gc.collect()
     with _quiet_collector():
-        c0, t0 = _cpu_s(), time.perf_counter()
+        c0, t0 = own_cpu_s(), time.perf_counter()
         for c, payload in frames:
             conn = conns[c]
             conn.feed(payload)
             coord._read(conn)
             coord._settle()  # as serve() does after each round of messages
-        out["cpu_s"], out["wall_s"] = _cpu_s() - c0, time.perf_counter() - t0
+        out["cpu_s"], out["wall_s"] = own_cpu_s() - c0, time.perf_counter() - t0
         assert coord.error is None, coord.error
         if build:
-            c0, t0 = _cpu_s(), time.perf_counter()
+            c0, t0 = own_cpu_s(), time.perf_counter()
             for res in coord.ranks.values():
                 res.timeline.finish(0, trace_name=f"rank{res.rank}")
-            out["build_cpu_s"], out["build_wall_s"] = _cpu_s() - c0, time.perf_counter() - t0
+            out["build_cpu_s"], out["build_wall_s"] = own_cpu_s() - c0, time.perf_counter() - t0
     coord._server.close()
     out["ops"] = sum(res.timeline.stats.ops for res in coord.ranks.values())
     out["frames"] = len(frames)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import own_cpu_s, spread
 from synthetic_traces import synthetic_rank
 from tracing.perfetto import PerfettoStats, write_perfetto
 
@@ -89,13 +90,6 @@ def test_memory_bounded(tmp_path):
 ROUNDS_AB = 5
 
 
-def _cpu_s() -> float:
-    import resource
-
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
 def test_native_encoder_ab(benchmark, tmp_path):
     """The compiled event encoder (native/perfetto/perfetto_events.c) against the Python one, on
     8 ranks of synthetic DDP-shaped traces (~20k events each), alternating within each round:
@@ -115,19 +109,15 @@ def test_native_encoder_ab(benchmark, tmp_path):
 
     def one_round() -> None:
         for name, native in (("native", True), ("python", False)):
-            c0, t0 = _cpu_s(), time.perf_counter()
+            c0, t0 = own_cpu_s(), time.perf_counter()
             perfetto.write_perfetto(ranks, tmp_path / f"{name}.pftrace", native=native)
-            times[name].append((time.perf_counter() - t0, _cpu_s() - c0))
+            times[name].append((time.perf_counter() - t0, own_cpu_s() - c0))
 
     try:
         benchmark.pedantic(one_round, rounds=ROUNDS_AB, iterations=1)
     finally:
         perfetto.use_native_encoder(None)
     assert (tmp_path / "native.pftrace").read_bytes() == (tmp_path / "python.pftrace").read_bytes()
-
-    def spread(xs: list[float]) -> dict:
-        xs = sorted(xs)
-        return {"median": round(xs[len(xs) // 2], 3), "min": round(xs[0], 3), "max": round(xs[-1], 3)}
 
     info = {"events": events}
     for name, ts in times.items():

@@ -47,6 +47,15 @@ def children_cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
+def own_cpu_s() -> float:
+    """User + system CPU seconds of this process so far: benchmarks that run their work in
+    process take the difference around it."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
 def spread(values, digits: int = 3) -> dict:
     """Median, smallest and largest of a benchmark's rounds."""
     import statistics

@@ -34,6 +34,7 @@ naming the file and the problem.
 """
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import json
@@ -80,8 +81,13 @@ def _json_default(obj: Any) -> Any:
     return str(obj)
 
 
+# JSON bytes of a value as the trace writers print it (a C callable: the native Perfetto encoder
+# calls it for its annotation cache's keys)
+_dumps_bytes = functools.partial(orjson.dumps, default=_json_default, option=_ORJSON_OPTS)
+
+
 def _dumps(value: Any) -> str:
-    return orjson.dumps(value, default=_json_default, option=_ORJSON_OPTS).decode()
+    return _dumps_bytes(value).decode()
 
 
 def _args_field(args: dict[str, Any]) -> str:

@@ -38,7 +38,6 @@ input gives the same bytes; the file is written to a temporary name and renamed.
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import heapq
 import struct
@@ -48,9 +47,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Callable
 
-import orjson
-
-from tracing.kineto import _ORJSON_OPTS, _dumps, _json_default
+from tracing.kineto import _dumps, _dumps_bytes, _json_default
 from tracing.atomic import atomic_file
 from tracing.model import RankTrace
 
@@ -437,7 +434,7 @@ class _Writer:
         n_packets, counter_values, n_instants = self.emit_events(
             items, spans, span_uuid, dur_of, flows_out, flows_in, tr.instants, instant_uuid, instant_counters,
             samples, sample_uuids, abs_base, seq_hdr_first, seq_hdr_next, self.iids, self.ann_cache,
-            _annotation_entry, _annotation_json, _ANN_CACHE_MAX, self.f.buf, self.f.chunk, self.f.flush)
+            _annotation_entry, _dumps_bytes, _ANN_CACHE_MAX, self.f.buf, self.f.chunk, self.f.flush)
         st.counter_values += counter_values
         st.instants += n_instants
         st.slices += len(spans)
@@ -452,11 +449,6 @@ def _counter_event(uuid: int, v: Any) -> bytes:
 def _annotation_entry(n_iid: int, v: Any) -> bytes:
     """TrackEvent.debug_annotations field of (interned name `n_iid`, value `v`)."""
     return _ld(4, _vf(1, n_iid) + _annotation_value(v))
-
-
-# the JSON bytes of a value that is not None, bool, int, float or str: with the annotation name's iid,
-# its key in the annotation cache (a C function: the native encoder calls it directly)
-_annotation_json = functools.partial(orjson.dumps, default=_json_default, option=_ORJSON_OPTS)
 
 
 def _emit_events_py(items: list[tuple], spans: list, span_uuid: list[int], dur_of: list[int],

@@ -386,6 +386,16 @@ static PyObject *attr(PyObject *o, PyObject *name) { return PyObject_GetAttr(o, 
 
 static PyObject *s_cat, *s_name, *s_args;
 
+/* the debug annotations of a span's or an instant's `args`, when it has any */
+static int enc_args_of(Enc *e, PyObject *event) {
+    PyObject *args = attr(event, s_args);
+    if (args == NULL) return -1;
+    int truth = PyObject_IsTrue(args);
+    int rc = truth < 0 ? -1 : truth ? enc_annotations(e, args) : 0;
+    Py_DECREF(args);
+    return rc;
+}
+
 static int flush_ends(Enc *e, Heap *h, int64_t upto, int all) {
     while (h->n && (all || h->a[0].end <= upto)) {
         PendingEnd x = heap_pop(h);
@@ -474,13 +484,8 @@ static PyObject *emit_events(PyObject *self, PyObject *const *a, Py_ssize_t narg
             int rc = name == NULL ? -1 : enc_cat_name(&e, cat, name);
             Py_XDECREF(cat);
             Py_XDECREF(name);
-            if (rc < 0) goto done;
-            PyObject *args = attr(s, s_args);
-            if (args == NULL) goto done;
-            int truth = PyObject_IsTrue(args);
-            rc = truth < 0 ? -1 : truth ? enc_annotations(&e, args) : 0;
-            Py_DECREF(args);
-            if (rc < 0 || enc_flows(&e, flows_out, index, 47) < 0 || enc_flows(&e, flows_in, index, 48) < 0)
+            if (rc < 0 || enc_args_of(&e, s) < 0 || enc_flows(&e, flows_out, index, 47) < 0
+                || enc_flows(&e, flows_in, index, 48) < 0)
                 goto done;
             if (enc_emit(&e, e.abs_base + ts, &e.te, &e.interned) < 0) goto done;
             if (dur == 0) {
@@ -541,13 +546,8 @@ static PyObject *emit_events(PyObject *self, PyObject *const *a, Py_ssize_t narg
             }
             Py_XDECREF(cat);
             Py_XDECREF(name);
-            if (rc < 0) goto done;
-            PyObject *args = attr(ins, s_args);
-            if (args == NULL) goto done;
-            int truth = PyObject_IsTrue(args);
-            rc = truth < 0 ? -1 : truth ? enc_annotations(&e, args) : 0;
-            Py_DECREF(args);
-            if (rc < 0 || enc_emit(&e, e.abs_base + ts, &e.te, &e.interned) < 0) goto done;
+            if (rc < 0 || enc_args_of(&e, ins) < 0 || enc_emit(&e, e.abs_base + ts, &e.te, &e.interned) < 0)
+                goto done;
             n_instants++;
             PyObject *counters = PyDict_GetItemWithError(instant_counters, index);
             if (counters == NULL && PyErr_Occurred()) goto done;
