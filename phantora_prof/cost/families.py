@@ -224,6 +224,8 @@ def class_key(op, base: str) -> str:
         parts.append("empty")
     elif base in _INPUT_LAYOUT_OPS:
         lay = layout(t)
+        from phantora_prof.cost.roofline import bn_channels_last_batch
+
         if base in BN_OPS and lay == "c" and t is not None and bn_channels_last_batch(t.shape, t.stride):
             lay = "cl"
         parts.append(lay)
@@ -301,14 +303,6 @@ BN_OPS = frozenset(("native_batch_norm", "native_batch_norm_backward", "_native_
                     "_batch_norm_with_update"))
 
 
-def bn_channels_last_batch(shape, stride) -> bool:
-    """A contiguous tensor whose dim 1 has stride 1 (a 2-D (N, C) batch), which ATen's
-    batch_norm_use_channels_last_kernels sends to the channels-last batch-norm kernels
-    (LeViT's BatchNorm1d over tokens on the H200); the op tree (engine/op_children.py) and the
-    family classes both read a batch norm's layout by it."""
-    from phantora_prof.cost.roofline import contiguous_strides
-
-    return len(shape) >= 2 and len(stride) == len(shape) and stride[1] == 1 and contiguous_strides(shape, stride)
 _INPUT_LAYOUT_OPS = frozenset(("native_batch_norm", "native_batch_norm_backward", "cudnn_batch_norm",
                                "cudnn_batch_norm_backward", "_native_batch_norm_legit", "_adaptive_avg_pool2d",
                                "_adaptive_avg_pool2d_backward", "mean", "native_group_norm",

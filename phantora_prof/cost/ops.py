@@ -18,8 +18,8 @@ from phantora_prof.cost.kernels import KernelSpec
 from phantora_prof.cost.profiles import profile_for
 from phantora_prof.cost.roofline import (
     ATTENTION, COPY, ELEMENTWISE, GEMM, INDEX, MEMSET, NORM, OPTIMIZER, REDUCTION, Cost,
-    all_inputs, arg, conv_flops, dense_order, eff_for, first_tensor, io_bytes, is_contiguous, iter_tensors,
-    mm_flops, one_dense_layout, op_time_ns, sdpa_flops, tensor_bytes,
+    all_inputs, arg, bn_channels_last_batch, conv_flops, dense_order, eff_for, first_tensor, io_bytes,
+    is_contiguous, iter_tensors, mm_flops, one_dense_layout, op_time_ns, sdpa_flops, tensor_bytes,
 )
 from phantora_prof.protocol import TensorArg
 
@@ -529,7 +529,8 @@ def sync_batch_norm(op, base, gpu, allow_tf32):
     t = K.cpp(x.dtype)
     nd = len(x.shape)
     c = x.shape[1] if nd > 1 else 1
-    cl = nd in (4, 5) and not is_contiguous(x) and x.stride[1] == 1
+    # ATen's batch_norm_use_channels_last_kernels: channels-last, or a 2-D (N, C) batch
+    cl = (nd in (4, 5) and not is_contiguous(x) and x.stride[1] == 1) or bn_channels_last_batch(x.shape, x.stride)
     suffix = "_channels_last" if cl else ""
     kernel = {"batch_norm_stats": f"batch_norm_collect_statistics{suffix}_kernel<at::native::InvStd, {t}, float>",
               "batch_norm_update_stats": f"batch_norm_collect_statistics{suffix}_kernel<at::native::Var, {t}, float>",

@@ -85,6 +85,15 @@ def contiguous_strides(shape: tuple, stride: tuple) -> bool:
     return True
 
 
+def bn_channels_last_batch(shape, stride) -> bool:
+    """A contiguous tensor whose dim 1 has stride 1 (a 2-D (N, C) batch), which ATen's
+    batch_norm_use_channels_last_kernels sends to the channels-last batch-norm kernels
+    (LeViT's BatchNorm1d over tokens on the H200); the op tree (engine/op_children.py), the
+    family classes and SyncBatchNorm's kernels (ops.sync_batch_norm) read a batch norm's
+    layout by it."""
+    return len(shape) >= 2 and len(stride) == len(shape) and stride[1] == 1 and contiguous_strides(shape, stride)
+
+
 def dense_order(t: TensorArg) -> tuple[int, ...] | None:
     """The dims of `t` from outermost to innermost if it is dense and non-overlapping in some
     order (contiguous, channels-last, any permutation of contiguous), else None. Size-1 dims

@@ -23,8 +23,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from phantora_prof.cost.families import BN_OPS, bn_channels_last_batch
-from phantora_prof.cost.roofline import contiguous_strides, dense_order
+from phantora_prof.cost.families import BN_OPS
+from phantora_prof.cost.roofline import bn_channels_last_batch, contiguous_strides, dense_order
 from phantora_prof.engine.kineto_args import KINETO_TYPE_NAMES
 from phantora_prof.protocol import TensorArg
 from tracing.diff.categories import categorize
@@ -46,7 +46,7 @@ def _layout(dims: list, strides: list | None, bn: bool = False) -> str:
     (channels-last), "s" for any other strides: a kernel's dispatches can differ by layout (an
     NHWC batch norm zeroes a counter where an NCHW one reshapes its input). For a batch norm
     (`bn`), a contiguous (N, C) batch is channels-last, as its kernels are
-    (families.bn_channels_last_batch)."""
+    (roofline.bn_channels_last_batch)."""
     if not strides or len(strides) != len(dims):
         return ""
     if contiguous_strides(dims, strides):

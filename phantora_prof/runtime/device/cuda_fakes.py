@@ -115,10 +115,7 @@ def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
 
 def _suggested_empty_like(t: torch.Tensor) -> torch.Tensor:
     """at::empty_like(t, t.suggest_memory_format())."""
-    fmt = torch.channels_last if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) \
-        and not t.is_contiguous() else torch.channels_last_3d if t.dim() == 5 and \
-        t.is_contiguous(memory_format=torch.channels_last_3d) and not t.is_contiguous() else torch.contiguous_format
-    return torch.empty_like(t, memory_format=fmt)
+    return torch.empty_like(t, memory_format=torch._prims_common.suggest_memory_format(t))
 
 
 # SyncBatchNorm's ops (torch/nn/modules/_functions.py), CUDA kernels of aten/native/cuda/Normalization.cu
@@ -129,14 +126,10 @@ def _bn_stats(input, eps):
     return input.new_empty((c,), dtype=acc), input.new_empty((c,), dtype=acc)
 
 
-def _bn_gather_stats(input, mean, invstd, running_mean, running_var, momentum, eps, counts):
+def _bn_gather_stats(input, mean, invstd, running_mean, running_var, momentum, eps, count):
     """The group's (mean, invstd) per channel from every rank's; running stats updated in place."""
     c = mean.shape[-1]
     return mean.new_empty((c,)), mean.new_empty((c,))
-
-
-def _bn_gather_stats_with_counts(input, mean, invstd, running_mean, running_var, momentum, eps, counts):
-    return _bn_gather_stats(input, mean, invstd, running_mean, running_var, momentum, eps, counts)
 
 
 def _bn_elemt(input, weight, bias, mean, invstd, eps):
@@ -218,7 +211,7 @@ _META = {
     "_masked_softmax_backward": _masked_softmax_backward,
     "batch_norm_stats": _bn_stats,
     "batch_norm_gather_stats": _bn_gather_stats,
-    "batch_norm_gather_stats_with_counts": _bn_gather_stats_with_counts,
+    "batch_norm_gather_stats_with_counts": _bn_gather_stats,  # counts a tensor: the same outputs
     "batch_norm_elemt": _bn_elemt,
     "batch_norm_backward_reduce": _bn_backward_reduce,
     "batch_norm_backward_elemt": _bn_backward_elemt,

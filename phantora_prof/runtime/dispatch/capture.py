@@ -63,7 +63,6 @@ _LOCAL_SCALAR_DENSE = aten._local_scalar_dense.default
 _RECORD_STREAM = aten.record_stream.default
 _ROLL = aten.roll.default
 _EQUAL = aten.equal.default
-_ALLCLOSE = aten.allclose.default
 _IS_PINNED = aten.is_pinned.default
 _ADD = torch.ops.aten.add.Tensor
 _ADD_ = torch.ops.aten.add_.Tensor
@@ -425,8 +424,6 @@ class CaptureMode(TorchDispatchMode):
                 return self._as_parts(tls, parts)
         if func is _EQUAL:
             return self._as_parts(tls, lambda: _cuda_equal(*args, **kwargs))
-        if func is _ALLCLOSE:  # ATen's allclose: isclose(...).all().item()
-            return self._as_parts(tls, lambda: bool(torch.isclose(*args, **kwargs).all().item()))
         if _namespace(func) == "_c10d_functional":  # DTensor / tensor-parallel collectives
             from phantora_prof.runtime.distributed.backend import functional
 

@@ -162,13 +162,14 @@ def install() -> list[str]:
 #   when that view is contiguous: Swin's and ViT's qkv[0], qkv[1], qkv[2]);
 # - masked_fill, index_put: a clone (a memcpy) and then the in-place kernel;
 # - constant_pad_nd: a clone when no pad is positive (F.pad with zeros: Swin's window padding);
-# - index_put_: reaches _index_put_impl_, whose accumulate path sorts the indices.
+# - index_put_: reaches _index_put_impl_, whose accumulate path sorts the indices;
+# - allclose: isclose, all, and the host's read of the answer (`.item()`: a sync).
 # Only where the installed torch registers such a kernel and no CUDA kernel (checked from
 # native_functions.yaml at the first call: a torch that gives one of them a CUDA kernel keeps it
 # whole).
 COMPOSITE_BODIES = frozenset({
     "select_backward", "slice_backward", "diagonal_backward", "masked_fill.Scalar", "masked_fill.Tensor",
-    "index_put", "index_put_", "constant_pad_nd",
+    "index_put", "index_put_", "constant_pad_nd", "allclose",
 })
 _COMPOSITE_KEYS = (torch._C.DispatchKey.CompositeExplicitAutogradNonFunctional,
                    torch._C.DispatchKey.CompositeExplicitAutograd)
