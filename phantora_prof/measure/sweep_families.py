@@ -44,6 +44,9 @@ so the trace says which ops and kernels belong to which configuration. Families:
     upsample    bilinear and nearest upsampling (x2, x4, x8) of NCHW and channels-last maps, fwd + bwd
     spatial     softmax / log_softmax over the channels of a map (dim 1) and cross entropy over
                 per-pixel logits (nll_loss2d), both layouts: segmentation heads
+    sync_bn     SyncBatchNorm's statistics / elementwise kernels, forward and backward (its
+                collectives left out: one GPU), both layouts and dtypes
+    rnn_cell    nn.GRUCell / nn.LSTMCell steps: two GEMMs and ATen's fused cell, fwd + bwd
 
     python -m phantora_prof.measure.sweep_families --out sweep.pt.trace.json.gz [--only conv,pool]
 
@@ -756,6 +759,82 @@ def _spatial(p):
     return run
 
 
+def sync_bn_cases():
+    """SyncBatchNorm's kernels (batch_norm_stats, gather_stats_with_counts, elemt and the backward
+    reduce / elemt pair) over conv-net maps in both layouts, run as torch's SyncBatchNorm
+    function runs them, minus its two collectives: one GPU has no peer, so the gathered
+    statistics are this rank's own, repeated `ranks` times (the kernels' work is the same)."""
+    for layout in ("cl", "nchw"):
+        for dtype in ("bf16", "fp32"):
+            for n, c, h in [(32, 64, 112), (32, 256, 56), (32, 512, 28), (32, 1024, 14), (32, 2048, 7),
+                            (8, 64, 128), (64, 128, 32)]:
+                yield dict(fam="sync_bn", layout=layout, dtype=dtype, n=n, c=c, h=h, ranks=8), _sync_bn
+
+
+def _sync_bn(p):
+    x = _square_map(p)
+    x.requires_grad_(True)
+    c, ranks, eps = p["c"], p["ranks"], 1e-5
+    weight = torch.ones(c, device=DEV, requires_grad=True)
+    bias = torch.zeros(c, device=DEV, requires_grad=True)
+    running_mean, running_var = torch.zeros(c, device=DEV), torch.ones(c, device=DEV)
+
+    class _LocalSyncBN(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, weight, bias):
+            mean, invstd = torch.batch_norm_stats(x, eps)
+            count = torch.full((1,), x.numel() // x.size(1), dtype=mean.dtype, device=mean.device)
+            combined = torch.cat([mean, invstd, count]).repeat(ranks, 1)
+            mean_all, invstd_all, count_all = torch.split(combined, c, dim=1)
+            count_all = count_all[count_all.squeeze(-1) >= 1]
+            mean, invstd = torch.batch_norm_gather_stats_with_counts(
+                x, mean_all, invstd_all, running_mean, running_var, 0.1, eps, count_all.view(-1))
+            ctx.save_for_backward(x, weight, mean, invstd, count_all.to(torch.int32))
+            return torch.batch_norm_elemt(x, weight, bias, mean, invstd, eps)
+
+        @staticmethod
+        def backward(ctx, grad):
+            x, weight, mean, invstd, count = ctx.saved_tensors
+            grad = grad.contiguous(memory_format=torch.channels_last) if p["layout"] == "cl" else grad.contiguous()
+            sum_dy, sum_dy_xmu, grad_weight, grad_bias = torch.batch_norm_backward_reduce(
+                grad, x, mean, invstd, weight, True, True, True)
+            combined = torch.cat([sum_dy, sum_dy_xmu]) * ranks  # the all_reduce's sum over identical ranks
+            sum_dy, sum_dy_xmu = torch.split(combined, c)
+            grad_input = torch.batch_norm_backward_elemt(grad, x, mean, invstd, weight, sum_dy, sum_dy_xmu, count)
+            return grad_input, grad_weight, grad_bias
+
+    st: dict = {}
+
+    def run():
+        _backward(_LocalSyncBN.apply(x, weight, bias), st)
+
+    return run
+
+
+def rnn_cell_cases():
+    """nn.GRUCell / nn.LSTMCell steps (two GEMMs and ATen's fused cell kernel, forward and
+    backward): decoders and RL policies that loop over time in Python use them."""
+    for cell in ("gru", "lstm"):
+        for dtype in ("fp32", "bf16"):
+            for b, hidden in [(32, 256), (64, 512), (128, 1024), (256, 2048), (1024, 512), (16, 4096)]:
+                yield dict(fam="rnn_cell", cell=cell, dtype=dtype, b=b, hidden=hidden), _rnn_cell
+
+
+def _rnn_cell(p):
+    m = (nn.GRUCell if p["cell"] == "gru" else nn.LSTMCell)(p["hidden"], p["hidden"]).to(DEV)
+    x = torch.randn(p["b"], p["hidden"], device=DEV, requires_grad=True)
+    h = torch.randn(p["b"], p["hidden"], device=DEV, requires_grad=True)
+    state = h if p["cell"] == "gru" else (h, torch.randn_like(h))
+    st: dict = {}
+
+    def run():
+        with _autocast(p["dtype"]):
+            y = m(x, state)
+        _backward(y if p["cell"] == "gru" else y[0], st)
+
+    return run
+
+
 FAMILIES = {"conv": conv_cases, "conv_grouped": grouped_conv_cases,
             "conv_grouped2": odd_width_grouped_conv_cases, "conv1d": conv1d_cases, "conv3d": conv3d_cases, "pool": pool_cases, "pool_windows": pool_window_cases,
             "pointwise": pointwise_cases, "copies": copy_cases, "cat_cache": cat_cache_cases,
@@ -763,7 +842,8 @@ FAMILIES = {"conv": conv_cases, "conv_grouped": grouped_conv_cases,
             "reductions": reduction_cases, "reductions_cols": column_reduction_cases, "losses": loss_cases, "embedding": embedding_cases,
             "optim": optim_cases, "rnn": rnn_cases, "conv_patch": patch_conv_cases, "attention_sr": sr_attention_cases,
             "conv_wide": wide_conv_cases, "conv_sr": sr_conv_cases, "norms_tiny": tiny_norm_cases,
-            "pointwise_views": view_pointwise_cases, "upsample": upsample_cases, "spatial": spatial_cases}
+            "pointwise_views": view_pointwise_cases, "upsample": upsample_cases, "spatial": spatial_cases,
+            "sync_bn": sync_bn_cases, "rnn_cell": rnn_cell_cases}
 
 
 def main() -> int:

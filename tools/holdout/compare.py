@@ -23,6 +23,8 @@ REPO = HERE.parents[1]
 REAL = HERE / "real_h200"
 
 # name -> (script, args); scripts without a directory are in tools/holdout/, gpt.py in --workloads.
+# blind set 9's models (the set itself, ZOO_BLIND9, is defined with the others below)
+ZOO_BLIND9_MODELS = ("hf_vit_mae", "hf_mobilevit", "timm_bit", "gru", "hf_bart")
 CASES: dict[str, tuple[str, list[str]]] = {
     "gpt_medium": ("gpt.py", ["--layers", "24", "--dim", "1024", "--heads", "16", "--batch", "8"]),
     "gpt_seq2k": ("gpt.py", ["--seq", "2048", "--batch", "4"]),
@@ -76,6 +78,7 @@ CASES: dict[str, tuple[str, list[str]]] = {
     **{m: ("zoo.py", ["--model", m]) for m in ("hf_qwen3", "hf_deberta", "timm_levit", "tv_googlenet")},
     **{m: ("zoo.py", ["--model", m]) for m in ("hf_bloom", "hf_modernbert", "hf_segformer", "timm_nfnet",
                                                "tv_vit_b32")},
+    **{m: ("zoo.py", ["--model", m]) for m in ZOO_BLIND9_MODELS},
     # torch.compile (issue #16, session 12): the reference gpt.py (fitted: the Triton launch host
     # cost and the compile time), then held out: four models measured before the simulation ran,
     # and a blind set chosen before any run, measured once at the end of the session
@@ -132,6 +135,10 @@ ZOO_BLIND7 = ("hf_qwen3", "hf_deberta", "timm_levit", "tv_googlenet")
 # NFNet's weight-standardised convolutions with ECA, torchvision's nn.MultiheadAttention ViT),
 # measured once on the H200 before their simulation ran, compared once
 ZOO_BLIND8 = ("hf_bloom", "hf_modernbert", "hf_segformer", "timm_nfnet", "tv_vit_b32")
+# chosen in session 32 before any run (MAE pretraining with random patch masking, MobileViT's
+# unfolded patches, BiT's GroupNorm + weight-standardised convolutions, cuDNN GRU, BART), simulated
+# first, then measured once on the H200, compared once
+ZOO_BLIND9 = ZOO_BLIND9_MODELS
 COMPILED_FIT = ("gpt_b8c", "gpt_b32c")
 COMPILED_HELD = ("hf_llama_c", "timm_vit_c", "tv_resnet50_c", "hf_bert_c", "hf_llama_fx_c", "hf_llama_fx")
 COMPILED_BLIND = ("hf_gpt2_c", "timm_convnext_c", "tv_mobilenet_c", "tv_swin_c")
@@ -214,6 +221,8 @@ def case_set(case: str) -> str:
         return "blind7"
     if case in ZOO_BLIND8:
         return "blind8"
+    if case in ZOO_BLIND9:
+        return "blind9"
     if case in ZOO_DEV:
         return "dev"
     if case in COMPILED_FIT:
@@ -291,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
     if a.json:
         a.json.write_text(json.dumps(rows, indent=1) + "\n")
-    for group in ("holdout", "dev", "blind", "blind2", "blind3", "blind4", "blind5", "blind6", "c_fit", "c_held", "c_blind", "c_blind2",
+    for group in ("holdout", "dev", "blind", "blind2", "blind3", "blind4", "blind5", "blind6", "blind7", "blind8",
+                  "blind9", "c_fit", "c_held", "c_blind", "c_blind2",
                   "ro_seen", "ro_held"):
         errs = sorted(abs(r["error"]) for r in rows if r.get("error") is not None and r["set"] == group)
         if errs:

@@ -172,7 +172,8 @@ def _vision_model(name: str):
         arch = {"timm_vit": "vit_base_patch16_224", "timm_convnext": "convnext_tiny",
                 "timm_resnet50": "resnet50", "timm_regnet": "regnety_016", "timm_mixer": "mixer_b16_224",
                 "timm_resnext": "resnext50_32x4d", "timm_poolformer": "poolformer_s12",
-                "timm_maxvit": "maxvit_tiny_tf_224", "timm_levit": "levit_128s", "timm_nfnet": "eca_nfnet_l0"}[name]
+                "timm_maxvit": "maxvit_tiny_tf_224", "timm_levit": "levit_128s", "timm_nfnet": "eca_nfnet_l0",
+                "timm_bit": "resnetv2_50x1_bit"}[name]
         return timm.create_model(arch, pretrained=False)
     tv = import_torchvision()
     arch = {"tv_resnet50": "resnet50", "tv_mobilenet": "mobilenet_v3_large",
@@ -266,13 +267,25 @@ def _hf_segformer_step(model, a, dev):
     return _train_step(lambda: model(pixel_values=pixels, labels=labels), opt, _loss)
 
 
+def _hf_pixels_step(model, a, dev, labels: bool = False):
+    """Image models that take `pixel_values` (and class labels, for classifiers) and return their
+    loss, as HF trains them; ViT-MAE draws its random mask inside the model at every step."""
+    g = torch.Generator(device="cpu").manual_seed(0)
+    inputs = {"pixel_values": torch.randn(a.batch, 3, a.image, a.image, generator=g).to(dev)}
+    if labels:
+        inputs["labels"] = torch.randint(0, model.config.num_labels, (a.batch,), generator=g).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    return _train_step(lambda: model(**inputs), opt, _loss)
+
+
 # ---------------------------------------------------------------- recurrent (cuDNN RNN)
 
 class LstmLM(nn.Module):
-    def __init__(self, vocab: int, dim: int, layers: int):
+    def __init__(self, vocab: int, dim: int, layers: int, cell=nn.LSTM):
         super().__init__()
         self.emb = nn.Embedding(vocab, dim)
-        self.rnn = nn.LSTM(dim, dim, layers, batch_first=True)
+        self.rnn = cell(dim, dim, layers, batch_first=True)
         self.out = nn.Linear(dim, vocab)
 
     def forward(self, ids):
@@ -328,6 +341,12 @@ MODELS = {
     # with ECA, nn.MultiheadAttention)
     "hf_bloom": (4, 2048), "hf_modernbert": (16, 512), "hf_segformer": (16, 512), "timm_nfnet": (64, 224),
     "tv_vit_b32": (128, 224),
+    # blind set 9 (added 2026-12-05, session 32): chosen before any run; families none of the sets
+    # above has (masked-autoencoder pretraining: argsort / gather of random patch subsets and a
+    # pixel loss; MobileViT's unfold of feature maps into patches; GroupNorm with weight-standardised
+    # convolutions; cuDNN GRU; BART's learned positions in an encoder-decoder)
+    "hf_vit_mae": (64, 224), "hf_mobilevit": (64, 256), "timm_bit": (64, 224), "gru": (64, 256),
+    "hf_bart": (16, 512),
 }
 
 
@@ -383,6 +402,24 @@ def main() -> None:
 
         model = tf.SegformerForSemanticSegmentation(tf.SegformerConfig(num_labels=150)).to(dev)
         step = _hf_segformer_step(model, a, dev)
+    elif name == "hf_vit_mae":  # ViT-MAE base: 75% of the patches masked at random, an 8-layer decoder
+        import transformers as tf
+
+        model = tf.ViTMAEForPreTraining(tf.ViTMAEConfig(attn_implementation="sdpa")).to(dev)
+        step = _hf_pixels_step(model, a, dev)
+    elif name == "hf_mobilevit":  # MobileViT-small: MobileNetV2 blocks and transformers over unfolded patches
+        import transformers as tf
+
+        model = tf.MobileViTForImageClassification(tf.MobileViTConfig(num_labels=1000)).to(dev)
+        step = _hf_pixels_step(model, a, dev, labels=True)
+    elif name == "hf_bart":  # bart-base: learned positions, GELU, encoder-decoder, 50k vocabulary
+        import transformers as tf
+
+        cfg = tf.BartConfig(d_model=768, encoder_layers=6, decoder_layers=6, encoder_attention_heads=12,
+                            decoder_attention_heads=12, encoder_ffn_dim=3072, decoder_ffn_dim=3072,
+                            max_position_embeddings=a.seq, attn_implementation="sdpa")
+        model = tf.BartForConditionalGeneration(cfg).to(dev)
+        step = _hf_t5_step(model, a, dev)
     elif name == "hf_t5":
         import transformers as tf
 
@@ -396,6 +433,9 @@ def main() -> None:
         step = _video_step(model, a, dev)
     elif name == "lstm":
         model = LstmLM(10000, a.dim or 1024, a.layers or 2).to(dev)
+        step = _lstm_step(model, a, dev)
+    elif name == "gru":
+        model = LstmLM(10000, a.dim or 1024, a.layers or 2, cell=nn.GRU).to(dev)
         step = _lstm_step(model, a, dev)
     else:
         model = _vision_model(name).to(dev)
