@@ -14,7 +14,7 @@ SOURCE_ORDER = ("measured", "table", "family", "launches", "interpolated", "trit
 SOURCE_LABELS = {
     "measured": "measured (your kernel database)",
     "table": "measured (built-in H200 table)",
-    "family": "interpolated (H200 in-training family sweep)",
+    "family": "interpolated (in-training family sweep, per GPU)",
     "launches": "multi-tensor launch model (H200 training profiles)",
     "interpolated": "interpolated (H200 sweep)",
     "triton": "Triton kernel curve (torch.compile)",
@@ -59,7 +59,7 @@ def print_summary(result: Any, config: Any, console: Any) -> None:
         order = {k: i for i, k in enumerate(SOURCE_ORDER)}
         parts = ", ".join(f"{SOURCE_LABELS.get(k, k)} {100.0 * v / total:.1f}%"
                           for k, v in sorted(sources.items(), key=lambda kv: (order.get(kv[0], 99), kv[0])) if v)
-        console.print(f"GPU time by source of its kernel times: {parts}")
+        console.print(f"GPU time by source of its kernel times: {parts}", soft_wrap=True)  # one line in a log
         from phantora_prof.cost import errorband
 
         lead = max(result.ranks, key=lambda r: r.sim_time_ns)

@@ -374,3 +374,46 @@ def test_upsampling_is_classed_by_memory_format():
     assert F.class_key(cl, "upsample_bilinear2d") == "bfloat16|cl"
     t_nchw, t_cl = total(estimate(nchw, "h200")), total(estimate(cl, "h200"))
     assert t_nchw > 2 * t_cl and 2_000_000 < t_nchw < 4_000_000 and 800_000 < t_cl < 1_800_000
+
+
+def _sync_bn_stats(dtype="bfloat16"):
+    """SyncBatchNorm's first kernel over a channels-last (32, 256, 56, 56) map, a shape the H100
+    sweep measured (cost/data/h100_families.json.gz, tools/holdout/real_h200/session32/)."""
+    x = CL(32, 256, 56, 56, dtype)
+    return call("aten::batch_norm_stats", [x, 1e-5], [T((256,)), T((256,))])
+
+
+def test_a_gpus_own_family_table_answers_for_it_as_measured():
+    """The H100 measured SyncBatchNorm's kernels (the H200 never did): an H100 query takes the
+    measured time of its swept shape; the H200 takes that point scaled by the roofline ratio
+    (memory-bound: its faster HBM); another architecture takes none of it (the roofline's own)."""
+    doc = json.loads(gzip.open(F.data_path("h100")).read())
+    assert doc["gpu"] == "h100" and "batch_norm_stats" in doc["ops"]
+    assert "batch_norm_stats" not in json.loads(gzip.open(F.data_path("h200")).read())["ops"]
+    op = _sync_bn_stats()
+    key = F.class_key(op, "batch_norm_stats")
+    pts = doc["ops"]["batch_norm_stats"][key]
+    measured = [p["t"] for p in pts if p["s"][:2] == [32, 256] or p["s"] == [32, 256, 56, 56]]
+    h100 = estimate(op, get_gpu("h100"))
+    assert {k.source for k in h100} == {"family"}
+    assert measured and min(abs(total(h100) - t) / t for t in measured) < 0.02
+    h200 = estimate(op, get_gpu("h200"))
+    assert {k.source for k in h200} == {"family"}
+    # memory-bound: faster on the H200's HBM, by at most the sustained bandwidths' ratio
+    from phantora_prof.cost.roofline import hbm_bw
+
+    ratio = hbm_bw(get_gpu("h100")) / hbm_bw(get_gpu("h200"))
+    assert total(h100) * ratio * 0.98 <= total(h200) < total(h100) * 0.95
+    assert {k.source for k in estimate(op, get_gpu("a100"))} == {"roofline"}
+
+
+def test_gru_cell_kernels_come_from_the_h100_sweep():
+    """nn.GRUCell's fused cell (ATen's kernel, no Meta or cost model of its own before session 32)
+    is priced from the measured points on the H100, with the kernel name the H100 ran."""
+    gates = T((128, 3072), "float32")
+    h = T((128, 1024), "float32")
+    bias = T((3072,), "float32")
+    op = call("aten::_thnn_fused_gru_cell", [gates, gates, h, bias, bias], [h, T((128, 5120), "float32")])
+    ks = estimate(op, get_gpu("h100"))
+    assert {k.source for k in ks} == {"family"}
+    assert any("gru_cell" in k.name.lower() for k in ks), [k.name for k in ks]

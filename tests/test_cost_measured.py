@@ -231,9 +231,13 @@ def test_other_gpus_scale_by_roofline_ratio():
     x = T((1 << 26,), "bfloat16")
     add = call("aten::add", [x, x], [x])
     h200, h100, a100 = (total(estimate(add, g)) for g in ("h200", "h100", "a100"))
-    bw = get_gpu("h200").hbm_bandwidth
-    assert h100 / h200 == pytest.approx(bw / get_gpu("h100").hbm_bandwidth, rel=0.05)
-    assert a100 / h200 == pytest.approx(bw / get_gpu("a100").hbm_bandwidth, rel=0.05)
+    # a streaming add at its roofline moves with the sustained HBM bandwidths (roofline.hbm_bw: the
+    # H100's datasheet figure times its measured share, roofline.carried_time_ns)
+    from phantora_prof.cost.roofline import hbm_bw
+
+    bw = hbm_bw(get_gpu("h200"))
+    assert h100 / h200 == pytest.approx(bw / hbm_bw(get_gpu("h100")), rel=0.05)
+    assert a100 / h200 == pytest.approx(bw / hbm_bw(get_gpu("a100")), rel=0.05)
     assert all(k.source in ("family", "interpolated") for g in GPUS for k in estimate(add, g))
     assert {k.source for k in estimate(add, "a100")} == {"interpolated"}  # the family curves stay on their architecture
     mm = call("aten::mm", [T((8192, 8192), "bfloat16"), T((8192, 8192), "bfloat16")], [T((8192, 8192), "bfloat16")])

@@ -34,6 +34,7 @@ CHECKED = {
     "host_costs.json": "tests/test_hostcost.py::test_calibration_reproduces_the_json_and_the_measured_step",
     "aten_arg_positions.json": "tests/test_architecture.py::test_schema_argument_table_is_fresh",
     "h200_families.json.gz": "test_family_points_are_the_generators_output",
+    "h100_families.json.gz": "test_h100_family_table_is_its_sweep",
     "h200_measured.json": "test_measured_sweep_records_its_runs",
     "host_model.json": "test_host_model_and_profiles_say_where_they_come_from",  # + test_compiled_call_host_costs_are_the_fit
     "hosts/h200.json": "test_host_model_and_profiles_say_where_they_come_from",
@@ -152,6 +153,20 @@ def test_family_points_are_the_generators_output():
                      for key, pts in classes.items()} for op, classes in d["ops"].items()}
 
     assert resolved(again) == resolved(doc)
+
+
+def test_h100_family_table_is_its_sweep():
+    """h100_families.json.gz is `phantora-prof calibrate families --gpu h100 --ops ...` over the
+    H100 sweep kept in the repository (tools/holdout/real_h200/session32/sw11.pt.trace.json.gz:
+    SyncBatchNorm's kernels and the fused RNN cells)."""
+    from phantora_prof.calibrate import families
+
+    doc = families.read(DATA / "h100_families.json.gz")
+    assert doc["gpu"] == "h100" and doc["ops_kept"]
+    points, _ = families.collect([HOLDOUT / "session32" / s for s in doc["sources"]], "h100")
+    points = [p for p in points if p["op"] in set(doc["ops_kept"])]
+    fresh = families.build(points, doc["sources"], "h100", doc["ops_kept"])
+    assert fresh == doc, "stale: rerun `phantora-prof calibrate families --gpu h100 ...` (real_h200/session32/README.md)"
 
 
 def test_measured_sweep_records_its_runs():

@@ -132,7 +132,8 @@ def test_database_scales_within_an_architecture_and_not_across(measured_mm):
     k = MeasuredKernel("kernel", "vectorized_elementwise_kernel", 100_000)
     measured_mm.db.add(Entry(signature(add), (k,), 5))
     ratio = _with_db(add, "h100", measured_mm)[0].duration_ns / 100_000
-    assert 1.3 < ratio < 1.5  # memory-bound: 4.8 vs 3.35 TB/s of HBM
+    # memory-bound: 4.8 vs 3.35 TB/s of HBM, of which the H100 sustains a larger share (1.10, its profile)
+    assert 1.25 < ratio < 1.35
     a100 = _with_db(_mm(), "a100", measured_mm)
     assert all(k.source != "measured" for k in a100)
     assert cost.estimate(_mm(), "h200")[0].source != "measured"  # the plain function: built-in sources only

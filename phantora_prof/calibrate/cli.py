@@ -5,7 +5,7 @@ Shipped model data (phantora_prof/cost/data), each with `--check` where its inpu
     phantora-prof calibrate kernels [--check]                                  # h200_kernels.json
     phantora-prof calibrate op-children [--check]                              # op_children.json
     phantora-prof calibrate host-costs [--check]                               # host_costs.json
-    phantora-prof calibrate families SWEEP.pt.trace.json.gz ... [--out FILE]   # h200_families.json.gz
+    phantora-prof calibrate families SWEEP.pt.trace.json.gz ... [--gpu h100] [--out FILE]   # <gpu>_families.json.gz
     phantora-prof calibrate errors TRACE ... [--out FILE]                      # source_errors.json
     phantora-prof calibrate triton REAL.jsonl SIM.jsonl ... [--out FILE]       # triton_h200.json
     phantora-prof calibrate compiled-host SIM.log REAL.log ... [--write]       # host_model.json compiled_calls
@@ -76,26 +76,46 @@ def calibrate() -> None:
 
 @calibrate.command("families")
 @click.argument("traces", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=DATA / "h200_families.json.gz",
-              show_default=True)
+@click.option("--gpu", default="h200", show_default=True,
+              help="GPU the sweep ran on (h200: the reference table; another GPU's table answers for that GPU "
+                   "first, and for classes the H200 never measured)")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="output file  [default: cost/data/<gpu>_families.json.gz]")
 @click.option("--add", "add", is_flag=True,
               help="keep the points already in --out (sweeps whose traces are not kept) and add these traces'")
-def families_cmd(traces: tuple[Path, ...], out: Path, add: bool) -> None:
+@click.option("--ops", default="",
+              help="comma-separated aten op names: keep only their points (a sweep of one family also times the "
+                   "small ops around it, too few points to answer for those ops' other shapes)")
+def families_cmd(traces: tuple[Path, ...], gpu: str, out: Path | None, add: bool, ops: str) -> None:
     """Family curves from traces of `python -m phantora_prof.measure.sweep_families` (profiled on the GPU)."""
     from phantora_prof.calibrate import families
+    from phantora_prof.cost import families as fam_model
+    from phantora_prof.cost import get_gpu
 
-    points, skipped = families.collect(list(traces))
+    gpu_key = get_gpu(gpu).key
+    out = out or fam_model.data_path(gpu_key)
+    points, skipped = families.collect(list(traces), gpu_key)
+    keep = {o.strip() for o in ops.split(",") if o.strip()}
+    if keep:
+        points = [p for p in points if p["op"] in keep]
+        missing = sorted(keep - {p["op"] for p in points})
+        if missing:
+            raise click.UsageError(f"--ops: no points of {', '.join(missing)} in these traces")
     sources = [t.name for t in traces]
     if add:
         if not out.exists():
             raise click.UsageError(f"--add: {out} does not exist (nothing to add to)")
         old = families.read(out)
+        if keep and set(old.get("ops_kept", ())) != keep:
+            raise click.UsageError(f"--add: {out} kept ops {old.get('ops_kept')}, --ops says {sorted(keep)}")
+        if old.get("gpu", "h200") != gpu_key:
+            raise click.UsageError(f"--add: {out} holds {old.get('gpu')} points, these traces are {gpu_key}'s")
         again = sorted(set(old["sources"]) & set(sources))
         if again:
             raise click.UsageError(f"--add: {', '.join(again)} already in {out}")
         points = families.load_points(old) + points
         sources = old["sources"] + sources
-    families.write(families.build(points, sources), out)
+    families.write(families.build(points, sources, gpu_key, sorted(keep) or None), out)
     click.echo(f"{len(points)} points ({sum(skipped.values())} calls skipped: {skipped or 'none'}) -> {out}")
 
 

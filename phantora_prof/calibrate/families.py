@@ -94,11 +94,12 @@ def busy_fraction(acts: list) -> float:
     return min(1.0, busy / total)
 
 
-def collect(paths: list[Path]) -> tuple[list[dict], dict]:
-    """Points of every sweep trace in `paths` (see the module docstring), and counts of what was skipped."""
+def collect(paths: list[Path], gpu_key: str = F.GPU_KEY) -> tuple[list[dict], dict]:
+    """Points of every sweep trace in `paths` (see the module docstring), measured on `gpu_key`
+    (each point's roofline time is that GPU's), and counts of what was skipped."""
     from phantora_prof import cost
 
-    gpu = cost.get_gpu(F.GPU_KEY)
+    gpu = cost.get_gpu(gpu_key)
     groups: dict[tuple, list] = defaultdict(list)  # (config index, op name, signature) -> [(op, acts)]
     configs: list[dict] = []
     for path in paths:
@@ -146,7 +147,9 @@ def collect(paths: list[Path]) -> tuple[list[dict], dict]:
     return points, dict(skipped)
 
 
-def build(points: list[dict], sources: list[str]) -> dict:
+def build(points: list[dict], sources: list[str], gpu_key: str = F.GPU_KEY, ops_kept: list[str] | None = None) -> dict:
+    """The table document; `ops_kept`: the op names a `--ops` filter kept (recorded, so the table
+    can be rebuilt from its sources)."""
     nid, aid = Interner(), Interner()  # kernel names, launch APIs
     names, apis = nid.values, aid.values
 
@@ -157,7 +160,7 @@ def build(points: list[dict], sources: list[str]) -> dict:
     for classes in ops.values():
         for pts in classes.values():
             pts.sort(key=lambda p: (p["w"], p["t"]))
-    return {"schema": F.SCHEMA, "gpu": F.GPU_KEY, "sources": sources,
+    return {"schema": F.SCHEMA, "gpu": gpu_key, "sources": sources, **({"ops_kept": ops_kept} if ops_kept else {}),
             "kernel_fields": ["kind", "name", "gx", "gy", "gz", "bx", "by", "bz", "regs", "smem", "bytes", "api",
                               "dur_ns"],
             "names": names, "apis": apis,

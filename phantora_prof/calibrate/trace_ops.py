@@ -287,8 +287,14 @@ def _pick_overload(name, nargs_present):
 
 
 def meta_outputs(op: DispatchOp, list_dtypes=None):
-    """Output (shape, dtype) of the op, by running it on meta tensors; None if it fails."""
+    """Output (shape, dtype) of the op, by running it on meta tensors; None if it fails. CUDA-only
+    ops that torch ships no Meta kernel for (SyncBatchNorm's, the fused RNN cells) use the
+    simulator's (runtime/device/cuda_fakes.py)."""
     import torch
+
+    from phantora_prof.runtime.device import cuda_fakes
+
+    cuda_fakes.install()
 
     try:
         packet = getattr(torch.ops.aten, op.name[6:])

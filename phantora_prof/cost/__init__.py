@@ -565,21 +565,37 @@ def _family_class(fam, base: str, key: str, handler) -> tuple[str, str, tuple | 
     return None
 
 
+def _family_table(op, base, gpu, handler):
+    """(family model, the GPU it was measured on, what answers in it) for the op: this GPU's own
+    table first, then the reference H200's, then any other of the same architecture (the times of
+    another GPU scale by the roofline ratio below); (None, None, None) when none covers it. Library
+    kernels differ per architecture, so another architecture (A100) takes none (the roofline's
+    own efficiencies)."""
+    key = None
+    for table_gpu in sorted(_FAM.measured_gpus(), key=lambda k: k != gpu.key):
+        ref = get_gpu(table_gpu)
+        fam = _FAM.model(table_gpu)
+        if fam is None or ref.arch != gpu.arch:
+            continue
+        if key is None:
+            key = _FAM.class_key(op, base)
+        found = _family_class(fam, base, key, handler)
+        if found is not None:
+            return fam, ref, found
+    return None, None, None
+
+
 def _family(op, base, gpu, allow_tf32, handler, cost, specs, total) -> list[Kernel] | None:
     """Kernels from the in-training family sweep (families.py), or None when the op's class is not covered."""
-    fam = _FAM.model()
-    if fam is None or (len(specs) == 1 and specs[0].kind == _K.KIND_MEMCPY):
+    if len(specs) == 1 and specs[0].kind == _K.KIND_MEMCPY:
         return None  # a plain DtoD copy: the copy model's bandwidth curve
     if handler is _ops.batch_group_norm and base.startswith("native_batch_norm") and \
             _ops.bn_nchw_training(op, base, op.args[1] if "backward" in base else op.args[0]):
         return None  # NCHW batch norm: the channel-block model (ops.batch_norm_nchw) follows C, w does not
-    found = _family_class(fam, base, _FAM.class_key(op, base), handler)
+    fam, ref, found = _family_table(op, base, gpu, handler)
     if found is None:
         return None
     name, key, composed = found
-    ref = get_gpu(_FAM.GPU_KEY)
-    if gpu.arch != ref.arch:
-        return None  # library kernels differ per architecture: the roofline's own efficiencies
     w = sum(k.duration_ns for k in materialize(cost, specs, total, gpu))
     if gpu.key == ref.key:
         w_ref = w
@@ -603,7 +619,8 @@ def _family(op, base, gpu, allow_tf32, handler, cost, specs, total) -> list[Kern
     if hit is None:
         return None
     t, near = hit
-    t *= w / max(w_ref, 1.0)
+    if w_ref is not w:
+        t = _R.carried_time_ns(t, w_ref, w, ref, gpu)
     if _multi_tensor(specs):
         # a foreach op: as many launches as ATen's multi_tensor_apply splits these tensors into
         # (kernels.multi_tensor_launches), not as the nearest measured point had: the time is
@@ -710,7 +727,7 @@ def _interpolated(op, base, gpu, allow_tf32, handler, cost, specs, total) -> lis
     if t is None or not t > 0:
         return None
     if not same:
-        t *= total / max(ref_total, 1.0)
+        t = _R.carried_time_ns(t, ref_total, total, ref, gpu)
     if q[0] == "memcpy":  # a same-device copy: the measured DtoD curve
         if len(specs) != 1 or specs[0].kind != _K.KIND_MEMCPY:
             return None
@@ -770,7 +787,8 @@ def _from_table(op, base, gpu, allow_tf32, tbl, cost) -> list[Kernel] | None:
         scale = 1.0
     else:
         ref = get_gpu(tbl.gpu)
-        scale = _R.op_time_ns(cost, gpu) / max(_R.op_time_ns(cost, ref), 1.0)
+        measured = sum(s.dur_ns for s in specs if s.kind == _K.KIND_KERNEL) or 1
+        scale = _R.carried_time_ns(measured, _R.op_time_ns(cost, ref), _R.op_time_ns(cost, gpu), ref, gpu) / measured
     timed = [s for s in specs if s.kind == _K.KIND_KERNEL]
     tot = sum(s.dur_ns for s in timed) or 1
     out = []
@@ -800,7 +818,8 @@ def _from_source(op, gpu, cost, source) -> list[Kernel] | None:
             if warn is not None:
                 warn(db_gpu, gpu.key)
             return None
-        scale = _R.op_time_ns(cost, gpu) / max(_R.op_time_ns(cost, ref), 1.0)
+        timed = sum(k.duration_ns for k in measured if k.kind == _K.KIND_KERNEL) or 1
+        scale = _R.carried_time_ns(timed, _R.op_time_ns(cost, ref), _R.op_time_ns(cost, gpu), ref, gpu) / timed
     tot = sum(k.duration_ns for k in measured if k.kind == _K.KIND_KERNEL) or 1
     out = []
     for k in measured:
@@ -838,7 +857,7 @@ def materialize(cost, specs, total_ns: float, gpu, source: str = "roofline") -> 
 
 def _dtod_ns(nbytes: int, gpu) -> float:
     prof = profile_for(gpu)
-    return prof.dtod_fixed_ns + nbytes / (gpu.hbm_bandwidth * prof.dtod_fraction) * 1e9
+    return prof.dtod_fixed_ns + nbytes / (_R.hbm_bw(gpu) * prof.dtod_fraction) * 1e9
 
 
 def _memcpy(gpu, src: TensorArg | None, dst: TensorArg | None, nbytes: int) -> Kernel:

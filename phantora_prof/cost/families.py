@@ -31,7 +31,10 @@ way at calibration and at run time (`class_key`), from the captured call alone.
 
 Approximate: kernel launch configs are the nearest point's, not recomputed for the query's
 shape; a class with one point scales by the roofline from it; measured on one H200 (torch
-2.11, cuDNN 9.19), other GPUs scale by their roofline ratio as the other sources do.
+2.11, cuDNN 9.19), other GPUs scale by their roofline ratio as the other sources do. A GPU with a
+table of its own (`data_path`: the H100's holds what was swept there) answers from it first, its
+times as measured; a class only another GPU measured is taken from that GPU, scaled by the
+roofline ratio (`measured_gpus`).
 """
 from __future__ import annotations
 
@@ -614,14 +617,29 @@ def shape_features(op, base: str) -> tuple:
     return tuple(t.shape)
 
 
-@lru_cache(maxsize=1)
-def model() -> FamilyModel | None:
-    if not DATA.exists():
+def data_path(gpu_key: str = GPU_KEY) -> Path:
+    """The family table measured on `gpu_key` (cost/data/<gpu>_families.json.gz)."""
+    return DATA.with_name(f"{gpu_key}_families.json.gz")
+
+
+def measured_gpus() -> tuple[str, ...]:
+    """GPUs with a family table of their own, the reference (H200) first: its sweep is the full
+    one; another GPU's table holds what was swept there (H100: SyncBatchNorm's and the RNN cells'
+    kernels, session 32), which answers for that GPU without a roofline scaling and, for classes
+    the H200 never measured, for the H200 scaled by its roofline ratio."""
+    keys = sorted(p.name[: -len("_families.json.gz")] for p in DATA.parent.glob("*_families.json.gz"))
+    return tuple(sorted(keys, key=lambda k: k != GPU_KEY))
+
+
+@lru_cache(maxsize=None)
+def model(gpu_key: str = GPU_KEY) -> FamilyModel | None:
+    path = data_path(gpu_key)
+    if not path.exists():
         return None
     from phantora_prof.cost.derived_cache import load_or_build
 
     def build() -> FamilyModel:
-        with gzip.open(DATA, "rt") as f:
+        with gzip.open(path, "rt") as f:
             return FamilyModel(json.load(f))
 
-    return load_or_build("families", build)
+    return load_or_build("families" if gpu_key == GPU_KEY else f"families_{gpu_key}", build)

@@ -54,7 +54,8 @@ class CostModel:
         if self.use_measured:
             measured.model()
         if self.use_family:
-            families.model()
+            for gpu_key in families.measured_gpus():
+                families.model(gpu_key)
         split_k.preload()
 
     def has_user_cost(self, op_name: str) -> bool:

@@ -44,6 +44,7 @@ import math
 
 from phantora_prof.cost import kernels as _K
 from phantora_prof.cost.profiles import profile_for
+from phantora_prof.cost.roofline import hbm_bw
 
 DEFAULT_KEY = "default"  # the figures for a foreach op the fit did not see
 
@@ -70,7 +71,7 @@ def launch_ns(base: str, depth: int, itemsize: int, elems: int, largest_chunk: i
     fraction = prof.multi_tensor_mem_fraction.get(key, prof.multi_tensor_mem_fraction[DEFAULT_KEY])
     iterations = -(-largest_chunk // _K.MULTI_TENSOR_ELEMS_PER_ITER)
     latency = iterations * t_iter
-    transfer = elems * itemsize * streams(base, depth) / (gpu.hbm_bandwidth * fraction) * 1e9
+    transfer = elems * itemsize * streams(base, depth) / (hbm_bw(gpu) * fraction) * 1e9
     return prof.multi_tensor_t0_ns + math.hypot(latency, transfer)
 
 

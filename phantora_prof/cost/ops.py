@@ -18,7 +18,7 @@ from phantora_prof.cost.kernels import KernelSpec
 from phantora_prof.cost.profiles import profile_for
 from phantora_prof.cost.roofline import (
     ATTENTION, COPY, ELEMENTWISE, GEMM, INDEX, MEMSET, NORM, OPTIMIZER, REDUCTION, Cost,
-    all_inputs, arg, bn_channels_last_batch, conv_flops, dense_order, eff_for, first_tensor, io_bytes,
+    all_inputs, arg, bn_channels_last_batch, conv_flops, dense_order, eff_for, first_tensor, hbm_bw, io_bytes,
     is_contiguous, iter_tensors, mm_flops, one_dense_layout, op_time_ns, sdpa_flops, tensor_bytes,
 )
 from phantora_prof.protocol import TensorArg
@@ -164,9 +164,9 @@ def gemm(op, base, gpu, allow_tf32):
     else:
         eff = "gemm"
     peak = gpu.peak_flops(dtype, allow_tf32)
-    epi_ns = epi_bytes / (gpu.hbm_bandwidth * eff_for(eff, gpu).mem) * 1e9
+    epi_ns = epi_bytes / (hbm_bw(gpu) * eff_for(eff, gpu).mem) * 1e9
     if c_bytes:
-        epi_ns += c_bytes / (gpu.hbm_bandwidth * eff_for("gemm_c_read", gpu).mem) * 1e9
+        epi_ns += c_bytes / (hbm_bw(gpu) * eff_for("gemm_c_read", gpu).mem) * 1e9
     cost = Cost(GEMM, eff, flops, ab_bytes, peak, extra_ns=epi_ns, compute_mult=mult)
     if m * n * k == 0:
         return cost, []
@@ -240,7 +240,7 @@ def sort_op(op, base, gpu, allow_tf32):
     passes = max(1, -(-x.itemsize * 8 // 8))
     e_pass, e_setup = eff_for("radix_sort_pass", gpu), eff_for("radix_sort_setup", gpu)
     pair_bytes = 2 * x.numel * (x.itemsize + 8)  # read and write the (key, index) pairs
-    pass_ns = e_pass.t0_ns + pair_bytes / (gpu.hbm_bandwidth * e_pass.mem) * 1e9
+    pass_ns = e_pass.t0_ns + pair_bytes / (hbm_bw(gpu) * e_pass.mem) * 1e9
     t = K.cpp(x.dtype)
     specs = [KernelSpec(K.KIND_MEMCPY, "Memcpy DtoD (Device -> Device)", nbytes=x.numel * x.itemsize, api=K.API_MEMCPY,
                         dur_ns=-1),
@@ -314,7 +314,7 @@ def _nchw_transposes(op, base, x, w, names, gpu, specs) -> float:
     appends their kernels (weighted by their time) to `specs`."""
     t = "__nv_bfloat16" if x.dtype == "bfloat16" else "__half"
     e = eff_for("conv_transpose", gpu)
-    bw = gpu.hbm_bandwidth * e.mem
+    bw = hbm_bw(gpu) * e.mem
     grad = op.args[0] if base == "convolution_backward" else None
     outs = _outs(op)
     moves: list[tuple[str, TensorArg]] = []
@@ -486,7 +486,7 @@ def batch_norm_nchw(op, base, gpu, x: TensorArg):
                f"{_bn_acc('float const', 1)}, {_bn_acc('float const', 1)}, float)")
     transform_bytes = 2 * tensor_bytes(x)
     e = eff_for("norm", gpu)
-    transform = e.t0_ns + transform_bytes / (gpu.hbm_bandwidth * e.mem) * 1e9
+    transform = e.t0_ns + transform_bytes / (hbm_bw(gpu) * e.mem) * 1e9
     specs = [KernelSpec(K.KIND_KERNEL, stats_name, (c, 1, 1), block, 27, 640, weight=stats),
              KernelSpec(K.KIND_KERNEL, tr_name, (c, 64, 1), (512, 1, 1), 23, 0, weight=transform)]
     return Cost(NORM, "norm", 0.0, transform_bytes, extra_ns=stats), specs
@@ -805,7 +805,7 @@ def index_put_accumulate(op, base, gpu, allow_tf32):
     rows = max(1, x.shape[0] if x.shape else 1)
     stride = max(1, (values.numel if values is not None else x.numel) // n)
     prof = profile_for(gpu)
-    bw = gpu.hbm_bandwidth
+    bw = hbm_bw(gpu)
     passes = max(1, -(-max(1, (rows - 1).bit_length()) // 8))
     ops_l = "::operator()() const::{lambda()#4}::operator()() const::{lambda(long, long)#1}"
     specs = [
@@ -946,7 +946,7 @@ def fill_ns(t: TensorArg, gpu) -> float:
 
 def fill_bytes_ns(nbytes: int, gpu) -> float:
     e = eff_for("fill", gpu)
-    return e.t0_ns + nbytes / (gpu.hbm_bandwidth * e.mem) * 1e9
+    return e.t0_ns + nbytes / (hbm_bw(gpu) * e.mem) * 1e9
 
 
 # ------------------------------------------------------------------ optimizers

@@ -33,7 +33,8 @@ def preload(gpu_key: str = DEFAULT_GPU) -> None:
     kernels.table(_TABLE_GPU)
     triton.load_curve(gpu.key)
     triton.load_curve(_TABLE_GPU)
-    families.model()
+    for fam_gpu in families.measured_gpus():
+        families.model(fam_gpu)
     measured.model()
     split_k._sweep()
     roofline._arg_positions()

