@@ -21,8 +21,10 @@ Where the time comes from, in order:
    profiler names them; _local_scalar_dense (.item()) is a DtoH into pinned memory.
 2. The measured H200 table (source "table"): when the call's op name, tensor arguments
    (shapes, dtypes, strides) and outputs match a call in the references, its kernels with
-   their measured mean durations. On another GPU of the same architecture (H100) each
-   duration is scaled by roofline(this GPU) / roofline(H200) for the op; on another
+   their measured mean durations. On another GPU of the same architecture (H100) the
+   durations are carried there by the op's roofline on both (roofline.carried_time_ns: the
+   share of the time the roofline explains moves with its ratio, the rest with the SMs'
+   throughput; memory terms at the GPU's sustained bandwidth, roofline.hbm_bw); on another
    architecture (A100) the table is used only for ops whose kernels are not
    architecture-specific library kernels (nvjet, cudnn, xmma, ...).
 3. Curves measured on an H200 over a sweep of shapes (source "interpolated", see
@@ -31,7 +33,7 @@ Where the time comes from, in order:
    over sequence length and batch*heads per backend, direction, causal flag, head dim),
    memory-bound ops (time over log elements per op and dtype, launch floor below, last
    bandwidth above). Kernel names and launch configs come from the generators below;
-   other GPUs scale the H200 time by roofline(gpu) / roofline(H200), as the table does;
+   other GPUs carry the H200 time as the table does (roofline.carried_time_ns);
    like the table, GEMMs and attention are not carried to another architecture (A100),
    whose library kernels differ. Same-device contiguous copies (Memcpy DtoD) use the
    measured DtoD curve. estimate(use_table=False) alone turns this off too (roofline
@@ -567,8 +569,8 @@ def _family_class(fam, base: str, key: str, handler) -> tuple[str, str, tuple | 
 
 def _family_table(op, base, gpu, handler):
     """(family model, the GPU it was measured on, what answers in it) for the op: this GPU's own
-    table first, then the reference H200's, then any other of the same architecture (the times of
-    another GPU scale by the roofline ratio below); (None, None, None) when none covers it. Library
+    table first, then the reference H200's, then any other of the same architecture (another
+    GPU's times are carried below, roofline.carried_time_ns); (None, None, None) when none covers it. Library
     kernels differ per architecture, so another architecture (A100) takes none (the roofline's
     own efficiencies)."""
     key = None
@@ -619,7 +621,7 @@ def _family(op, base, gpu, allow_tf32, handler, cost, specs, total) -> list[Kern
     if hit is None:
         return None
     t, near = hit
-    if w_ref is not w:
+    if gpu.key != ref.key:
         t = _R.carried_time_ns(t, w_ref, w, ref, gpu)
     if _multi_tensor(specs):
         # a foreach op: as many launches as ATen's multi_tensor_apply splits these tensors into

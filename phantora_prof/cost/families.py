@@ -31,10 +31,10 @@ way at calibration and at run time (`class_key`), from the captured call alone.
 
 Approximate: kernel launch configs are the nearest point's, not recomputed for the query's
 shape; a class with one point scales by the roofline from it; measured on one H200 (torch
-2.11, cuDNN 9.19), other GPUs scale by their roofline ratio as the other sources do. A GPU with a
-table of its own (`data_path`: the H100's holds what was swept there) answers from it first, its
-times as measured; a class only another GPU measured is taken from that GPU, scaled by the
-roofline ratio (`measured_gpus`).
+2.11, cuDNN 9.19), other GPUs carry its times as the other sources do (roofline.carried_time_ns).
+A GPU with a table of its own (`data_path`: the H100's holds what was swept there) answers from it
+first, its times as measured; a class only another GPU measured is taken from that GPU, carried
+the same way (`measured_gpus`).
 """
 from __future__ import annotations
 
@@ -625,8 +625,8 @@ def data_path(gpu_key: str = GPU_KEY) -> Path:
 def measured_gpus() -> tuple[str, ...]:
     """GPUs with a family table of their own, the reference (H200) first: its sweep is the full
     one; another GPU's table holds what was swept there (H100: SyncBatchNorm's and the RNN cells'
-    kernels, session 32), which answers for that GPU without a roofline scaling and, for classes
-    the H200 never measured, for the H200 scaled by its roofline ratio."""
+    kernels, session 32), which answers for that GPU as measured and, for classes the H200 never
+    measured, for the H200 (carried by roofline.carried_time_ns)."""
     keys = sorted(p.name[: -len("_families.json.gz")] for p in DATA.parent.glob("*_families.json.gz"))
     return tuple(sorted(keys, key=lambda k: k != GPU_KEY))
 
