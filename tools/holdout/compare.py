@@ -137,7 +137,7 @@ ZOO_BLIND7 = ("hf_qwen3", "hf_deberta", "timm_levit", "tv_googlenet")
 ZOO_BLIND8 = ("hf_bloom", "hf_modernbert", "hf_segformer", "timm_nfnet", "tv_vit_b32")
 # chosen in session 32 before any run (MAE pretraining with random patch masking, MobileViT's
 # unfolded patches, BiT's GroupNorm + weight-standardised convolutions, cuDNN GRU, BART), simulated
-# first, then measured once on the H200, compared once
+# first, then measured once on an H100 (the GPU that lease gave: compare with --gpu h100), compared once
 ZOO_BLIND9 = ZOO_BLIND9_MODELS
 COMPILED_FIT = ("gpt_b8c", "gpt_b32c")
 COMPILED_HELD = ("hf_llama_c", "timm_vit_c", "tv_resnet50_c", "hf_bert_c", "hf_llama_fx_c", "hf_llama_fx")
