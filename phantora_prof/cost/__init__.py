@@ -602,8 +602,7 @@ def _family(op, base, gpu, allow_tf32, handler, cost, specs, total) -> list[Kern
     if gpu.key == ref.key:
         w_ref = w
     else:
-        rc = (handler(op, base, ref, allow_tf32, table("h200"))[0] if handler is _ops.embedding_dense_backward
-              else handler(op, base, ref, allow_tf32)[0])
+        rc = _cost_on(handler, op, base, ref, allow_tf32)
         w_ref = sum(k.duration_ns for k in materialize(rc, specs, _R.op_time_ns(rc, ref), ref))
     # a foreach op over a parameter list: its first tensor says nothing of the work (HF wav2vec2's
     # is a 768-element embedding, whisper's a convolution weight; their AdamW steps moved the same
@@ -717,12 +716,7 @@ def _interpolated(op, base, gpu, allow_tf32, handler, cost, specs, total) -> lis
     if gpu.arch != ref.arch and q[0] in ("gemm", "attention"):
         return None  # other library kernels (cuBLAS/cuDNN pick per architecture): the roofline's own efficiencies
     same = gpu.key == ref.key or gpu is ref
-    if same:
-        ref_total = total
-    elif handler is _ops.embedding_dense_backward:
-        ref_total = _R.op_time_ns(handler(op, base, ref, allow_tf32, table("h200"))[0], ref)
-    else:
-        ref_total = _R.op_time_ns(handler(op, base, ref, allow_tf32)[0], ref)
+    ref_total = total if same else _R.op_time_ns(_cost_on(handler, op, base, ref, allow_tf32), ref)
     if q[0] == "gemm":
         q = q + (ref_total,)
     t = _M.model().predict(q)
@@ -785,14 +779,8 @@ def _from_table(op, base, gpu, allow_tf32, tbl, cost) -> list[Kernel] | None:
         return None
     if gpu.arch != tbl.arch and _K.arch_specific(specs):
         return None
-    if gpu.key == tbl.gpu:
-        scale = 1.0
-    else:
-        ref = get_gpu(tbl.gpu)
-        measured = sum(s.dur_ns for s in specs if s.kind == _K.KIND_KERNEL) or 1
-        scale = _R.carried_time_ns(measured, _R.op_time_ns(cost, ref), _R.op_time_ns(cost, gpu), ref, gpu) / measured
-    timed = [s for s in specs if s.kind == _K.KIND_KERNEL]
-    tot = sum(s.dur_ns for s in timed) or 1
+    tot = sum(s.dur_ns for s in specs if s.kind == _K.KIND_KERNEL) or 1
+    scale = 1.0 if gpu.key == tbl.gpu else _carried_scale(cost, tot, get_gpu(tbl.gpu), gpu)
     out = []
     for s in specs:
         if s.kind == _K.KIND_MEMSET:
@@ -805,6 +793,20 @@ def _from_table(op, base, gpu, allow_tf32, tbl, cost) -> list[Kernel] | None:
     return out
 
 
+def _cost_on(handler, op, base, ref, allow_tf32):
+    """The op's roofline Cost on the GPU `ref` a measurement was made on (the embedding
+    backward's handler also reads the kernel table)."""
+    if handler is _ops.embedding_dense_backward:
+        return handler(op, base, ref, allow_tf32, table("h200"))[0]
+    return handler(op, base, ref, allow_tf32)[0]
+
+
+def _carried_scale(cost, measured_ns: float, ref, gpu) -> float:
+    """The factor that carries kernels measured on `ref` (measured_ns in all) to `gpu`, by the
+    op's roofline on both (roofline.carried_time_ns)."""
+    return _R.carried_time_ns(measured_ns, _R.op_time_ns(cost, ref), _R.op_time_ns(cost, gpu), ref, gpu) / measured_ns
+
+
 def _from_source(op, gpu, cost, source) -> list[Kernel] | None:
     """Kernels from the user's kernel database, scaled to `gpu` when it was measured on another
     GPU of the same architecture (another architecture: None, the source says so once)."""
@@ -812,6 +814,7 @@ def _from_source(op, gpu, cost, source) -> list[Kernel] | None:
     if measured is None:
         return None
     db_gpu = getattr(getattr(source, "db", None), "gpu", None)
+    tot = sum(k.duration_ns for k in measured if k.kind == _K.KIND_KERNEL) or 1
     scale = 1.0
     if db_gpu is not None and db_gpu != gpu.key:
         ref = GPUS.get(db_gpu)
@@ -820,9 +823,7 @@ def _from_source(op, gpu, cost, source) -> list[Kernel] | None:
             if warn is not None:
                 warn(db_gpu, gpu.key)
             return None
-        timed = sum(k.duration_ns for k in measured if k.kind == _K.KIND_KERNEL) or 1
-        scale = _R.carried_time_ns(timed, _R.op_time_ns(cost, ref), _R.op_time_ns(cost, gpu), ref, gpu) / timed
-    tot = sum(k.duration_ns for k in measured if k.kind == _K.KIND_KERNEL) or 1
+        scale = _carried_scale(cost, tot, ref, gpu)
     out = []
     for k in measured:
         fl = cost.flops * k.duration_ns / tot if k.kind == _K.KIND_KERNEL else 0.0

@@ -12,20 +12,7 @@ source "$(dirname "$0")/device_env.sh"
 start=$(date +%s)
 blind=hf_bloom,hf_modernbert,hf_segformer,timm_nfnet,tv_vit_b32
 if [ "$2" = a ]; then
-  nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv >> "$log" 2>&1
-  python3 -c "import transformers, timm, torchvision; print('transformers', transformers.__version__, 'timm', timm.__version__, 'torchvision', torchvision.__version__)" >> "$log" 2>&1
-  python3 -m phantora_prof.measure.host_probe --out "$out/host_probe_blind8.json" > /dev/null 2>&1
-  echo "probe rc=$? $(( $(date +%s) - start ))s" >> "$log"
-  python3 "$H/compare.py" --real-gpu --only "$blind" --real-dir "$out" >> "$log" 2>&1
-  echo "timed $(( $(date +%s) - start ))s" >> "$log"
-  mkdir -p "$out/traces"
-  for m in ${blind//,/ }; do
-    tmp=$(mktemp -d)
-    (cd "$H" && timeout 240 python3 zoo.py --model "$m" --steps 5 --profile-dir "$tmp") > "$out/profiled_$m.log" 2>&1
-    f=$(ls "$tmp"/*.pt.trace.json.gz 2>/dev/null | head -1)
-    [ -n "$f" ] && cp "$f" "$out/traces/$m.pt.trace.json.gz"
-    echo "profile $m rc=$? $(( $(date +%s) - start ))s" >> "$log"
-  done
+  bash "$H/device_blind.sh" "$out" blind8 "$blind" --profiles >> "$log" 2>&1
 else
   for m in hf_llama timm_vit tv_resnet50 hf_gpt2 ${blind//,/ }; do
     (cd "$H" && timeout 200 python3 zoo.py --model "$m" --steps 12 --host-probe) > "$out/phases_$m.log" 2>&1
