@@ -158,6 +158,37 @@ def test_grouped_convolutions_are_classed_by_group_width():
     assert F.shape_features(dense, "convolution") == (128, 256, 28, 28)
 
 
+def _atrous_conv(dilation: int):
+    x, out = CL(16, 2048, 64, 64), CL(16, 256, 64, 64)
+    w = T((256, 2048, 3, 3), "bfloat16", stride=(2048 * 9, 1, 3 * 2048, 2048))
+    return call("aten::convolution", [x, w, None, [1, 1], [dilation] * 2, [dilation] * 2, False, [0, 0], 1], [out])
+
+
+def test_dilated_convolutions_are_a_class_measured_on_the_h100():
+    """A dilated 3x3 convolution (DeepLab's ASPP) is its own class: cuDNN runs other kernels for it
+    than for the undilated points (sweep conv_dilated on the H100, session 33: DeepLabV3's ASPP
+    branch, [16, 2048, 64, 64] -> 256 at dilation 12, 1.22 ms forward in the model's profile)."""
+    assert F.class_key(_atrous_conv(12), "convolution") == "bfloat16|k3|s1|1|cl|dil"
+    assert F.class_key(_atrous_conv(1), "convolution") == "bfloat16|k3|s1|1|cl"
+    assert total(estimate(_atrous_conv(12), "h100")) / 1e3 == pytest.approx(1219, rel=0.12)
+
+
+def test_grouped_pointwise_convolution_runs_cudnns_per_group_loop():
+    """EfficientViT's grouped 1x1 convolution, [128, 384, 14, 14] in 24 groups of 16, backward on
+    an H100: cuDNN loops over the groups (4 slice kernels, a dgrad, a wgrad and a split-K
+    reduction each, 2.68 ms of kernels on 8 streams, ~1.3 ms of the GPU's time); the simulation
+    launches the same 8 kernels per group (sweep conv_grouped_1x1, H100 table)."""
+    x = CL(128, 384, 14, 14)
+    w = T((384, 16, 1, 1), "bfloat16", stride=(16, 1, 16, 16))
+    bw = call("aten::convolution_backward", [x, x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 24,
+                                             [True, True, False]], [x, w])
+    assert F.class_key(bw, "convolution_backward") == "bfloat16|k1|s1|g|cl|m110"
+    ks = estimate(bw, "h100")
+    assert len(ks) == 24 * 8
+    assert sum("nhwcSliceCKernel" in k.name for k in ks) == 96
+    assert 1.1e6 < total(ks) < 1.8e6
+
+
 def test_odd_width_grouped_conv_costs_what_cudnn_pads_it_to():
     """timm RegNetY-016, bf16 channels-last, x [128, 336, 14, 14], w [336, 24, 3, 3]: 234 us
     per forward on the H200 (two tensor transforms around a 40 us implicit GEMM); the roofline

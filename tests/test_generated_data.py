@@ -157,16 +157,19 @@ def test_family_points_are_the_generators_output():
 
 def test_h100_family_table_is_its_sweep():
     """h100_families.json.gz is `phantora-prof calibrate families --gpu h100 --ops ...` over the
-    H100 sweep kept in the repository (tools/holdout/real_h200/session32/sw11.pt.trace.json.gz:
-    SyncBatchNorm's kernels and the fused RNN cells)."""
+    H100 sweeps kept in the repository (tools/holdout/real_h200/session32/sw11.pt.trace.json.gz:
+    SyncBatchNorm's kernels and the fused RNN cells; session33/sweep/sw12-14: column sums, grouped
+    1 x 1 and dilated convolutions)."""
     from phantora_prof.calibrate import families
 
     doc = families.read(DATA / "h100_families.json.gz")
     assert doc["gpu"] == "h100" and doc["ops_kept"]
-    points, _ = families.collect([HOLDOUT / "session32" / s for s in doc["sources"]], "h100")
+    kept = [HOLDOUT / "session32", HOLDOUT / "session33" / "sweep"]
+    paths = [next(d / s for d in kept if (d / s).exists()) for s in doc["sources"]]
+    points, _ = families.collect(paths, "h100")
     points = [p for p in points if p["op"] in set(doc["ops_kept"])]
     fresh = families.build(points, doc["sources"], "h100", doc["ops_kept"])
-    assert fresh == doc, "stale: rerun `phantora-prof calibrate families --gpu h100 ...` (real_h200/session32/README.md)"
+    assert fresh == doc, "stale: rerun `phantora-prof calibrate families --gpu h100 ...` (real_h200/session33/README.md)"
 
 
 def test_measured_sweep_records_its_runs():

@@ -456,3 +456,26 @@ def test_a_child_takes_the_parents_input_at_its_own_position():
     assert _child_args(child, parent) == ["i0", "i1", "i2", "Scalar"]
     elsewhere = ev("aten::empty_like", [[], [], [], [16, 12, 512, 64]], ["Scalar", "Scalar", "Scalar", "c10::BFloat16"])
     assert _child_args(elsewhere, parent) == ["Scalar", "Scalar", "Scalar", "i0"]
+
+
+def test_cuda_build_paths_where_meta_kernels_differ(cli):
+    """torch._grouped_mm of float32 experts runs ATen's fallback as a CUDA build does (the group
+    ends copied to the host, then one mm per group: 4 groups, forward and both gradients, as in
+    the H100 profile of an fp32 Mixtral step); bf16 experts on an H100 stay one op with the
+    grouped-GEMM kernels. An element-wise op over an all-contiguous [N, C, 1, 1] map returns
+    contiguous strides (TensorIterator's fast set-up: the later upsample then runs NCHW), one
+    with a wrapped Python number keeps the stride order (CPU torch printed the same strides)."""
+    r = cli("--no-trace", "--gpu", "h100", sys.executable, str(ROOT / "tests" / "scripts" / "cuda_build_paths.py"),
+            "trace.json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "strides (16, 1, 1, 1) (256, 16, 4, 1) (16, 1, 16, 16) (16, 1, 1, 1)" in r.stdout, r.stdout
+    doc = json.loads((cli.cwd / "trace.json").read_text())
+    trees = _subtrees(doc, "aten::_grouped_mm")
+    assert len(trees) == 4  # the fp32 forward, its two gradients, the bf16 call
+    for tree in trees[:3]:
+        assert tree.index("-> Memcpy DtoH (Device -> Pageable)") < tree.index("aten::mm")
+        assert tree.count("aten::mm") == 4 and tree.count("aten::item") == 4
+        gemms = [n for n in tree if n.startswith("-> ") and "gemm" in n]
+        assert len(gemms) == 4 and all("f32f32" in g for g in gemms)
+    fast = trees[3]
+    assert "aten::mm" not in fast and any("grouped_gemm" in n for n in fast)

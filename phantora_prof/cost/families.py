@@ -113,6 +113,17 @@ def _conv_args(op, base: str) -> tuple:
     return _arg(op, 0), _arg(op, 1), _arg(op, 3), _arg(op, 8), None
 
 
+# where each convolution op's schema has its dilation
+_DILATION_ARG = {"convolution": 5, "_convolution": 5, "convolution_backward": 6, "cudnn_convolution": 4}
+
+
+def _dilated(op, base: str) -> bool:
+    """Whether a convolution is dilated (atrous): cuDNN runs other kernels for those (an
+    "indexed" weight gradient; sweep conv_dilated, session 33), so they are a class of their own."""
+    d = _arg(op, _DILATION_ARG.get(base, -1))
+    return isinstance(d, (tuple, list)) and any(isinstance(v, int) and v > 1 for v in d)
+
+
 def _spatial_dims(x: TensorArg, w: TensorArg) -> int:
     """1, 2 or 3: the convolution's spatial dimensions. cuDNN runs a 1-D convolution as a 2-D
     one of height 1 (`cudnn_convolution` gets (N, C, 1, L) and a (C_out, C_in/g, 1, k) weight),
@@ -154,6 +165,8 @@ def _conv_key(op, base: str) -> list[str]:
     parts = [f"k{k}", f"s{s}", gk, "c" if nd == 1 else layout(x)]
     if nd != 2:  # 1-D and 3-D convolutions take other algorithms than 2-D ones: their own points
         parts.insert(0, f"{nd}d")
+    if k != 1 and _dilated(op, base):
+        parts.append("dil")
     if mask is not None:
         parts.append("m" + "".join("1" if b else "0" for b in mask))
     return parts

@@ -163,9 +163,41 @@ def odd_width_grouped_conv_cases():
                            g=g), _conv_block
 
 
+def pointwise_grouped_conv_cases():
+    """Grouped 1 x 1 convolutions (EfficientViT's multi-scale attention mixes its q/k/v
+    channels per head this way; ShuffleNet-style networks): cuDNN runs some of them as a loop
+    over the groups, each slicing its channels out of the channels-last tensor (4 slice
+    kernels, a dgrad, a wgrad and a split-K reduction per group in the backward: 2.7 ms for a
+    [128, 384, 14, 14] map in 24 groups of 16 on an H100, where one implicit GEMM was
+    simulated, session 33). Power-of-two and other group widths over the usual maps."""
+    maps = [(128, 56), (256, 56), (256, 28), (512, 28), (384, 14), (512, 14), (768, 7), (1024, 7)]
+    for layout, dtype in (("cl", "bf16"), ("nchw", "bf16"), ("cl", "fp32")):
+        for c, h in maps:
+            for gw in (8, 16, 32, 64, 24, 48):
+                if gw < c and c % gw == 0:
+                    yield dict(fam="conv_grouped_1x1", layout=layout, dtype=dtype, n=64 if h >= 56 else 128, ci=c,
+                               co=c, h=h, k=1, s=1, g=c // gw), _conv_block
+
+
+def dilated_conv_cases():
+    """Dilated 3 x 3 convolutions (DeepLab's atrous backbone stages and its ASPP branches at
+    dilations 12 / 24 / 36): cuDNN picks other kernels than for the undilated ones the `conv`
+    points have (an "indexed" weight-gradient kernel; the H100 profile of DeepLabV3 took 2.97
+    ms for a backward simulated at 1.62, session 33)."""
+    shapes = [(2048, 256, 64, d) for d in (6, 12, 24, 36)] + [(1024, 256, 32, d) for d in (6, 12, 18)]
+    shapes += [(512, 512, 64, d) for d in (2, 4)] + [(256, 256, 64, d) for d in (2, 4)]
+    shapes += [(256, 256, 128, 2), (128, 128, 128, 2), (64, 64, 256, 2)]
+    for layout, dtype in (("cl", "bf16"), ("nchw", "bf16"), ("cl", "fp32")):
+        for ci, co, h, d in shapes:
+            n = 8 if h >= 128 else 16 if h >= 64 else 32
+            yield dict(fam="conv_dilated", layout=layout, dtype=dtype, n=n, ci=ci, co=co, h=h, k=3, s=1, g=1,
+                       d=d), _conv_block
+
+
 def _conv_block(p):
-    conv = nn.Conv2d(p["ci"], p["co"] if p["g"] == 1 else p["ci"], p["k"], p["s"], p["k"] // 2,
-                     groups=p["g"], bias=False).to(DEV)
+    d = p.get("d", 1)
+    conv = nn.Conv2d(p["ci"], p["co"] if p["g"] == 1 else p["ci"], p["k"], p["s"], d * (p["k"] // 2),
+                     dilation=d, groups=p["g"], bias=False).to(DEV)
     bn = nn.BatchNorm2d(conv.out_channels).to(DEV)
     x = torch.randn(p["n"], p["ci"], p["h"], p["h"], device=DEV)
     if p["layout"] == "cl":
@@ -581,13 +613,40 @@ def column_reduction_cases():
                            op="sum"), _reduce
 
 
+def outer_reduction_cases():
+    """Column sums over a dense grid of (rows, columns): a bias gradient of a channels-last
+    convolution ([N*H*W, C] in memory) or of a linear over tokens. ATen's reduction picks its
+    launch (threads per output, blocks splitting the rows, a second pass) from both sizes, so
+    the time is not monotonic in either; the trace's grid and block sizes show which launch
+    ran. Session 33: the `reductions` grid's 8 channels-last shapes left 45 in-training bias
+    gradients 0.30-1.93x off. Cold: the L2 is overwritten before each call. A training step's
+    bias gradient reads a gradient other kernels have pushed out of the L2 since it was written
+    (H100: a [50176, 192] bf16 column sum took 96 us in ConvNeXt-V2's backward, 91 us in the
+    first, cold, call of the sweep, 50 us repeated on a warm L2)."""
+    for dtype in ("bf16", "fp32"):
+        for rows in (1024, 4096, 12544, 50176, 200704, 802816):
+            for cols in (16, 24, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 512, 640, 768, 1024, 1280,
+                         1536, 2048, 3072, 4096):
+                if rows * cols <= 1 << 28:
+                    yield dict(fam="reductions_outer", dtype=dtype, shape=[rows, cols], layout="c", dims=[0],
+                               op="sum", cold=True), _reduce
+
+
+# bytes written before each `cold` configuration's call: more than any GPU's L2 (H100 50 MB,
+# H200 60 MB), so the reduction reads its input from HBM
+_EVICT_BYTES = 256 << 20
+
+
 def _reduce(p):
     x = torch.randn(*p["shape"], device=DEV, dtype=DT[p["dtype"]])
     if p["layout"] == "cl":
         x = x.contiguous(memory_format=torch.channels_last)
     fn = torch.sum if p["op"] == "sum" else torch.mean
+    scratch = torch.empty(_EVICT_BYTES, device=DEV, dtype=torch.uint8) if p.get("cold") else None
 
     def run():
+        if scratch is not None:
+            scratch.zero_()
         fn(x, p["dims"])
 
     return run
@@ -839,7 +898,9 @@ FAMILIES = {"conv": conv_cases, "conv_grouped": grouped_conv_cases,
             "conv_grouped2": odd_width_grouped_conv_cases, "conv1d": conv1d_cases, "conv3d": conv3d_cases, "pool": pool_cases, "pool_windows": pool_window_cases,
             "pointwise": pointwise_cases, "copies": copy_cases, "cat_cache": cat_cache_cases,
             "attention": attention_cases, "attention_bias": lambda: attention_cases(("bias",)), "norms": norm_cases, "norms_narrow": narrow_norm_cases,
-            "reductions": reduction_cases, "reductions_cols": column_reduction_cases, "losses": loss_cases, "embedding": embedding_cases,
+            "reductions": reduction_cases, "reductions_cols": column_reduction_cases,
+            "reductions_outer": outer_reduction_cases, "conv_grouped_1x1": pointwise_grouped_conv_cases,
+            "conv_dilated": dilated_conv_cases, "losses": loss_cases, "embedding": embedding_cases,
             "optim": optim_cases, "rnn": rnn_cases, "conv_patch": patch_conv_cases, "attention_sr": sr_attention_cases,
             "conv_wide": wide_conv_cases, "conv_sr": sr_conv_cases, "norms_tiny": tiny_norm_cases,
             "pointwise_views": view_pointwise_cases, "upsample": upsample_cases, "spatial": spatial_cases,

@@ -127,6 +127,12 @@ def _hf_causal_lm(name: str, a):
     elif name == "hf_bloom":  # ALiBi position biases in a baddbmm attention, fused QKV, GELU (tanh)
         cfg = tf.BloomConfig(vocab_size=50304, hidden_size=a.dim or 1024, n_layer=a.layers or 8, n_head=16)
         model = tf.BloomForCausalLM(cfg)
+    elif name == "hf_mixtral":  # sparse MoE: 8 experts, top-2 routing (transformers' default experts path)
+        cfg = tf.MixtralConfig(vocab_size=32000, hidden_size=a.dim or 1024, intermediate_size=1792,
+                               num_hidden_layers=a.layers or 8, num_attention_heads=16, num_key_value_heads=4,
+                               num_local_experts=8, num_experts_per_tok=2, max_position_embeddings=a.seq,
+                               sliding_window=None)
+        model = tf.MixtralForCausalLM(cfg)
     elif name == "hf_qwen3":  # RMSNorm on every head's queries and keys, GQA, SwiGLU, head_dim 128
         cfg = tf.Qwen3Config(vocab_size=32000, hidden_size=a.dim or 1024, intermediate_size=3072,
                              num_hidden_layers=a.layers or 8, num_attention_heads=16, num_key_value_heads=8,
@@ -173,7 +179,8 @@ def _vision_model(name: str):
                 "timm_resnet50": "resnet50", "timm_regnet": "regnety_016", "timm_mixer": "mixer_b16_224",
                 "timm_resnext": "resnext50_32x4d", "timm_poolformer": "poolformer_s12",
                 "timm_maxvit": "maxvit_tiny_tf_224", "timm_levit": "levit_128s", "timm_nfnet": "eca_nfnet_l0",
-                "timm_bit": "resnetv2_50x1_bit"}[name]
+                "timm_bit": "resnetv2_50x1_bit", "timm_convnextv2": "convnextv2_tiny",
+                "timm_efficientvit": "efficientvit_b1"}[name]
         return timm.create_model(arch, pretrained=False)
     tv = import_torchvision()
     arch = {"tv_resnet50": "resnet50", "tv_mobilenet": "mobilenet_v3_large",
@@ -267,6 +274,17 @@ def _hf_segformer_step(model, a, dev):
     return _train_step(lambda: model(pixel_values=pixels, labels=labels), opt, _loss)
 
 
+def _tv_segmentation_step(model, a, dev):
+    """torchvision's segmentation recipe: channels-last, SGD with momentum, per-pixel cross entropy
+    over 21 classes on the model's full-resolution `out` (bilinear upsampling inside the model)."""
+    model = model.to(memory_format=torch.channels_last)
+    x = torch.randn(a.batch, 3, a.image, a.image, device=dev).contiguous(memory_format=torch.channels_last)
+    y = torch.randint(0, 21, (a.batch, a.image, a.image), device=dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9, weight_decay=1e-4)
+
+    return _train_step(lambda: F.cross_entropy(model(x)["out"], y), opt)
+
+
 def _hf_pixels_step(model, a, dev, labels: bool = False):
     """Image models that take `pixel_values` (and class labels, for classifiers) and return their
     loss, as HF trains them; ViT-MAE draws its random mask inside the model at every step."""
@@ -347,6 +365,12 @@ MODELS = {
     # convolutions; cuDNN GRU; BART's learned positions in an encoder-decoder)
     "hf_vit_mae": (64, 224), "hf_mobilevit": (64, 256), "timm_bit": (64, 224), "gru": (64, 256),
     "hf_bart": (16, 512),
+    # blind set 10 (added 2026-12-05, session 33): chosen before any run; families none of the sets
+    # above has (sparse mixture-of-experts routing, dilated convolutions with atrous spatial pyramid
+    # pooling, Swin-v2's cosine attention with a continuous position-bias MLP, ConvNeXt-v2's global
+    # response normalisation, EfficientViT's ReLU linear attention with hard-swish MBConvs)
+    "hf_mixtral": (4, 2048), "tv_deeplabv3": (16, 512), "hf_swinv2": (64, 256), "timm_convnextv2": (64, 224),
+    "timm_efficientvit": (128, 224),
 }
 
 
@@ -374,7 +398,7 @@ def main() -> None:
     import_torchvision()  # transformers and timm import it when it is installed
     name = a.model
     if name in ("hf_llama", "hf_mistral", "hf_qwen2", "hf_gpt2", "hf_gptneox", "hf_opt", "hf_phi", "hf_gemma",
-                "hf_starcoder2", "hf_olmo", "hf_falcon", "hf_qwen3", "hf_bloom"):
+                "hf_starcoder2", "hf_olmo", "hf_falcon", "hf_qwen3", "hf_bloom", "hf_mixtral"):
         model = _hf_causal_lm(name, a).to(dev)
         step = _hf_lm_step(model, a, dev)
     elif name == "hf_bert":
@@ -420,6 +444,16 @@ def main() -> None:
                             max_position_embeddings=a.seq, attn_implementation="sdpa")
         model = tf.BartForConditionalGeneration(cfg).to(dev)
         step = _hf_t5_step(model, a, dev)
+    elif name == "hf_swinv2":  # Swin-v2 tiny, window 8: cosine attention, log-spaced position-bias MLP
+        import transformers as tf
+
+        cfg = tf.Swinv2Config(image_size=a.image, window_size=8, num_labels=1000)
+        model = tf.Swinv2ForImageClassification(cfg).to(dev)
+        step = _hf_pixels_step(model, a, dev, labels=True)
+    elif name == "tv_deeplabv3":  # DeepLabV3-ResNet50: dilated last stages, ASPP, 21 classes
+        seg = import_torchvision().models.segmentation
+        model = seg.deeplabv3_resnet50(weights=None, weights_backbone=None, num_classes=21, aux_loss=False).to(dev)
+        step = _tv_segmentation_step(model, a, dev)
     elif name == "hf_t5":
         import transformers as tf
 

@@ -30,7 +30,7 @@ from phantora_prof.cost.model import CostModel
 from phantora_prof.errors import UnsupportedOpError
 from phantora_prof.protocol import CPU_DEVICE, HIDDEN_DEPTH, AutogradSpan, OpCall, OpKind, SyncKind, TensorArg
 from phantora_prof.runtime.device import allocator, cuda_fakes, op_allocations, pinned
-from phantora_prof.runtime.dispatch import annotations, conv_layout, cuda_dispatch, cuda_queries, deferred_init, fake_wrap, meta_cache, op_recorder, sdpa, values
+from phantora_prof.runtime.dispatch import annotations, conv_layout, cuda_dispatch, cuda_queries, deferred_init, fake_wrap, grouped_mm, iterator_layout, meta_cache, op_recorder, sdpa, values
 from phantora_prof.runtime.host import dataloader, pyhost
 from phantora_prof.runtime.dispatch.tensors import tensors_in
 from phantora_prof.runtime.process import interrupts, op_cpu
@@ -63,6 +63,7 @@ _LOCAL_SCALAR_DENSE = aten._local_scalar_dense.default
 _RECORD_STREAM = aten.record_stream.default
 _ROLL = aten.roll.default
 _EQUAL = aten.equal.default
+_GROUPED_MM = aten._grouped_mm.default if hasattr(aten, "_grouped_mm") else None  # torch >= 2.8
 _IS_PINNED = aten.is_pinned.default
 _ADD = torch.ops.aten.add.Tensor
 _ADD_ = torch.ops.aten.add_.Tensor
@@ -424,6 +425,12 @@ class CaptureMode(TorchDispatchMode):
                 return self._as_parts(tls, parts)
         if func is _EQUAL:
             return self._as_parts(tls, lambda: _cuda_equal(*args, **kwargs))
+        if func is _GROUPED_MM and not grouped_mm.takes_fast_path(
+                args[0], args[1], kwargs.get("out_dtype", args[4] if len(args) > 4 else None),
+                self.gpu.compute_capability):
+            # ATen's fallback (fp32 / fp16 experts, GPUs before sm 9.0): offs read on the host,
+            # one mm per group, each captured and recorded as a CUDA build's profile shows them
+            return self._as_parts(tls, lambda: grouped_mm.fallback(*args, **kwargs))
         if _namespace(func) == "_c10d_functional":  # DTensor / tensor-parallel collectives
             from phantora_prof.runtime.distributed.backend import functional
 
@@ -479,6 +486,7 @@ class CaptureMode(TorchDispatchMode):
             if mixed is not None:  # the script's own bug, reported as CUDA torch reports it
                 raise RuntimeError(mixed) from None
             raise self._unsupported(name, args, kwargs, exc) from None
+        out = iterator_layout.fast_setup_output(func, args, kwargs, out, self._fresh_fake)
         out = self._realize_cpu_outputs(out, real_self)
         out = values.propagate(func, args, kwargs, out) if known is None else values.store_result(out, known)
 
@@ -519,6 +527,11 @@ class CaptureMode(TorchDispatchMode):
         elif reads_size:
             host_sync(SyncKind.STREAM, stream, device, ext)
         return out
+
+    def _fresh_fake(self, shape: tuple, strides: tuple, like: torch.Tensor) -> torch.Tensor:
+        """A new fake tensor on `like`'s device and of its dtype (iterator_layout's outputs)."""
+        with self.fake_mode:
+            return torch.empty_strided(shape, strides, dtype=like.dtype, device=like.device)
 
     def _issue(self, op: OpCall, kernels: tuple, dispatch_ns: int) -> None:
         """The host side of launching `op`: its dispatch from its start, then one launch API call

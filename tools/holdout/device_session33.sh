@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Session 33 on the GPU machine (issue #14).
+#   a: blind set 10 (compare.py ZOO_BLIND10, chosen before any run and simulated first): this
+#      lease's host probe and ten timed steps of each model (compare.py --real-gpu); then the
+#      reductions_outer kernel family (column sums over a dense rows x columns grid, with the
+#      launch each got)
+#   b: a profile of each blind-set-10 model (5-step run, steps 2-3 recorded) for diff_real.py
+#   c: the kernel families those profiles showed unmodelled: grouped 1 x 1 convolutions
+#      (conv_grouped_1x1, sw13) and dilated 3 x 3 convolutions (conv_dilated, sw14)
+#   d: the host-bound runs (compare.py HOST_BOUND, simulated first) with this lease's host probe;
+#      then reductions_outer again with a cold L2 before each call (sw15; sw12 ran it warm)
+# Usage: tools/holdout/device_session33.sh OUTDIR a|b|c|d
+out=$1; part=s33$2
+source "$(dirname "$0")/device_env.sh"
+start=$(date +%s)
+blind=hf_mixtral,tv_deeplabv3,hf_swinv2,timm_convnextv2,timm_efficientvit
+if [ "$2" = a ]; then
+  bash "$H/device_blind.sh" "$out" blind10 "$blind" >> "$log" 2>&1
+  mkdir -p "$out/sweep"
+  timeout 150 python3 -m phantora_prof.measure.sweep_families --only reductions_outer \
+    --out "$out/sweep/sw12.pt.trace.json.gz" > "$out/sweep/sw12.log" 2>&1
+  echo "sweep sw12 rc=$? $(( $(date +%s) - start ))s" >> "$log"
+elif [ "$2" = d ]; then
+  host=$(python3 -c "import sys; sys.path.insert(0, '$H'); import compare; print(','.join(compare.HOST_BOUND))")
+  bash "$H/device_blind.sh" "$out/host" host33 "$host" >> "$log" 2>&1
+  mkdir -p "$out/sweep"
+  timeout 200 python3 -m phantora_prof.measure.sweep_families --only reductions_outer \
+    --out "$out/sweep/sw15.pt.trace.json.gz" > "$out/sweep/sw15.log" 2>&1
+  echo "sweep sw15 rc=$? $(( $(date +%s) - start ))s" >> "$log"
+elif [ "$2" = b ]; then
+  bash "$H/device_blind.sh" "$out" blind10 "$blind" --profiles-only >> "$log" 2>&1
+else
+  mkdir -p "$out/sweep"
+  for f in 13:conv_grouped_1x1 14:conv_dilated; do
+    timeout 240 python3 -m phantora_prof.measure.sweep_families --only "${f#*:}" \
+      --out "$out/sweep/sw${f%%:*}.pt.trace.json.gz" > "$out/sweep/sw${f%%:*}.log" 2>&1
+    echo "sweep sw${f%%:*} ${f#*:} rc=$? $(( $(date +%s) - start ))s" >> "$log"
+  done
+fi
