@@ -40,7 +40,7 @@ def test_a_model_built_on_the_cpu_and_moved_holds_no_host_memory(cli):
     assert deferred < 64, (deferred, eager)
 
 
-@pytest.mark.parametrize("mode", ["values", "memory"])
+@pytest.mark.parametrize("mode", [pytest.param("values", marks=pytest.mark.slow), "memory"])  # values: CI time
 def test_deferral_leaves_the_trace_unchanged(cli, mode):
     """The deferred ops are still the script's: recorded and charged as before, and the readers
     patched to materialise cost the host model what the unpatched ones do."""

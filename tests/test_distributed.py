@@ -322,6 +322,7 @@ def test_ranks_are_forked_from_one_server_as_fresh_interpreters(cli):
     assert "[rank0]: forked False" in r.stdout and "[rank1]: forked False" in r.stdout
 
 
+@pytest.mark.slow  # ~16 s on 2 cores: the default run keeps its time; every other multi-rank test forks
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is Linux-only")
 def test_forked_ranks_simulate_exactly_as_separate_processes(cli):
     """The fork server imports what install() imports before it forks (install.preload: shared

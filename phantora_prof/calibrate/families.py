@@ -143,7 +143,8 @@ def collect(paths: list[Path], gpu_key: str = F.GPU_KEY) -> tuple[list[dict], di
             kernels.append((a.kind, a.name, list(a.grid), list(a.block), a.regs, a.smem, a.nbytes, a.api, int(dur)))
         t = sum(k[-1] for k in kernels)
         points.append({"op": base, "key": F.class_key(call, base), "w": round(w, 1), "t": t, "kernels": kernels,
-                       "shape": list(F.shape_features(call, base)), "family": params.get("fam", "?")})
+                       "shape": list(F.shape_features(call, base)), "family": params.get("fam", "?"),
+                       **({"cold": True} if params.get("cold") else {})})
     return points, dict(skipped)
 
 
@@ -156,7 +157,8 @@ def build(points: list[dict], sources: list[str], gpu_key: str = F.GPU_KEY, ops_
     ops: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for p in points:
         ks = [[k[0], nid(k[1]), *k[2], *k[3], k[4], k[5], k[6], aid(k[7]), k[8]] for k in p["kernels"]]
-        ops[p["op"]][p["key"]].append({"w": p["w"], "t": p["t"], "s": p["shape"], "k": ks})
+        ops[p["op"]][p["key"]].append({"w": p["w"], "t": p["t"], "s": p["shape"], "k": ks,
+                                       **({"cold": 1} if p.get("cold") else {})})
     for classes in ops.values():
         for pts in classes.values():
             pts.sort(key=lambda p: (p["w"], p["t"]))
@@ -178,7 +180,8 @@ def load_points(doc: dict) -> list[dict]:
             for p in pts:
                 points.append({"op": op, "key": key, "w": p["w"], "t": p["t"], "shape": p["s"],
                                "kernels": [(k[0], doc["names"][k[name_i]], k[2:5], k[5:8], k[8], k[9], k[10],
-                                            doc["apis"][k[api_i]], k[dur_i]) for k in p["k"]]})
+                                            doc["apis"][k[api_i]], k[dur_i]) for k in p["k"]],
+                               **({"cold": True} if p.get("cold") else {})})
     return points
 
 

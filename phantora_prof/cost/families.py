@@ -113,14 +113,20 @@ def _conv_args(op, base: str) -> tuple:
     return _arg(op, 0), _arg(op, 1), _arg(op, 3), _arg(op, 8), None
 
 
-# where each convolution op's schema has its dilation
-_DILATION_ARG = {"convolution": 5, "_convolution": 5, "convolution_backward": 6, "cudnn_convolution": 4}
+def _dilation_arg(base: str) -> int | None:
+    """Where the convolution op's schema has its dilation."""
+    if base in ("convolution", "_convolution"):
+        return 5
+    if base == "convolution_backward":
+        return 6
+    return 4 if base == "cudnn_convolution" else None
 
 
 def _dilated(op, base: str) -> bool:
     """Whether a convolution is dilated (atrous): cuDNN runs other kernels for those (an
     "indexed" weight gradient; sweep conv_dilated, session 33), so they are a class of their own."""
-    d = _arg(op, _DILATION_ARG.get(base, -1))
+    i = _dilation_arg(base)
+    d = _arg(op, i) if i is not None else None
     return isinstance(d, (tuple, list)) and any(isinstance(v, int) and v > 1 for v in d)
 
 
@@ -443,6 +449,13 @@ class FamilyModel:
 
     def covers(self, op_name: str, key: str) -> bool:
         return (op_name, key) in self.points
+
+    def cold(self, op_name: str, key: str) -> bool:
+        """Whether every point of the class was measured with the L2 overwritten before each call
+        (a sweep configuration's `cold`: reductions_outer), rather than on the warm L2 of a
+        configuration repeated on the same data."""
+        entry = self.points.get((op_name, key))
+        return entry is not None and all(p.get("cold") for p in entry[1])
 
     def predict(self, op_name: str, key: str, w_ns: float, shape: tuple = ()) -> tuple[float, dict] | None:
         """(time in ns, nearest point) for an op of roofline time w_ns whose first tensor has

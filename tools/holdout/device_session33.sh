@@ -9,7 +9,8 @@
 #      (conv_grouped_1x1, sw13) and dilated 3 x 3 convolutions (conv_dilated, sw14)
 #   d: the host-bound runs (compare.py HOST_BOUND, simulated first) with this lease's host probe;
 #      then reductions_outer again with a cold L2 before each call (sw15; sw12 ran it warm)
-# Usage: tools/holdout/device_session33.sh OUTDIR a|b|c|d
+#   e: unprofiled host time per phase (phases.py) of the host-bound runs
+# Usage: tools/holdout/device_session33.sh OUTDIR a|b|c|d|e
 out=$1; part=s33$2
 source "$(dirname "$0")/device_env.sh"
 start=$(date +%s)
@@ -27,6 +28,14 @@ elif [ "$2" = d ]; then
   timeout 200 python3 -m phantora_prof.measure.sweep_families --only reductions_outer \
     --out "$out/sweep/sw15.pt.trace.json.gz" > "$out/sweep/sw15.log" 2>&1
   echo "sweep sw15 rc=$? $(( $(date +%s) - start ))s" >> "$log"
+elif [ "$2" = e ]; then
+  mkdir -p "$out/host"
+  for case in $(python3 -c "import sys; sys.path.insert(0, '$H'); import compare; print(' '.join(compare.HOST_BOUND))"); do
+    args=$(python3 -c "import sys; sys.path.insert(0, '$H'); import compare; print(' '.join(compare.CASES['$case'][1]))")
+    p=$(cd "$H" && timeout 60 python3 phases.py zoo.py $args --steps 10 2>&1 | grep '^PHASES ')
+    echo "$case $p" >> "$out/host/phases_host33.txt"
+  done
+  echo "phases $(( $(date +%s) - start ))s" >> "$log"
 elif [ "$2" = b ]; then
   bash "$H/device_blind.sh" "$out" blind10 "$blind" --profiles-only >> "$log" 2>&1
 else
