@@ -448,3 +448,18 @@ def test_gru_cell_kernels_come_from_the_h100_sweep():
     ks = estimate(op, get_gpu("h100"))
     assert {k.source for k in ks} == {"family"}
     assert any("gru_cell" in k.name.lower() for k in ks), [k.name for k in ks]
+
+
+def test_column_sums_follow_the_cold_grid_column_by_column():
+    """A column sum's time is not smooth in its column count: on the H100's cold grid (sweep
+    reductions_outer, session 33) [50176, 192] bf16 took 97 us and [50176, 256] 62 us. Each
+    measured column count answers for itself (a narrow bandwidth over columns), from the cold
+    points (before the H200's isolated sweep); ConvNeXt-V2's [50176, 192] bias gradient took 96
+    us in its H100 profile."""
+    def col_sum(rows, cols):
+        return call("aten::sum", [T((rows, cols), "bfloat16"), [0]], [T((cols,), "bfloat16")])
+
+    odd, even = estimate(col_sum(50176, 192), "h100"), estimate(col_sum(50176, 256), "h100")
+    assert {k.source for k in odd} == {"family"}
+    assert total(odd) / 1e3 == pytest.approx(96.8, rel=0.08)
+    assert total(even) / 1e3 == pytest.approx(61.7, rel=0.08)

@@ -51,6 +51,7 @@ SCHEMA = "phantora-families/1"
 GPU_KEY = "h200"
 BANDWIDTH = 0.35  # natural-log units of roofline time (a factor of ~1.4)
 DIM_BANDWIDTH = 0.5  # natural-log units of each dimension of the first tensor (a factor of ~1.6)
+OUTER_COLUMNS_BANDWIDTH = 0.1  # a column sum's column count (see _dim_bandwidths; ~10%)
 
 CONV_OPS = frozenset(("convolution", "convolution_backward", "cudnn_convolution", "_convolution"))
 ATTN_OPS = frozenset((
@@ -470,10 +471,11 @@ class FamilyModel:
         q = (min(max(lw, lo), hi),) + q[1:]  # outside the range: the ratio at the nearest end
         best, best_d = 0, float("inf")
         num = den = 0.0
+        dim_bw = _dim_bandwidths(op_name, key, len(q) - 1)
         for i, f in enumerate(feats):
             d2 = ((f[0] - q[0]) / BANDWIDTH) ** 2
             if len(f) == len(q):
-                d2 += sum(((a - b) / DIM_BANDWIDTH) ** 2 for a, b in zip(f[1:], q[1:]))
+                d2 += sum(((a - b) / bw) ** 2 for a, b, bw in zip(f[1:], q[1:], dim_bw))
             elif len(q) > 1 and len(f) > 1:
                 # a point of another rank (a 1-D or 3-D block's batch norm beside 2-D ones): no
                 # dimension to compare, so it counts as a neighbour one bandwidth off in each
@@ -597,6 +599,17 @@ def sibling_elementwise_class(model: "FamilyModel", base: str, key: str) -> tupl
             if model.covers(sib, k):
                 return sib, k
     return None
+
+
+def _dim_bandwidths(op_name: str, key: str, n: int) -> tuple[float, ...]:
+    """The interpolation's bandwidth per shape feature. A column sum's time is not smooth in its
+    column count (ATen's reduction splits the columns over warps of 32 and vectorises them by 4:
+    on the H100's cold grid [50176, 160 / 192 / 320] took 97-98 us, [50176, 128 / 256 / 384]
+    52-65 us), so its outputs feature takes a narrow bandwidth: a measured column count answers
+    for itself, not averaged with its neighbours."""
+    if n == 2 and op_name in _REDUCTIONS and key.endswith(("|outer", "|outer_u")):
+        return (OUTER_COLUMNS_BANDWIDTH, DIM_BANDWIDTH)
+    return (DIM_BANDWIDTH,) * n
 
 
 def _features(w_ns: float, shape) -> tuple[float, ...]:
