@@ -581,8 +581,8 @@ def _family_table(op, base, gpu, handler):
 
     A class measured cold (the L2 overwritten before each call) answers before the same class
     measured warm, whichever GPU measured it: a training step's column sums read gradients
-    other kernels have pushed out of the L2 (the H100's cold grid, carried to the H200, put
-    2,883 column sums of 39 H200 profiles at 1.03x their real time in the median, 0.98x in
+    other kernels have pushed out of the L2 (the H100's cold grid, carried to the H200, puts
+    2,883 column sums of 39 H200 profiles at 1.01x their real time in the median, 0.99x in
     total, where the H200's own warm points said 0.89x and 0.84x; session 33)."""
     key = None
     first = None

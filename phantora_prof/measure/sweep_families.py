@@ -26,6 +26,8 @@ so the trace says which ops and kernels belong to which configuration. Families:
     reductions  sum / mean over: the batch and spatial dims of channels-last and NCHW maps (a
                 bias gradient), the leading dim of a 2-D gradient (a linear's bias), the last dim
     reductions_cols  column sums with 49..1000 columns (token-count and classifier widths)
+    reductions_outer  column sums over a dense rows x columns grid (16..4096 columns), each call
+                after the L2 is overwritten (cold, as a bias gradient reads its input in training)
     losses      cross_entropy over vocabularies, fp32 and bf16 logits
     embedding   embedding fwd + bwd
     optim       foreach AdamW / SGD-momentum / fused AdamW steps over parameter lists
@@ -47,6 +49,9 @@ so the trace says which ops and kernels belong to which configuration. Families:
     sync_bn     SyncBatchNorm's statistics / elementwise kernels, forward and backward (its
                 collectives left out: one GPU), both layouts and dtypes
     rnn_cell    nn.GRUCell / nn.LSTMCell steps: two GEMMs and ATen's fused cell, fwd + bwd
+    conv_grouped_1x1  grouped 1x1 convolutions (group widths 8..64, powers of two and not):
+                cuDNN's per-group loop of slice, dgrad and wgrad kernels
+    conv_dilated  dilated 3x3 convolutions (dilation 2..36: DeepLab's atrous stages and ASPP)
 
     python -m phantora_prof.measure.sweep_families --out sweep.pt.trace.json.gz [--only conv,pool]
 
