@@ -30,7 +30,9 @@ from phantora_prof.cost.model import CostModel
 from phantora_prof.errors import UnsupportedOpError
 from phantora_prof.protocol import CPU_DEVICE, HIDDEN_DEPTH, AutogradSpan, OpCall, OpKind, SyncKind, TensorArg
 from phantora_prof.runtime.device import allocator, cuda_fakes, op_allocations, pinned
-from phantora_prof.runtime.dispatch import annotations, conv_layout, cuda_dispatch, cuda_queries, deferred_init, fake_wrap, grouped_mm, iterator_layout, meta_cache, op_recorder, sdpa, values
+from phantora_prof.runtime.dispatch import (annotations, conv_layout, cuda_dispatch, cuda_queries, deferred_init,
+                                           fake_wrap, grouped_mm, iterator_layout, meta_cache, op_recorder, sdpa,
+                                           values)
 from phantora_prof.runtime.host import dataloader, pyhost
 from phantora_prof.runtime.dispatch.tensors import tensors_in
 from phantora_prof.runtime.process import interrupts, op_cpu
