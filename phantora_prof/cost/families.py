@@ -314,7 +314,7 @@ def _logical_kind_agrees(op, t: TensorArg | None, kind: str) -> bool:
     `perm` class holds channels-last reductions, logically inner but outer in memory, whose
     points were fitted with the other roofline (a per-head norm's gradient looked up there came
     out 4.5x the H200's time: 622 against 138 us for [4, 2048, 16, 128] in float32)."""
-    red = _reduced_dims(op, t)
+    red = reduced_dims(op, t)
     if red is None or t is None or kind not in ("inner", "outer", "outer_u"):
         return False
     logical_inner = (len(t.shape) - 1) in red
@@ -341,7 +341,7 @@ _REDUCTIONS = frozenset(("sum", "mean", "amax", "amin", "max", "min", "prod", "n
                          "var_mean", "std", "std_mean", "argmax", "argmin", "any", "all", "logsumexp"))
 
 
-def _reduced_dims(op, t: TensorArg | None) -> list[int] | None:
+def reduced_dims(op, t: TensorArg | None) -> list[int] | None:
     """The dims a reduction reduces (normalised, size-1 dims left out), or None for all."""
     if t is None:
         return None
@@ -366,7 +366,7 @@ def _reduction_kind(op, t: TensorArg | None) -> str:
     outs = [o for o in op.outputs if isinstance(o, TensorArg)]
     if t is None or not outs or outs[0].numel <= 1:
         return "all"
-    red = _reduced_dims(op, t)
+    red = reduced_dims(op, t)
     if red is None:
         return "all"
     order = dense_order(t)
@@ -647,7 +647,7 @@ def shape_features(op, base: str) -> tuple:
                 n *= d
             return (max(x.numel // max(n, 1), 1), n)
     if base in _REDUCTIONS:
-        red = _reduced_dims(op, t)
+        red = reduced_dims(op, t)
         if red is not None:
             r = 1
             for d in red:
