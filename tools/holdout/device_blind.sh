@@ -15,13 +15,13 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 H=$PWD/tools/holdout
 start=$(date +%s)
 if [ "$profiles" != --profiles-only ]; then
-nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv 2>&1
-python3 -c "import transformers, timm, torchvision; print('transformers', transformers.__version__, 'timm', timm.__version__, 'torchvision', torchvision.__version__)" 2>&1
-python3 -m phantora_prof.measure.host_probe --out "$out/host_probe_$set_name.json" > /dev/null 2>&1
-echo "probe rc=$? $(( $(date +%s) - start ))s"
-python3 "$H/compare.py" --real-gpu --only "$cases" --real-dir "$out"
-echo "timed $(( $(date +%s) - start ))s"
-[ "$profiles" = --profiles ] || exit 0
+  nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv 2>&1
+  python3 -c "import transformers, timm, torchvision; print('transformers', transformers.__version__, 'timm', timm.__version__, 'torchvision', torchvision.__version__)" 2>&1
+  python3 -m phantora_prof.measure.host_probe --out "$out/host_probe_$set_name.json" > /dev/null 2>&1
+  echo "probe rc=$? $(( $(date +%s) - start ))s"
+  python3 "$H/compare.py" --real-gpu --only "$cases" --real-dir "$out"
+  echo "timed $(( $(date +%s) - start ))s"
+  [ "$profiles" = --profiles ] || exit 0
 fi
 mkdir -p "$out/traces"
 for m in ${cases//,/ }; do
