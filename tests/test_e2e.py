@@ -466,6 +466,19 @@ def test_custom_op_without_fake_is_named_clearly(cli):
     assert "unreachable" not in r.stdout
 
 
+def test_an_op_whose_shape_function_refuses_the_call_says_so(cli):
+    """An op with a shape function (Meta kernel or fake) that raises for these arguments is not
+    reported as lacking one: its own complaint comes first, then what to do (a CUDA build's
+    checks can differ from the Meta kernel's: torch's `_grouped_mm` Meta kernel took bf16 only)."""
+    r = cli("--no-trace", PY, str(SCRIPTS / "features.py"), "custom_op_refusing_fake")
+    assert r.returncode == 1
+    err = r.stderr.replace("\n", " ")
+    assert "cannot simulate phantora_test::picky(torch.float32[8, 16]@cuda:0)" in err
+    assert "Expected a BF16 input, got torch.float32" in err and "refused these arguments" in err
+    assert "has no fake" not in err and "register a fake that accepts them" in err
+    assert "unreachable" not in r.stdout
+
+
 def test_op_cost_option_times_a_custom_op(cli):
     r = cli("--no-trace", "--op-cost", "phantora_test::with_fake=2.5ms", PY, str(SCRIPTS / "features.py"),
             "custom_op_fake")

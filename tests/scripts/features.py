@@ -46,6 +46,18 @@ elif mode == "custom_op":
 
     y = no_fake(torch.randn(8, 16, device="cuda"))
     print("unreachable", y.shape)
+elif mode == "custom_op_refusing_fake":
+    @torch.library.custom_op("phantora_test::picky", mutates_args=())
+    def picky(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    @picky.register_fake
+    def _(x):
+        torch._check(x.dtype == torch.bfloat16, lambda: f"Expected a BF16 input, got {x.dtype}")
+        return torch.empty_like(x)
+
+    y = picky(torch.randn(8, 16, device="cuda"))
+    print("unreachable", y.shape)
 elif mode == "custom_op_fake":
     @torch.library.custom_op("phantora_test::with_fake", mutates_args=())
     def with_fake(x: torch.Tensor) -> torch.Tensor:

@@ -487,7 +487,7 @@ class CaptureMode(TorchDispatchMode):
             mixed = _mixed_devices(exc)
             if mixed is not None:  # the script's own bug, reported as CUDA torch reports it
                 raise RuntimeError(mixed) from None
-            raise self._unsupported(name, args, kwargs, exc) from None
+            raise self._unsupported(name, args, kwargs, exc, func) from None
         out = iterator_layout.fast_setup_output(func, args, kwargs, out, self._fresh_fake)
         out = self._realize_cpu_outputs(out, real_self)
         out = values.propagate(func, args, kwargs, out) if known is None else values.store_result(out, known)
@@ -918,12 +918,21 @@ class CaptureMode(TorchDispatchMode):
             f"phantora-prof cannot simulate {name}({', '.join(_describe(a) for a in args)}): its output size "
             "depends on the tensor's values, which a simulated GPU does not have")
 
-    def _unsupported(self, name: str, args: tuple, kwargs: dict, exc: Exception) -> Exception:
+    def _unsupported(self, name: str, args: tuple, kwargs: dict, exc: Exception, func=None) -> Exception:
+        """The error for an op FakeTensor could not run: without a shape function (Meta kernel or
+        registered fake), or with one that refused these arguments (torch's Meta kernel for
+        `_grouped_mm` accepted bf16 only, where a CUDA build ran fp32 through its fallback)."""
         shapes = ", ".join(_describe(a) for a in args)
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        msg = (f"phantora-prof cannot simulate {name}({shapes}): {type(exc).__name__}: {reason[:300]}. "
-               "The op has no fake (meta) implementation: register one with torch.library.register_fake "
-               "(its GPU time can then be given with --op-cost NAME=TIME), or avoid the op on CUDA tensors.")
+        head = f"phantora-prof cannot simulate {name}({shapes}): {type(exc).__name__}: {reason[:300]}. "
+        fix = ("register one with torch.library.register_fake (its GPU time can then be given with "
+               "--op-cost NAME=TIME), or avoid the op on CUDA tensors.")
+        if func is not None and _has_shape_function(func):
+            msg = head + ("The op's shape function (its Meta kernel or registered fake) refused these arguments; "
+                          "a CUDA build's kernel may accept them (its checks can differ: please report it). "
+                          "To go on, " + fix.replace("register one", "register a fake that accepts them", 1))
+        else:
+            msg = head + "The op has no fake (meta) implementation: " + fix
         return UnsupportedOpError(msg)
 
 
@@ -1101,6 +1110,14 @@ def _cuda_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
             and a.is_neg() == b.is_neg():
         return True
     return bool(torch.eq(a, b).all().item())
+
+
+def _has_shape_function(func) -> bool:
+    """Whether `func` has a Meta kernel (torch's own, or one torch.library.register_fake installed)."""
+    try:
+        return torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), torch._C.DispatchKey.Meta)
+    except (AttributeError, RuntimeError):
+        return False
 
 
 def _composite_implicit(func) -> bool:
