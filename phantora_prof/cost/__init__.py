@@ -300,17 +300,18 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
         if res is not None:
             return res
     total = _R.op_time_ns(cost, gpu)
-    if use_family and specs and _own_family_covers(op, base, gpu, handler):
-        # measured on this GPU, in training context: before the H200's isolated sweep carried here
-        res = _family(op, base, gpu, allow_tf32, handler, cost, specs, total)
+    hit = _family_table(op, base, gpu, handler) if use_family and specs else (None, None, None)
+    if _answers_first(hit, gpu):
+        # measured on this GPU, or cold, in training context: before the H200's isolated sweep
+        res = _family(op, base, gpu, allow_tf32, handler, cost, specs, total, hit)
         if res is not None:
             return res
     if use_measured and specs:
         res = _interpolated(op, base, gpu, allow_tf32, handler, cost, specs, total)
         if res is not None:
             return res
-    if use_family and specs:
-        res = _family(op, base, gpu, allow_tf32, handler, cost, specs, total)
+    if hit[2] is not None:
+        res = _family(op, base, gpu, allow_tf32, handler, cost, specs, total, hit)
         if res is not None:
             return res
     return materialize(cost, specs, total, gpu)
@@ -619,10 +620,9 @@ def _as_column_sum(op: OpCall, base: str) -> OpCall | None:
     if base != "sum" or not op.args or not isinstance(op.args[0], TensorArg):
         return None
     t = op.args[0]
-    order = _R.dense_order(t)
-    red = _FAM.reduced_dims(op, t)
-    if order is None or not red or len(order) < 2 or len(red) >= len(order) or set(order[:len(red)]) != set(red):
+    if _R.dense_order(t) is None or _FAM.reduction_kind(op, t) not in ("outer", "outer_u"):
         return None
+    red = _FAM.reduced_dims(op, t)
     if len(t.shape) == 2 and tuple(red) == (0,) and t.stride == (t.shape[1], 1):
         return None  # already the 2-D column sum
     rows = 1
@@ -635,25 +635,26 @@ def _as_column_sum(op: OpCall, base: str) -> OpCall | None:
                                outputs=(out,))
 
 
-def _own_family_covers(op, base, gpu, handler) -> bool:
-    """Whether the family tables answer for the op before the H200's isolated sweep: where this
-    GPU (not the reference) measured its class itself, or where any table measured it cold (the
-    H100's column sums over a dense grid, session 33: the isolated sweep smoothed a [50176, 192]
-    bias gradient to 48 us against the H100's 96, the in-model time)."""
-    fam, ref, found = _family_table(op, base, gpu, handler)
+def _answers_first(hit: tuple, gpu) -> bool:
+    """Whether the family table `hit` (from _family_table) answers for the op before the H200's
+    isolated sweep: where this GPU (not the reference) measured the class itself, or where it was
+    measured cold (the H100's column sums over a dense grid, session 33: the isolated sweep
+    smoothed a [50176, 192] bias gradient to 48 us against the H100's 96, the in-model time)."""
+    fam, ref, found = hit
     if found is None:
         return False
     return (ref.key == gpu.key and gpu.key != _FAM.GPU_KEY) or fam.cold(found[0], found[1])
 
 
-def _family(op, base, gpu, allow_tf32, handler, cost, specs, total) -> list[Kernel] | None:
-    """Kernels from the in-training family sweep (families.py), or None when the op's class is not covered."""
+def _family(op, base, gpu, allow_tf32, handler, cost, specs, total, hit: tuple) -> list[Kernel] | None:
+    """Kernels from the in-training family sweep (families.py) of the table `hit` (from
+    _family_table), or None when the op's class is not covered."""
     if len(specs) == 1 and specs[0].kind == _K.KIND_MEMCPY:
         return None  # a plain DtoD copy: the copy model's bandwidth curve
     if handler is _ops.batch_group_norm and base.startswith("native_batch_norm") and \
             _ops.bn_nchw_training(op, base, op.args[1] if "backward" in base else op.args[0]):
         return None  # NCHW batch norm: the channel-block model (ops.batch_norm_nchw) follows C, w does not
-    fam, ref, found = _family_table(op, base, gpu, handler)
+    fam, ref, found = hit
     if found is None:
         return None
     name, key, composed = found

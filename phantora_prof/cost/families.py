@@ -257,7 +257,7 @@ def class_key(op, base: str) -> str:
     else:
         lay = _first_layout(t)
         if base in _REDUCTIONS:
-            kind = _reduction_kind(op, t)
+            kind = reduction_kind(op, t)
             if lay == "perm" and _logical_kind_agrees(op, t, kind):
                 lay = "dense"
             parts += [lay, kind]
@@ -354,7 +354,7 @@ def reduced_dims(op, t: TensorArg | None) -> list[int] | None:
     return sorted({d % rank for d in dims if t.shape and t.shape[d % rank] != 1})
 
 
-def _reduction_kind(op, t: TensorArg | None) -> str:
+def reduction_kind(op, t: TensorArg | None) -> str:
     """How the reduction lies in memory, which decides TensorIterator's reduction strategy.
 
     all: to one value; inner: the reduced dims are the innermost in memory (each output reads

@@ -3,7 +3,7 @@
 #   a: blind set 10 (compare.py ZOO_BLIND10, chosen before any run and simulated first): this
 #      lease's host probe and ten timed steps of each model (compare.py --real-gpu); then the
 #      reductions_outer kernel family (column sums over a dense rows x columns grid, with the
-#      launch each got)
+#      launch each got; sw12 ran it before the family overwrote the L2 before each call)
 #   b: a profile of each blind-set-10 model (5-step run, steps 2-3 recorded) for diff_real.py
 #   c: the kernel families those profiles showed unmodelled: grouped 1 x 1 convolutions
 #      (conv_grouped_1x1, sw13) and dilated 3 x 3 convolutions (conv_dilated, sw14)
@@ -15,34 +15,34 @@ out=$1; part=s33$2
 source "$(dirname "$0")/device_env.sh"
 start=$(date +%s)
 blind=hf_mixtral,tv_deeplabv3,hf_swinv2,timm_convnextv2,timm_efficientvit
+# sweep NUMBER FAMILY SECONDS: one sweep_families family into sweep/sw<NUMBER>.*
+sweep() {
+  mkdir -p "$out/sweep"
+  timeout "$3" python3 -m phantora_prof.measure.sweep_families --only "$2" \
+    --out "$out/sweep/sw$1.pt.trace.json.gz" > "$out/sweep/sw$1.log" 2>&1
+  echo "sweep sw$1 $2 rc=$? $(( $(date +%s) - start ))s" >> "$log"
+}
+# compare_py EXPRESSION: a value of compare.py's (its case lists)
+compare_py() {
+  python3 -c "import sys; sys.path.insert(0, '$H'); import compare; print($1)"
+}
 if [ "$2" = a ]; then
   bash "$H/device_blind.sh" "$out" blind10 "$blind" >> "$log" 2>&1
-  mkdir -p "$out/sweep"
-  timeout 150 python3 -m phantora_prof.measure.sweep_families --only reductions_outer \
-    --out "$out/sweep/sw12.pt.trace.json.gz" > "$out/sweep/sw12.log" 2>&1
-  echo "sweep sw12 rc=$? $(( $(date +%s) - start ))s" >> "$log"
+  sweep 12 reductions_outer 150
+elif [ "$2" = b ]; then
+  bash "$H/device_blind.sh" "$out" blind10 "$blind" --profiles-only >> "$log" 2>&1
+elif [ "$2" = c ]; then
+  sweep 13 conv_grouped_1x1 240
+  sweep 14 conv_dilated 240
 elif [ "$2" = d ]; then
-  host=$(python3 -c "import sys; sys.path.insert(0, '$H'); import compare; print(','.join(compare.HOST_BOUND))")
-  bash "$H/device_blind.sh" "$out/host" host33 "$host" >> "$log" 2>&1
-  mkdir -p "$out/sweep"
-  timeout 200 python3 -m phantora_prof.measure.sweep_families --only reductions_outer \
-    --out "$out/sweep/sw15.pt.trace.json.gz" > "$out/sweep/sw15.log" 2>&1
-  echo "sweep sw15 rc=$? $(( $(date +%s) - start ))s" >> "$log"
-elif [ "$2" = e ]; then
+  bash "$H/device_blind.sh" "$out/host" host33 "$(compare_py "','.join(compare.HOST_BOUND)")" >> "$log" 2>&1
+  sweep 15 reductions_outer 200
+else
   mkdir -p "$out/host"
-  for case in $(python3 -c "import sys; sys.path.insert(0, '$H'); import compare; print(' '.join(compare.HOST_BOUND))"); do
-    args=$(python3 -c "import sys; sys.path.insert(0, '$H'); import compare; print(' '.join(compare.CASES['$case'][1]))")
+  for case in $(compare_py "' '.join(compare.HOST_BOUND)"); do
+    args=$(compare_py "' '.join(compare.CASES['$case'][1])")
     p=$(cd "$H" && timeout 60 python3 phases.py zoo.py $args --steps 10 2>&1 | grep '^PHASES ')
     echo "$case $p" >> "$out/host/phases_host33.txt"
   done
   echo "phases $(( $(date +%s) - start ))s" >> "$log"
-elif [ "$2" = b ]; then
-  bash "$H/device_blind.sh" "$out" blind10 "$blind" --profiles-only >> "$log" 2>&1
-else
-  mkdir -p "$out/sweep"
-  for f in 13:conv_grouped_1x1 14:conv_dilated; do
-    timeout 240 python3 -m phantora_prof.measure.sweep_families --only "${f#*:}" \
-      --out "$out/sweep/sw${f%%:*}.pt.trace.json.gz" > "$out/sweep/sw${f%%:*}.log" 2>&1
-    echo "sweep sw${f%%:*} ${f#*:} rc=$? $(( $(date +%s) - start ))s" >> "$log"
-  done
 fi

@@ -924,16 +924,16 @@ class CaptureMode(TorchDispatchMode):
         `_grouped_mm` accepted bf16 only, where a CUDA build ran fp32 through its fallback)."""
         shapes = ", ".join(_describe(a) for a in args)
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        head = f"phantora-prof cannot simulate {name}({shapes}): {type(exc).__name__}: {reason[:300]}. "
-        fix = ("register one with torch.library.register_fake (its GPU time can then be given with "
-               "--op-cost NAME=TIME), or avoid the op on CUDA tensors.")
         if func is not None and _has_shape_function(func):
-            msg = head + ("The op's shape function (its Meta kernel or registered fake) refused these arguments; "
-                          "a CUDA build's kernel may accept them (its checks can differ: please report it). "
-                          "To go on, " + fix.replace("register one", "register a fake that accepts them", 1))
+            why = ("The op's shape function (its Meta kernel or registered fake) refused these arguments; a CUDA "
+                   "build's kernel may accept them (its checks can differ: please report it). To go on, register "
+                   "a fake that accepts them")
         else:
-            msg = head + "The op has no fake (meta) implementation: " + fix
-        return UnsupportedOpError(msg)
+            why = "The op has no fake (meta) implementation: register one"
+        return UnsupportedOpError(
+            f"phantora-prof cannot simulate {name}({shapes}): {type(exc).__name__}: {reason[:300]}. {why} with "
+            "torch.library.register_fake (its GPU time can then be given with --op-cost NAME=TIME), or avoid the "
+            "op on CUDA tensors.")
 
 
 def ctc_loss_outputs(mode: CaptureMode, args: tuple, kwargs: dict, orig_args: tuple) -> tuple:

@@ -92,7 +92,7 @@ def _output(mat_a: torch.Tensor, mat_b: torch.Tensor, offs: torch.Tensor | None,
     else:
         _check(mat_a.shape[0] == mat_b.shape[0], "batched dimension has to match")
         size = [mat_a.shape[0], mat_a.shape[1], mat_b.shape[-1]]
-    align = 16 // torch.empty((), dtype=dtype).element_size()
+    align = 16 // dtype.itemsize
     padded = -(-size[-1] // align) * align
     stride = [padded, 1] if a2 != b2 else [size[1] * padded, padded, 1]
     return torch.empty_strided(size, stride, dtype=dtype, device=mat_a.device)
