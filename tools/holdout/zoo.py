@@ -374,7 +374,7 @@ MODELS = {
 }
 
 
-def main() -> None:
+def parser():
     p = base_parser(__doc__)
     p.add_argument("--model", required=True, choices=sorted(MODELS))
     p.add_argument("--batch", type=int, default=None)
@@ -388,7 +388,20 @@ def main() -> None:
                    help="with --compile: torch.compile's mode (default: its default mode)")
     p.add_argument("--attn", default="sdpa", choices=("sdpa", "flex_attention", "eager"),
                    help="HF causal language models: the attention implementation")
-    a = p.parse_args()
+    return p
+
+
+def main() -> None:
+    a = parser().parse_args()
+    model, step = build(a)
+    meta = {"workload": f"zoo:{a.model}", "params": sum(p.numel() for p in model.parameters()),
+            **{k: v for k, v in vars(a).items() if k != "profile_dir"}}
+    run_loop(a, step, meta)
+
+
+def build(a):
+    """The model and its training step for parsed arguments `a` (main's; also
+    host_interleaved.py, which builds several in one process)."""
     batch, size = MODELS[a.model]
     a.batch = a.batch or batch
     a.seq = a.seq or size
@@ -477,9 +490,7 @@ def main() -> None:
     if a.compile:
         # in place: the step functions above hold the module itself
         model.compile(**({"mode": a.compile_mode} if a.compile_mode else {}))
-    meta = {"workload": f"zoo:{name}", "params": sum(p.numel() for p in model.parameters()),
-            **{k: v for k, v in vars(a).items() if k != "profile_dir"}}
-    run_loop(a, step, meta)
+    return model, step
 
 
 if __name__ == "__main__":

@@ -1,0 +1,176 @@
+"""Host time of several host-bound workloads measured in one process, steps interleaved (issue #15).
+
+A lease's host changes speed between runs and within one (session 34: two runs of one model on one
+lease 0.5-1.3x apart, steps alternating 7.5 / 12.5 ms), so comparing host-bound models measured in
+separate processes mixes the model's host cost with the host's mood. Here every case is built in
+one process and each round runs one step of each case in turn: a slow spell hits all cases of a
+round alike, and each case's time is read against the anchor's in the same round (the reference
+gpt.py at batch 1 / seq 64, whose forward host time fixes the reference host's speed).
+
+    python tools/holdout/host_interleaved.py --gpt-dir DIR [--rounds 15] [--only CASES] [--out FILE]
+    phantora-prof --gpu h100 python tools/holdout/host_interleaved.py --gpt-dir DIR --rounds 1 --out SIM.json
+    python tools/holdout/host_interleaved.py --report SIM.json REAL.json [REAL.json ...]
+
+`--report` reads a simulated run (deterministic: one round) against real runs: per case and phase,
+(simulated / anchor) / (real / anchor), the real ratio taken per round (median over rounds, mean
+over the runs given), and the mean and largest |error| per phase.
+
+Prints (and writes) `INTERLEAVED {case: {"forward": [ms per round], "backward": [...],
+"optimizer": [...], "step": [...]}}` after `--warmup` untimed rounds. Cases: compare.py's
+HOST_BOUND (zoo.py at host-bound sizes) and `gpt_b1` (DIR/gpt.py's model, --batch 1 --seq 64).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _gpt_b1(gpt_dir: str):
+    """The reference gpt.py's step at batch 1 / seq 64 (its own model and optimizer)."""
+    import torch
+
+    sys.path.insert(0, gpt_dir)
+    import gpt  # noqa: E402  (the reference workload, not a package)
+
+    torch.manual_seed(0)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    vocab, seq = 50304, 64
+    model = gpt.GPT(vocab, seq, 768, 12, 12).to("cuda")
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
+    x = torch.randint(0, vocab, (1, seq), device="cuda")
+    y = torch.randint(0, vocab, (1, seq), device="cuda")
+
+    def step(i):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(x, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+def _zoo_step(argv: list[str]):
+    import zoo
+
+    a = zoo.parser().parse_args(argv)
+    return zoo.build(a)[1]
+
+
+PHASES = ("forward", "backward", "optimizer", "step")
+ANCHOR = "gpt_b1"
+
+
+def relative_errors(sim: dict, reals: list[dict]) -> dict[str, dict[str, float]]:
+    """Per case (anchor left out) and phase: simulated over real, each relative to the anchor of its
+    own run (real: per round, median over the rounds, mean over the runs)."""
+    import statistics
+
+    out = {}
+    for case in sim:
+        if case == ANCHOR:
+            continue
+        out[case] = {}
+        for ph in PHASES:
+            real = statistics.mean(statistics.median(a / b for a, b in zip(r[case][ph], r[ANCHOR][ph]))
+                                   for r in reals)
+            out[case][ph] = sim[case][ph][0] / sim[ANCHOR][ph][0] / real
+    return out
+
+
+def report(sim_path: str, real_paths: list[str]) -> None:
+    import statistics
+
+    with open(sim_path) as f:
+        sim = json.load(f)
+    reals = []
+    for path in real_paths:
+        with open(path) as f:
+            reals.append(json.load(f))
+    err = relative_errors(sim, reals)
+    print(f"{'case':26s} " + " ".join(f"{ph:>9s}" for ph in PHASES) + "   (simulated / real, both relative to "
+          f"{ANCHOR})")
+    for case, by in err.items():
+        print(f"{case:26s} " + " ".join(f"{by[ph]:9.3f}" for ph in PHASES))
+    for ph in PHASES:
+        e = [abs(by[ph] - 1) for by in err.values()]
+        print(f"{ph:9s} mean |error| {100 * statistics.mean(e):5.1f}%  max {100 * max(e):5.1f}%")
+
+
+def main() -> int:
+    if sys.argv[1:2] == ["--report"]:
+        report(sys.argv[2], sys.argv[3:])
+        return 0
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--gpt-dir", required=True, help="folder of the reference gpt.py (and its common.py)")
+    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--only", default=None, help="comma-separated cases (default: gpt_b1 and HOST_BOUND)")
+    p.add_argument("--out", default=None)
+    a = p.parse_args()
+    sys.path.insert(0, HERE)
+    import torch
+    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+    import compare
+
+    names = a.only.split(",") if a.only else ["gpt_b1", *compare.HOST_BOUND]
+    steps = {}
+    for name in names:
+        steps[name] = _gpt_b1(a.gpt_dir) if name == "gpt_b1" else _zoo_step(compare.CASES[name][1])
+    marks: dict[str, float] = {}
+
+    def opt_pre(*_):  # a hook must return None
+        marks.setdefault("opt0", time.perf_counter())
+
+    def opt_post(*_):
+        marks["opt1"] = time.perf_counter()
+
+    from torch.optim import optimizer as _optimizer
+
+    handle = register_optimizer_step_pre_hook(opt_pre)
+    # first of the global pre-hooks, as in phases.py: under phantora-prof the simulator's own hook
+    # charges the step's per-parameter host work, which belongs to the optimizer phase
+    _optimizer._global_optimizer_pre_hooks.move_to_end(handle.id, last=False)
+    register_optimizer_step_post_hook(opt_post)
+    backward = torch.autograd.backward
+
+    def timed_backward(*args, **kwargs):
+        marks.setdefault("bwd0", time.perf_counter())
+        try:
+            return backward(*args, **kwargs)
+        finally:
+            marks["bwd1"] = time.perf_counter()
+
+    torch.autograd.backward = timed_backward
+    out = {n: {"forward": [], "backward": [], "optimizer": [], "step": []} for n in names}
+    for r in range(a.warmup + a.rounds):
+        for name in names:
+            torch.cuda.synchronize()
+            marks.clear()
+            t0 = time.perf_counter()
+            steps[name](r)
+            torch.cuda.synchronize()
+            t1 = time.perf_counter()
+            if r < a.warmup:
+                continue
+            rec = out[name]
+            rec["forward"].append(round((marks["bwd0"] - t0) * 1e3, 4))
+            rec["backward"].append(round((marks["bwd1"] - marks["bwd0"]) * 1e3, 4))
+            rec["optimizer"].append(round((marks["opt1"] - marks["opt0"]) * 1e3, 4))
+            rec["step"].append(round((t1 - t0) * 1e3, 4))
+    text = json.dumps(out)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text + "\n")
+    print("INTERLEAVED " + text, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
