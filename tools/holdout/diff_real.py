@@ -35,6 +35,12 @@ def real_trace(case: str) -> Path | None:
         p = d / f"{case}.pt.trace.json.gz"
         if p.exists():
             return p
+    archived = json.loads((REAL / "archived.json").read_text())["archived"]
+    for d in TRACE_DIRS:
+        rel = str((d / f"{case}.pt.trace.json.gz").relative_to(REAL))
+        if rel in archived:  # taken out of the tree (archived.json says why): say how to get it back
+            print(f"{case}: its real profile is archived; restore it with "
+                  f"`git checkout {archived[rel][:12]} -- tools/holdout/real_h200/{rel}`", file=sys.stderr)
     return None
 
 
