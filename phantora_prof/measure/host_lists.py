@@ -35,16 +35,16 @@ LENGTHS = (1, 4, 16, 64, 256)
 NUMEL = 4096
 
 
-def _lists(n: int, k: int, device: str) -> list[list[torch.Tensor]]:
-    return [[torch.rand(NUMEL, device=device) + 0.5 for _ in range(n)] for _ in range(k)]
+def _lists(n: int, k: int, device: str, numel: int = NUMEL) -> list[list[torch.Tensor]]:
+    return [[torch.rand(numel, device=device) + 0.5 for _ in range(n)] for _ in range(k)]
 
 
 def list_ops(device: str) -> dict[str, Callable[[int], Callable[[], object]]]:
     """Name -> (list length -> a call to time)."""
 
-    def foreach(fn: Callable, k: int, *extra, **kw) -> Callable[[int], Callable[[], object]]:
+    def foreach(fn: Callable, k: int, *extra, numel: int = NUMEL, **kw) -> Callable[[int], Callable[[], object]]:
         def make(n: int):
-            ls = _lists(n, k, device)
+            ls = _lists(n, k, device, numel)
             return lambda: fn(*ls, *extra, **kw)
         return make
 
@@ -66,6 +66,10 @@ def list_ops(device: str) -> dict[str, Callable[[int], Callable[[], object]]]:
         "_foreach_add_.List": foreach(torch._foreach_add_, 2),
         # out of place with alpha: SGD's weight decay (grads + weight_decay * params, new tensors)
         "_foreach_add.List": foreach(torch._foreach_add, 2, alpha=1e-4),
+        # the same over 1M-element tensors (a model's weights: the caching allocator's large pool
+        # for the outputs, several kernel launches per list)
+        "_foreach_add.List@1M": foreach(torch._foreach_add, 2, alpha=1e-4, numel=1 << 20),
+        "_foreach_add_.List@1M": foreach(torch._foreach_add_, 2, numel=1 << 20),
         "_foreach_lerp_.Scalar": foreach(torch._foreach_lerp_, 2, 0.1),
         "_foreach_addcmul_.Scalar": foreach(torch._foreach_addcmul_, 3, value=0.1),
         "_foreach_addcdiv_.Scalar": foreach(torch._foreach_addcdiv_, 3, value=0.1),
