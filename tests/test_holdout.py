@@ -52,3 +52,22 @@ def test_host_probe_reports_simulated_phase_times(tmp_path):
     assert abs(fwd + bwd + mid + opt + rest - total) < 0.01
     step = float(re.search(r"step 3 time_ms ([\d.]+)", r.stdout).group(1))
     assert total <= step
+
+
+def test_interleaved_host_errors_are_relative_to_the_anchor_of_each_round():
+    """host_interleaved.py --report: a case's time is read against the reference's in the same
+    round (a slow spell of the host cancels), the median over rounds, the mean over runs."""
+    spec = importlib.util.spec_from_file_location("host_interleaved", REPO / "tools" / "holdout" / "host_interleaved.py")
+    hi = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hi)
+
+    def run(anchor: list[float], case: list[float]) -> dict:
+        return {"gpt_b1": {ph: anchor for ph in hi.PHASES}, "c": {ph: case for ph in hi.PHASES}}
+
+    sim = run([10.0], [20.0])
+    # the host ran 2x slower in the second round: the case's ratio to the anchor stays 2
+    steady = run([10.0, 20.0, 10.0], [20.0, 40.0, 20.0])
+    assert hi.relative_errors(sim, [steady]) == {"c": {ph: 1.0 for ph in hi.PHASES}}
+    # two runs: ratios 2.5 (median of 2.5, 2.5, 3.0) and 2.0: their mean 2.25, the simulation's 2.0
+    err = hi.relative_errors(sim, [run([10.0, 10.0, 10.0], [25.0, 25.0, 30.0]), steady])["c"]["step"]
+    assert err == pytest.approx(2.0 / 2.25)
