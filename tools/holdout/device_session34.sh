@@ -10,7 +10,10 @@
 #      phases and a profile of each; then the host-bound runs' unprofiled phases (phases.py)
 #   d: the same host-bound runs and the anchor built in one process, steps interleaved
 #      (host_interleaved.py, 15 rounds): twice as they come, once pinned to two cores
-# Usage: tools/holdout/device_session34.sh OUTDIR a|b|c|d [WORKLOADS_DIR]
+#   e: (not run in session 34: the lease's time ran out) the interleaved runs with one profiled step
+#      of each case (host_interleaved.py --profile-dir): per-op host times of host-bound runs on the
+#      reference's host, for host_interleaved.py --op-costs
+# Usage: tools/holdout/device_session34.sh OUTDIR a|b|c|d|e [WORKLOADS_DIR]
 out=$1; part=s34$2
 source "$(dirname "$0")/device_env.sh"
 start=$(date +%s)
@@ -56,6 +59,13 @@ elif [ "$2" = d ]; then
       > "$out/host/interleaved_$run.log" 2>&1
     echo "interleaved $run rc=$? $(( $(date +%s) - start ))s" >> "$log"
   done
+elif [ "$2" = e ]; then
+  wl=$(cd "$3" && pwd)
+  all=gpt_b1,$(compare_py "','.join(compare.HOST_BOUND + compare.HOST_BOUND_BLIND)")
+  timeout 400 python3 "$H/host_interleaved.py" --gpt-dir "$wl" --only "$all" --rounds 10 \
+    --out "$out/host/interleaved_profiled.json" --profile-dir "$out/host/interleaved_traces" \
+    > "$out/host/interleaved_profiled.log" 2>&1
+  echo "interleaved profiled rc=$? $(( $(date +%s) - start ))s" >> "$log"
 else
   for case in host_hf_gpt2 host_timm_bit host_hf_swinv2 host_tv_resnet50; do
     args=$(compare_py "' '.join(compare.CASES['$case'][1])")
