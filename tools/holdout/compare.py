@@ -251,6 +251,8 @@ def case_set(case: str) -> str:
         return "dev"
     if case in HOST_BOUND:
         return "host"
+    if case in HOST_BOUND_BLIND:
+        return "host_blind"
     if case in COMPILED_FIT:
         return "c_fit"
     if case in COMPILED_HELD:

@@ -10,7 +10,9 @@ the libraries' own; only the size and the training loop are chosen here.
 """
 from __future__ import annotations
 
+import argparse
 import sys
+from collections.abc import Callable
 
 import torch
 import torch.nn as nn
@@ -374,7 +376,8 @@ MODELS = {
 }
 
 
-def parser():
+def parser() -> argparse.ArgumentParser:
+    """The zoo's command line (main's; host_interleaved.py parses each case's arguments with it)."""
     p = base_parser(__doc__)
     p.add_argument("--model", required=True, choices=sorted(MODELS))
     p.add_argument("--batch", type=int, default=None)
@@ -399,7 +402,7 @@ def main() -> None:
     run_loop(a, step, meta)
 
 
-def build(a):
+def build(a: argparse.Namespace) -> tuple[torch.nn.Module, Callable[[int], None]]:
     """The model and its training step for parsed arguments `a` (main's; also
     host_interleaved.py, which builds several in one process)."""
     batch, size = MODELS[a.model]
