@@ -1,0 +1,58 @@
+"""Write a smaller copy of a kept profile: the event categories no reader of this repository uses
+left out (issue #15's housekeeping: the device tool copies the tracked tree, 64 MiB at most).
+
+    python tools/holdout/slim_trace.py TRACE.pt.trace.json.gz [--drop ac2g,fwdbwd] [--out FILE]
+
+Default drop: the flow events (`ac2g`: a launch's arrow to its kernel; `fwdbwd`: forward op to
+backward node), which Perfetto draws but the calibration (trace_ops, families, host_costs) does
+not read: it links kernels to launches by `args.correlation` and ops by time ranges. The output
+is valid JSON (the family sweep's unescaped range names repaired, as trace_ops.load_events reads
+them), gzip level 9. Whatever was generated from the original must come out the same from the
+copy (tests/test_generated_data.py rebuilds the H100 family table from its sweeps)."""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from phantora_prof.calibrate.trace_ops import load_events  # noqa: E402
+
+
+def slim(src: Path, out: Path, drop: set[str]) -> tuple[int, int]:
+    events = load_events(src)
+    kept = [e for e in events if e.get("cat") not in drop]
+    with gzip.open(src, "rt") as f:
+        head = f.read(4096)
+    doc: dict = {}
+    try:  # the trace's top-level fields besides its events (schema version, device properties)
+        start = json.loads(head[: head.index('"traceEvents"')].rstrip().rstrip(",") + "}")
+        doc.update(start)
+    except ValueError:
+        pass
+    doc["traceEvents"] = kept
+    with gzip.open(out, "wt", compresslevel=9) as f:
+        json.dump(doc, f, separators=(",", ":"))
+    return len(events), len(kept)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("trace", type=Path)
+    p.add_argument("--drop", default="ac2g,fwdbwd")
+    p.add_argument("--out", type=Path, default=None, help="default: replace TRACE")
+    a = p.parse_args()
+    out = a.out or a.trace.with_name(a.trace.name + ".slim")
+    n, k = slim(a.trace, out, set(a.drop.split(",")))
+    if a.out is None:
+        out.replace(a.trace)
+        out = a.trace
+    print(f"{out}: {k} of {n} events kept, {out.stat().st_size} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
