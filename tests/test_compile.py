@@ -245,12 +245,7 @@ def test_dynamo_loads_when_the_program_first_compiles(cli):
     assert "utils modules 1 graphs counted 1" in r.stdout, r.stdout  # one module: the counts Dynamo made
 
 
-def test_what_real_scripts_do_with_compile(cli):
-    """Graph breaks (the broken part runs eagerly, both graphs compile), small constant tensors
-    made on the device inside the compiled function, a CPU tensor moved to the GPU inside it
-    (prims.device_put comes through the capture mode), the compiled model moved back to the
-    CPU while Dynamo's guards hold weak references to its parameters (Lightning's teardown), and
-    non-Inductor backends (eager ops)."""
+def test_a_graph_break_runs_the_broken_part_eagerly_and_compiles_both_graphs(cli):
     r = cli("--out", "gb", PY, SCRIPT, "graph_break")
     assert r.returncode == 0, r.stderr[-3000:]
     assert "runs eagerly" not in r.stderr
@@ -258,6 +253,13 @@ def test_what_real_scripts_do_with_compile(cli):
     graphs = {e["name"] for e in _events(doc, "user_annotation") if e["name"].startswith("## Call CompiledFxGraph")}
     assert len(graphs) >= 3  # two forward graphs around the break, and their backward(s)
 
+
+@pytest.mark.slow  # three simulations (~25 s of the default run's 10 minutes); graph breaks stay in it
+def test_what_real_scripts_do_with_compile(cli):
+    """Small constant tensors made on the device inside the compiled function, a CPU tensor moved
+    to the GPU inside it (prims.device_put comes through the capture mode), the compiled model
+    moved back to the CPU while Dynamo's guards hold weak references to its parameters
+    (Lightning's teardown), and non-Inductor backends (eager ops)."""
     r = cli("--no-trace", PY, SCRIPT, "constant")
     assert r.returncode == 0, r.stderr[-3000:]
     assert "runs eagerly" not in r.stderr and "shape (1024,)" in r.stdout
