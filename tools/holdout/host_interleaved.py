@@ -5,7 +5,9 @@ lease 0.5-1.3x apart, steps alternating 7.5 / 12.5 ms), so comparing host-bound 
 separate processes mixes the model's host cost with the host's mood. Here every case is built in
 one process and each round runs one step of each case in turn: a slow spell hits all cases of a
 round alike, and each case's time is read against the anchor's in the same round (the reference
-gpt.py at batch 1 / seq 64, whose forward host time fixes the reference host's speed).
+gpt.py at batch 1 / seq 64: the workload the host model's per-op table was fitted on, whose step
+the simulation matches on a host of the reference's speed; its forward / backward split it does
+not: real_h200/session34/README.md).
 
     python tools/holdout/host_interleaved.py --gpt-dir DIR [--rounds 15] [--only CASES] [--out FILE]
     phantora-prof --gpu h100 python tools/holdout/host_interleaved.py --gpt-dir DIR --rounds 1 --out SIM.json
@@ -28,11 +30,12 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _gpt_b1(gpt_dir: str):
+def _gpt_b1(gpt_dir: str) -> Callable[[int], None]:
     """The reference gpt.py's step at batch 1 / seq 64 (its own model and optimizer)."""
     import torch
 
@@ -57,7 +60,7 @@ def _gpt_b1(gpt_dir: str):
     return step
 
 
-def _zoo_step(argv: list[str]):
+def _zoo_step(argv: list[str]) -> Callable[[int], None]:
     import zoo
 
     a = zoo.parser().parse_args(argv)
