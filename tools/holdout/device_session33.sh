@@ -22,10 +22,6 @@ sweep() {
     --out "$out/sweep/sw$1.pt.trace.json.gz" > "$out/sweep/sw$1.log" 2>&1
   echo "sweep sw$1 $2 rc=$? $(( $(date +%s) - start ))s" >> "$log"
 }
-# compare_py EXPRESSION: a value of compare.py's (its case lists)
-compare_py() {
-  python3 -c "import sys; sys.path.insert(0, '$H'); import compare; print($1)"
-}
 if [ "$2" = a ]; then
   bash "$H/device_blind.sh" "$out" blind10 "$blind" >> "$log" 2>&1
   sweep 12 reductions_outer 150
@@ -39,10 +35,6 @@ elif [ "$2" = d ]; then
   sweep 15 reductions_outer 200
 else
   mkdir -p "$out/host"
-  for case in $(compare_py "' '.join(compare.HOST_BOUND)"); do
-    args=$(compare_py "' '.join(compare.CASES['$case'][1])")
-    p=$(cd "$H" && timeout 60 python3 phases.py zoo.py $args --steps 10 2>&1 | grep '^PHASES ')
-    echo "$case $p" >> "$out/host/phases_host33.txt"
-  done
+  host_bound_phases "$out/host/phases_host33.txt"
   echo "phases $(( $(date +%s) - start ))s" >> "$log"
 fi

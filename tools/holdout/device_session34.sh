@@ -17,9 +17,6 @@
 out=$1; part=s34$2
 source "$(dirname "$0")/device_env.sh"
 start=$(date +%s)
-compare_py() {
-  python3 -c "import sys; sys.path.insert(0, '$H'); import compare; print($1)"
-}
 mkdir -p "$out/host/traces"
 if [ "$2" = a ]; then
   python3 -m phantora_prof.measure.host_probe --out "$out/host/host_probe_host34.json" > /dev/null 2>&1
@@ -44,11 +41,7 @@ elif [ "$2" = c ]; then
     (cd "$wl" && timeout 60 python3 gpt.py $args --steps 8 --profile-dir "$out/anchor/$name") > "$out/anchor/profiled_$name.log" 2>&1
     echo "anchor $name rc=$? $(( $(date +%s) - start ))s" >> "$log"
   done
-  for case in $(compare_py "' '.join(compare.HOST_BOUND)"); do
-    args=$(compare_py "' '.join(compare.CASES['$case'][1])")
-    p=$(cd "$H" && timeout 60 python3 phases.py zoo.py $args --steps 10 2>&1 | grep '^PHASES ')
-    echo "$case $p" >> "$out/host/phases_c.txt"
-  done
+  host_bound_phases "$out/host/phases_c.txt"
   echo "phases $(( $(date +%s) - start ))s" >> "$log"
 elif [ "$2" = d ]; then
   wl=$(cd "$3" && pwd)

@@ -14,6 +14,7 @@ so compare GPU figures, not profiled step times, between the two sides.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -30,12 +31,18 @@ TRACE_DIRS = (REAL / "traces", REAL / "zoo" / "traces", REAL / "session10" / "tr
 CATEGORIES = ("gemm", "attention", "elementwise", "reduction", "normalization", "optimizer", "memcpy", "memset")
 
 
+@functools.cache
+def _archived() -> dict[str, str]:
+    """Kept profiles taken out of the tree (real_h200/archived.json): path -> the commit holding it."""
+    return json.loads((REAL / "archived.json").read_text())["archived"]
+
+
 def real_trace(case: str) -> Path | None:
     for d in TRACE_DIRS:
         p = d / f"{case}.pt.trace.json.gz"
         if p.exists():
             return p
-    archived = json.loads((REAL / "archived.json").read_text())["archived"]
+    archived = _archived()
     for d in TRACE_DIRS:
         rel = str((d / f"{case}.pt.trace.json.gz").relative_to(REAL))
         if rel in archived:  # taken out of the tree (archived.json says why): say how to get it back

@@ -50,14 +50,9 @@ def _gpt_b1(gpt_dir: str) -> Callable[[int], None]:
     x = torch.randint(0, vocab, (1, seq), device="cuda")
     y = torch.randint(0, vocab, (1, seq), device="cuda")
 
-    def step(i):
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(x, y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    import zoo
 
-    return step
+    return zoo._train_step(lambda: model(x, y), opt)  # gpt.py's step: autocast forward, backward, step, zero_grad
 
 
 def _zoo_step(argv: list[str]) -> Callable[[int], None]:
@@ -205,9 +200,9 @@ def main() -> int:
     a = p.parse_args()
     sys.path.insert(0, HERE)
     import torch
-    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
     import compare
+    import phases
 
     names = a.only.split(",") if a.only else ["gpt_b1", *compare.HOST_BOUND]
     steps = {}
@@ -215,29 +210,14 @@ def main() -> int:
         steps[name] = _gpt_b1(a.gpt_dir) if name == "gpt_b1" else _zoo_step(compare.CASES[name][1])
     marks: dict[str, float] = {}
 
-    def opt_pre(*_):  # a hook must return None
-        marks.setdefault("opt0", time.perf_counter())
+    def mark(kind: str) -> None:  # a step's first optimizer step and backward, and their last ends
+        t = time.perf_counter()
+        if kind in ("opt0", "bwd0"):
+            marks.setdefault(kind, t)
+        else:
+            marks[kind] = t
 
-    def opt_post(*_):
-        marks["opt1"] = time.perf_counter()
-
-    from torch.optim import optimizer as _optimizer
-
-    handle = register_optimizer_step_pre_hook(opt_pre)
-    # first of the global pre-hooks, as in phases.py: under phantora-prof the simulator's own hook
-    # charges the step's per-parameter host work, which belongs to the optimizer phase
-    _optimizer._global_optimizer_pre_hooks.move_to_end(handle.id, last=False)
-    register_optimizer_step_post_hook(opt_post)
-    backward = torch.autograd.backward
-
-    def timed_backward(*args, **kwargs):
-        marks.setdefault("bwd0", time.perf_counter())
-        try:
-            return backward(*args, **kwargs)
-        finally:
-            marks["bwd1"] = time.perf_counter()
-
-    torch.autograd.backward = timed_backward
+    phases.mark_phases(mark)
     out = {n: {"forward": [], "backward": [], "optimizer": [], "step": []} for n in names}
     for r in range(a.warmup + a.rounds):
         for name in names:

@@ -24,6 +24,7 @@ import os
 import runpy
 import sys
 import time
+from collections.abc import Callable
 
 WARM_STEPS = 3
 
@@ -52,6 +53,37 @@ def phases_of(marks: list[tuple[str, float]]) -> dict[str, list[float]]:
     return out
 
 
+def mark_phases(mark: Callable[[str], None]) -> None:
+    """Call `mark("opt0")` / `mark("opt1")` around every optimizer step and `mark("bwd0")` /
+    `mark("bwd1")` around every `torch.autograd.backward` (Tensor.backward goes through it).
+    The optimizer pre-hook goes first of the global pre-hooks: under phantora-prof the
+    simulator's own hook charges the step's per-parameter host work, which belongs to the
+    optimizer phase. (Also host_interleaved.py's.)"""
+    import torch
+    from torch.optim import optimizer as _optimizer
+    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+    def opt_pre(*_) -> None:  # a hook must return None
+        mark("opt0")
+
+    def opt_post(*_) -> None:
+        mark("opt1")
+
+    handle = register_optimizer_step_pre_hook(opt_pre)
+    _optimizer._global_optimizer_pre_hooks.move_to_end(handle.id, last=False)
+    register_optimizer_step_post_hook(opt_post)
+    backward = torch.autograd.backward
+
+    def timed_backward(*a, **k):
+        mark("bwd0")
+        try:
+            return backward(*a, **k)
+        finally:
+            mark("bwd1")
+
+    torch.autograd.backward = timed_backward
+
+
 def main() -> None:
     args = sys.argv[1:]
     cprofile_out = None
@@ -60,7 +92,6 @@ def main() -> None:
     script_dir = os.path.dirname(os.path.abspath(args[0]))
     sys.path.insert(0, script_dir)
     import torch
-    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
     marks: list[tuple[str, float]] = []
     prof = None
@@ -69,32 +100,14 @@ def main() -> None:
         prof = cProfile.Profile()
     opt_steps = [0]
 
-    def opt_pre(*a):
-        marks.append(("opt0", time.perf_counter()))
+    def mark(kind: str) -> None:
+        marks.append((kind, time.perf_counter()))
+        if kind == "opt1":
+            opt_steps[0] += 1
+            if prof is not None and opt_steps[0] == WARM_STEPS:
+                prof.enable()
 
-    def opt_post(*a):
-        marks.append(("opt1", time.perf_counter()))
-        opt_steps[0] += 1
-        if prof is not None and opt_steps[0] == WARM_STEPS:
-            prof.enable()
-
-    from torch.optim import optimizer as _optimizer
-
-    handle = register_optimizer_step_pre_hook(opt_pre)
-    # first of the global pre-hooks: under phantora-prof the simulator's own hook charges the
-    # step's per-parameter host work, which belongs to the optimizer phase
-    _optimizer._global_optimizer_pre_hooks.move_to_end(handle.id, last=False)
-    register_optimizer_step_post_hook(opt_post)
-    backward = torch.autograd.backward
-
-    def timed_backward(*a, **k):
-        marks.append(("bwd0", time.perf_counter()))
-        try:
-            return backward(*a, **k)
-        finally:
-            marks.append(("bwd1", time.perf_counter()))
-
-    torch.autograd.backward = timed_backward
+    mark_phases(mark)
     synchronize = torch.cuda.synchronize
 
     def timed_synchronize(*a, **k):
