@@ -91,3 +91,19 @@ def test_the_op_cpu_developer_aid_leaves_the_traces_as_they_are(cli):
     ops = {row["op"]: row for row in rows["ops"]}
     assert ops["aten.mm.default"]["calls"] > 0 and ops["aten.mm.default"]["cpu_s"] > 0
     assert rows["calls"] == sum(row["calls"] for row in rows["ops"])
+
+
+def test_the_python_dispatch_entry_gives_the_golden_traces(cli):
+    """The capture mode is entered from C++ through the host model's C extension
+    (CaptureMode._native_entry: prim::device answered in C, the rest run with the Python hook
+    paused); PHANTORA_PYTHON_DISPATCH_ENTRY=1 enters its Python method directly. Speed only:
+    the simulation is the same either way."""
+    golden = json.loads(GOLDEN.read_text())
+    if golden.get("torch") != _torch_version():
+        pytest.skip(f"golden traces were written with torch {golden.get('torch')}, this is {_torch_version()}")
+    opts, script, args = CASES["tiny_gpt_1rank"]
+    r = cli(*opts, "--out", "out", PY, str(SCRIPTS / script), *args, timeout=600,
+            env={"PHANTORA_PYTHON_DISPATCH_ENTRY": "1"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert {p.name: digest(p) for p in sorted((cli.cwd / "out").glob("rank*.pt.trace.json.gz"))} == \
+        golden["cases"]["tiny_gpt_1rank"]["traces"]

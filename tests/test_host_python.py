@@ -196,6 +196,73 @@ def test_our_frame_that_resumes_counting_is_still_not_counted(native, tmp_path):
     assert op2 - op1 > 9 * 5  # counting goes on after it
 
 
+def test_paused_call_runs_its_function_uncounted(native):
+    """paused_call(fn, ...) (C, no frame of its own) is how C++ callers reach Python that is not
+    the program's with the hook off: torch's dispatch-rule lookup (runtime/host/pyhost.py)."""
+    native.configure("/nonexistent/", [])
+    native.attach()
+    try:
+        py0, op0, _ = native.counts()
+        r = native.paused_call(_fib, 8)
+        kw = native.paused_call(sorted, [3, 1, 2], reverse=True)
+        py1, op1, _ = native.counts()
+        with pytest.raises(ZeroDivisionError):
+            native.paused_call(lambda: 1 / 0)
+        py2, _, _ = native.counts()
+        _fib(4)
+        py3, _, _ = native.counts()
+    finally:
+        native.detach()
+    assert (r, kw) == (21, [3, 2, 1])
+    assert py1 - py0 == 0 and op1 - op0 < 40  # fib(8)'s 67 calls (~600 instructions) are not counted
+    assert py3 - py2 == 9  # counting resumed after the exception: fib(4)'s 9 calls
+
+
+class _Mode:
+    in_kernel_invocation = False
+
+
+class _Fake:
+    """Stands for a FakeTensor: its instance dict holds its mode and its device."""
+
+    def __init__(self, mode, device):
+        self.fake_mode, self._fake_device = mode, device
+
+
+def test_dispatch_entry_answers_prim_device_in_c_and_runs_the_rest_paused(native):
+    """The capture mode's entry from C++ (CaptureMode._native_entry): prim::device of a tensor
+    of the configured fake mode is read from its instance dict unless the mode is inside a
+    kernel invocation; every other call reaches the Python method with the hook paused."""
+    prim, other = object(), object()
+    mode = _Mode()
+    calls = []
+
+    def impl(self, func, types, args, kwargs=None):
+        calls.append(func)
+        _fib(8)
+        return "python"
+
+    mine, theirs = _Fake(mode, "cuda:1"), _Fake(_Mode(), "cuda:1")
+    native.configure("/nonexistent/", [])
+    native.set_dispatch(impl, prim, mode, "_fake_device")
+    native.attach()
+    try:
+        py0, _, _ = native.counts()
+        fast = native.dispatch_entry(None, prim, (), (mine,), {})
+        foreign = native.dispatch_entry(None, prim, (), (theirs,), {})
+        mode.in_kernel_invocation = True
+        inside = native.dispatch_entry(None, prim, (), (mine,), {})
+        mode.in_kernel_invocation = False
+        op = native.dispatch_entry(None, other, (), (1, 2), None)
+        py1, _, _ = native.counts()
+    finally:
+        native.detach()
+        native.set_dispatch(impl, None, None, None)
+    assert fast == "cuda:1"
+    assert (foreign, inside, op) == ("python", "python", "python") and calls == [prim, prim, other]
+    assert py1 - py0 == 0  # impl's fib(8) ran paused, three times
+
+
 def _run(script: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     path = tmp_path / "train.py"
     path.write_text(textwrap.dedent(script))

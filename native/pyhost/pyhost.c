@@ -312,17 +312,25 @@ static PyObject *detach(PyObject *self, PyObject *noargs) {
  * resume() before it returns (nested calls count, the outermost resume restores the hook);
  * the frame that paused is one of ours, so its return event, seen after resume, balances
  * the depth its call event added. */
-static PyObject *pause_hook(PyObject *self, PyObject *noargs) {
+static void pause_here(void) {
     if (tls.attached && tls.paused++ == 0 && !PAUSE_IN_HOOK) {
         PyEval_SetTrace(NULL, NULL);
     }
+}
+
+static void resume_here(void) {
+    if (tls.attached && tls.paused > 0 && --tls.paused == 0 && !PAUSE_IN_HOOK) {
+        PyEval_SetTrace(profile, NULL);
+    }
+}
+
+static PyObject *pause_hook(PyObject *self, PyObject *noargs) {
+    pause_here();
     Py_RETURN_NONE;
 }
 
 static PyObject *resume_hook(PyObject *self, PyObject *noargs) {
-    if (tls.attached && tls.paused > 0 && --tls.paused == 0 && !PAUSE_IN_HOOK) {
-        PyEval_SetTrace(profile, NULL);
-    }
+    resume_here();
     Py_RETURN_NONE;
 }
 
@@ -443,6 +451,9 @@ static void charge_trampoline(void) {
         return;  /* nothing counted since the last charge: the callback would charge 0 */
     }
     PyGILState_STATE gil = PyGILState_Ensure();
+    /* the callback is the simulator's Python: run with the hook off, as pause() would (a
+     * traced frame runs on CPython's slow tracing path; issue #18) */
+    pause_here();
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
     PyObject *r = PyObject_CallNoArgs(g_charge_cb);
@@ -452,6 +463,7 @@ static void charge_trampoline(void) {
         Py_DECREF(r);
     }
     PyErr_Restore(et, ev, tb);
+    resume_here();
     PyGILState_Release(gil);
 }
 
@@ -469,7 +481,113 @@ static PyObject *set_charge(PyObject *self, PyObject *cb) {
     return PyLong_FromVoidPtr((void *)charge_trampoline);
 }
 
+/* The capture mode's entry from C++ (runtime/dispatch/capture.py): torch calls the mode's
+ * `__torch_dispatch__`, which the mode sets on itself to types.MethodType(dispatch_entry,
+ * mode) (torch requires a method bound to the mode). Two things happen here without a Python
+ * frame (issue #18):
+ *  - prim::device, which C++ asks of fake tensors more often than all ops together (~4,800
+ *    times per GPT-2 step, from autograd's checks), is answered from the tensor's instance
+ *    dict: its fake device, when it belongs to the configured FakeTensorMode and that mode is
+ *    not inside a kernel invocation (FakeTensor.device's own rule);
+ *  - everything else runs the mode's Python method with the hook paused: a frame of the
+ *    simulator's entered while the hook is on runs on CPython's slow tracing path until it
+ *    pauses.
+ * set_dispatch(impl, prim_device, fake_mode, device_key) configures it: `impl` the Python
+ * method's function, called as impl(mode, func, types, args, kwargs); a fake_mode or
+ * device_key of None leaves prim::device to it too. */
+static PyObject *g_prim_device = NULL;
+static PyObject *g_fake_mode = NULL;
+static PyObject *g_device_key = NULL;
+static PyObject *str_fake_mode = NULL;
+static PyObject *str_in_kernel = NULL;
+static PyObject *str_dict = NULL;
+
+static PyObject *g_dispatch_impl = NULL;
+
+static PyObject *set_dispatch(PyObject *self, PyObject *args) {
+    PyObject *impl, *prim, *mode, *key;
+    if (!PyArg_ParseTuple(args, "OOOO", &impl, &prim, &mode, &key)) {
+        return NULL;
+    }
+    Py_XSETREF(g_dispatch_impl, Py_NewRef(impl));
+    Py_XSETREF(g_prim_device, prim == Py_None ? NULL : Py_NewRef(prim));
+    Py_XSETREF(g_fake_mode, mode == Py_None ? NULL : Py_NewRef(mode));
+    Py_XSETREF(g_device_key, key == Py_None ? NULL : Py_NewRef(key));
+    Py_RETURN_NONE;
+}
+
+/* The fake device of `t` (a new reference), or NULL without an error when the fast answer
+ * does not apply. */
+static PyObject *fake_device_of(PyObject *t) {
+    if (g_prim_device == NULL || g_fake_mode == NULL || g_device_key == NULL) {
+        return NULL;
+    }
+    PyObject *d = PyObject_GetAttr(t, str_dict);
+    if (d == NULL || !PyDict_Check(d)) {
+        PyErr_Clear();
+        Py_XDECREF(d);
+        return NULL;
+    }
+    PyObject *dev = NULL;
+    if (PyDict_GetItemWithError(d, str_fake_mode) == g_fake_mode) {
+        PyObject *in_kernel = PyObject_GetAttr(g_fake_mode, str_in_kernel);
+        if (in_kernel != NULL && in_kernel == Py_False) {
+            dev = PyDict_GetItemWithError(d, g_device_key);
+            if (dev == Py_None) {
+                dev = NULL;
+            }
+            Py_XINCREF(dev);
+        }
+        Py_XDECREF(in_kernel);
+    }
+    PyErr_Clear();
+    Py_DECREF(d);
+    return dev;
+}
+
+static PyObject *dispatch_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+    (void)self;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs < 1 || g_dispatch_impl == NULL) {
+        PyErr_SetString(PyExc_TypeError, "dispatch_entry(mode, func, types, args, kwargs) before set_dispatch()");
+        return NULL;
+    }
+    if (kwnames == NULL && nargs >= 4 && args[1] == g_prim_device && PyTuple_Check(args[3]) &&
+        PyTuple_GET_SIZE(args[3]) == 1) {
+        PyObject *dev = fake_device_of(PyTuple_GET_ITEM(args[3], 0));
+        if (dev != NULL) {
+            return dev;
+        }
+    }
+    pause_here();
+    PyObject *r = PyObject_Vectorcall(g_dispatch_impl, args, nargs, kwnames);
+    resume_here();
+    return r;
+}
+
+/* paused_call(fn, *args, **kwargs): fn(*args, **kwargs) with the hook paused, entered from C.
+ * types.MethodType(paused_call, fn) is a callable to hand to code that calls the simulator's
+ * (or torch's mode-only) Python from C++ while the hook is on: no Python frame of the
+ * wrapper, and fn's frames off the slow tracing path (issue #18). */
+static PyObject *paused_call(PyObject *self, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+    (void)self;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "paused_call(fn, *args, **kwargs)");
+        return NULL;
+    }
+    pause_here();
+    PyObject *r = PyObject_Vectorcall(args[0], args + 1, nargs - 1, kwnames);
+    resume_here();
+    return r;
+}
+
 static PyMethodDef methods[] = {
+    {"set_dispatch", set_dispatch, METH_VARARGS, "set_dispatch(impl, prim_device, fake_mode, device_key): configure dispatch_entry"},
+    {"dispatch_entry", (PyCFunction)(void (*)(void))dispatch_entry, METH_FASTCALL | METH_KEYWORDS,
+     "dispatch_entry(mode, func, types, args, kwargs): a capture mode's entry (prim::device in C, the rest paused)"},
+    {"paused_call", (PyCFunction)(void (*)(void))paused_call, METH_FASTCALL | METH_KEYWORDS,
+     "paused_call(fn, *args, **kwargs): fn's result, run with the hook paused"},
     {"set_charge", set_charge, METH_O, "set_charge(fn): address of a C function that calls fn (error state kept)"},
     {"by_code", by_code, METH_O, "by_code(on): also count per code object (diagnostics)"},
     {"code_counts", code_counts, METH_NOARGS, "[(file, line, qualname, calls, opcodes)] counted by code object"},
@@ -492,7 +610,11 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "phantora_pyhost", NU
 PyMODINIT_FUNC PyInit_phantora_pyhost(void) {
     str_trace_opcodes = PyUnicode_InternFromString("f_trace_opcodes");
     str_trace_lines = PyUnicode_InternFromString("f_trace_lines");
-    if (str_trace_opcodes == NULL || str_trace_lines == NULL) {
+    str_fake_mode = PyUnicode_InternFromString("fake_mode");
+    str_in_kernel = PyUnicode_InternFromString("in_kernel_invocation");
+    str_dict = PyUnicode_InternFromString("__dict__");
+    if (str_trace_opcodes == NULL || str_trace_lines == NULL || str_fake_mode == NULL || str_in_kernel == NULL ||
+        str_dict == NULL) {
         return NULL;
     }
     return PyModule_Create(&module);

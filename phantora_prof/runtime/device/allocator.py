@@ -755,9 +755,19 @@ class AllocatorModel:
         self._dead_watch[id(ref)] = (ref, block)
 
     def _storage_died(self, ref: weakref.ref) -> None:
-        entry = self._dead_watch.pop(id(ref), None)
-        if entry is not None:
-            self._release(entry[1])
+        quiet = _SIMULATOR_SECTION
+        if quiet is None:
+            entry = self._dead_watch.pop(id(ref), None)
+            if entry is not None:
+                self._release(entry[1])
+            return
+        quiet[0]()  # the program's Python hook off (runtime/host/pyhost.py): this is the simulator's work
+        try:
+            entry = self._dead_watch.pop(id(ref), None)
+            if entry is not None:
+                self._release(entry[1])
+        finally:
+            quiet[1]()
 
     def _release(self, block: Block) -> None:
         with self._lock:
@@ -912,6 +922,15 @@ def _oom_error(msg: str) -> Exception:
 # ---------------------------------------------------------------- per-device models
 
 _models: dict[int, AllocatorModel] = {}  # device -> its allocator (runtime/device/memory.py's api() makes them)
+# (pause, resume) of the host model's Python hook (runtime/host/pyhost.py) when it runs: a
+# storage's death callback fires from C++ wherever the program is, with the hook on, and
+# the simulator's Python would otherwise run on CPython's slow tracing path (issue #18)
+_SIMULATOR_SECTION: tuple[Callable[[], None], Callable[[], None]] | None = None
+
+
+def set_simulator_section(pause: Callable[[], None] | None, resume: Callable[[], None] | None) -> None:
+    global _SIMULATOR_SECTION
+    _SIMULATOR_SECTION = None if pause is None or resume is None else (pause, resume)
 
 
 def model(device: int = 0) -> AllocatorModel:

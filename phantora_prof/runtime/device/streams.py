@@ -30,13 +30,20 @@ def _device_index(device: Any) -> int:
 def host_sync(kind: SyncKind, target: int, device: int, external_id: int = -1) -> None:
     """Block the virtual host until the coordinator says the awaited GPU work is done."""
     st = _state.get()
-    st.syncs += 1
-    reply = st.channel.request(SyncRequest(st.config.rank, kind, target, device, st.clock.now_ns,
-                                           st.tid(), external_id))
-    st.clock.advance_to(reply)
-    from phantora_prof.runtime.device import memory
+    host = st.pyhost
+    if host is not None:  # called from the program too (torch.cuda.synchronize): the simulator's
+        host.native.pause()  # Python off the slow tracing path of the host model's hook (issue #18)
+    try:
+        st.syncs += 1
+        reply = st.channel.request(SyncRequest(st.config.rank, kind, target, device, st.clock.now_ns,
+                                               st.tid(), external_id))
+        st.clock.advance_to(reply)
+        from phantora_prof.runtime.device import memory
 
-    memory.note_host_sync(device)
+        memory.note_host_sync(device)
+    finally:
+        if host is not None:
+            host.native.resume()
 
 
 class SimStream:

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 import threading
+from types import MethodType
 from typing import Any, Iterator
 
 import torch
@@ -59,6 +61,9 @@ _VIEW_OPS = {
 _MEMSET_OPS = {"aten::zero_", "aten::zeros", "aten::zeros_like", "aten::new_zeros"}
 
 _PRIM_DEVICE = torch.ops.prim.device.default
+# "1": C++ calls the mode's Python __torch_dispatch__ directly, not through the C entry
+# (CaptureMode._native_entry), e.g. to rule it out when something misbehaves
+ENV_PYTHON_ENTRY = "PHANTORA_PYTHON_DISPATCH_ENTRY"
 _DEVICE_PUT = torch.ops.prims.device_put.default
 _SDP_CHOICE = aten._fused_sdp_choice.default
 _LOCAL_SCALAR_DENSE = aten._local_scalar_dense.default
@@ -178,6 +183,25 @@ class CaptureMode(TorchDispatchMode):
             rec = self._rec
             self.st.pyhost.in_subclass = lambda: rec.tls().subclass_open  # Python inside a subclass's dispatch
         annotations.set_boundary_hook(self._close_autograd)
+        self._native_entry(wrapper)
+
+    def _native_entry(self, wrapper: fake_wrap.FakeWrapper) -> None:
+        """Enter from C++ through the host model's C extension (native/pyhost/pyhost.c
+        dispatch_entry): prim::device answered there, everything else run with the Python hook
+        paused from the first instruction (issue #18). Torch looks `__torch_dispatch__` up on
+        the mode object (and wants it bound to the mode), so a bound instance attribute takes
+        the class method's place. Off without
+        a C compiler, with the FakeTensor fast path off, or under the self-profiler (which
+        counts every entry)."""
+        from phantora_prof.runtime.host import pyhost
+
+        if os.environ.get(ENV_PYTHON_ENTRY, "") not in ("", "0") or self.st.self_profile is not None:
+            return
+        native = pyhost.load()
+        if native is None or not hasattr(native, "dispatch_entry"):
+            return
+        native.set_dispatch(CaptureMode.__torch_dispatch__, _PRIM_DEVICE, self.fake_mode, wrapper.device_key)
+        self.__torch_dispatch__ = MethodType(native.dispatch_entry, self)
 
     def adopt_thread(self) -> None:
         """The calling thread (one the program started) dispatches through this mode from now on

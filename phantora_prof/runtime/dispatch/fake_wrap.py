@@ -85,6 +85,11 @@ class FakeWrapper:
         t.__dict__.update(template)
         return t
 
+    @property
+    def device_key(self) -> str | None:
+        """The instance-dict key of a fake tensor's device (the fast path's; None when off)."""
+        return self._device_key if self.fast else None
+
     def device_of(self, t: Any) -> torch.device | None:
         """What `t.device` says for a fake tensor of this mode outside a kernel invocation (its
         fake device), read from its instance dict; None when that does not apply (another

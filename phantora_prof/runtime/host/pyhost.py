@@ -20,6 +20,7 @@ import gc
 import logging
 import os
 import threading
+import types
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -150,6 +151,7 @@ def install(py_call_ns: float, opcode_ns: float, subclass_opcode_ns: float | Non
     native.configure(str(PACKAGE_DIR) + os.sep, sorted(PROGRAM_FILES))
     for code in _mode_only_code() + _blocking_wait_code():
         native.mark_ours(code)
+    _pause_rule_lookup(native)
     host = PythonHostTime(native, py_call_ns, opcode_ns, subclass_opcode_ns)
     profile_dir = os.environ.get(ENV_PROFILE)
     if profile_dir:
@@ -182,6 +184,23 @@ def _mode_only_code() -> list[Any]:
         return []
     fn = getattr(simple_registry, "find_torch_dispatch_rule", None)
     return [fn.__code__] if fn is not None and hasattr(fn, "__code__") else []
+
+
+def _pause_rule_lookup(native: Any) -> None:
+    """torch's C++ calls `find_torch_dispatch_rule` before every call into a Python mode, with
+    the hook on: its frames (not counted, _mode_only_code) then ran on CPython's slow tracing
+    path, ~3 frames per captured op. Wrapped in the extension's `paused_call` (C, no frame of
+    its own), they run paused. torch keeps the function it finds at its first mode dispatch,
+    so this runs before any (issue #18)."""
+    if not hasattr(native, "paused_call"):
+        return
+    try:
+        from torch._library import simple_registry
+    except ImportError:  # torch < 2.4
+        return
+    fn = getattr(simple_registry, "find_torch_dispatch_rule", None)
+    if isinstance(fn, types.FunctionType):
+        simple_registry.find_torch_dispatch_rule = types.MethodType(native.paused_call, fn)
 
 
 def _profile_by_code(native: Any, folder: Path) -> None:

@@ -104,6 +104,9 @@ def _install_host_python(st: RuntimeState, clock: _clock.VirtualClock) -> None:
         if host is not None:
             clock.set_pending(host.pending_ns)
             st.pyhost = host
+            from phantora_prof.runtime.device import allocator
+
+            allocator.set_simulator_section(host.native.pause, host.native.resume)
     dataloader.install(clock, st.pyhost)
 
 
