@@ -289,9 +289,30 @@ static PyObject *configure(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* Python 3.12 delivers opcode events to a trace function only if, when the function was set,
+ * some frame had already asked for them (the interpreter's f_opcode_trace_set flag, raised by
+ * the first `frame.f_trace_opcodes = True`): the frames this hook asks later got none, and no
+ * instruction was counted on 3.12. Raise the flag first, with the caller's frame (its own
+ * setting put back). 3.11 and 3.13 do not need it. */
+static void enable_opcode_events(void) {
+#if PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030D0000
+    PyFrameObject *frame = PyEval_GetFrame();  /* borrowed */
+    if (frame == NULL) {
+        return;
+    }
+    PyObject *was = PyObject_GetAttr((PyObject *)frame, str_trace_opcodes);
+    if (was == NULL || PyObject_SetAttr((PyObject *)frame, str_trace_opcodes, Py_True) < 0 ||
+        PyObject_SetAttr((PyObject *)frame, str_trace_opcodes, was) < 0) {
+        PyErr_Clear();
+    }
+    Py_XDECREF(was);
+#endif
+}
+
 /* Start counting on the calling thread (idempotent). */
 static PyObject *attach(PyObject *self, PyObject *noargs) {
     if (!tls.attached) {
+        enable_opcode_events();
         PyEval_SetTrace(profile, NULL);
         tls.attached = 1;
     }
