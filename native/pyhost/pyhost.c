@@ -412,6 +412,19 @@ static PyObject *take(PyObject *self, PyObject *noargs) {
     return Py_BuildValue("(LL)", dpy, dc);
 }
 
+/* The clock's question at every read (runtime/host/pyhost.py pending_ns), answered in one C
+ * call: None when this thread does not count (not attached), 0 when nothing was counted since
+ * the last take(), else take()'s answer. */
+static PyObject *pending(PyObject *self, PyObject *noargs) {
+    if (!tls.attached) {
+        Py_RETURN_NONE;
+    }
+    if (tls.marked && tls.py_calls == tls.last_py && tls.c_calls == tls.last_c) {
+        return PyLong_FromLong(0);
+    }
+    return take(self, noargs);
+}
+
 /* In a child process after fork: the thread that forked keeps its counts; start over. */
 static PyObject *reset(PyObject *self, PyObject *noargs) {
     tls.py_calls = 0;
@@ -623,6 +636,7 @@ static PyMethodDef methods[] = {
     {"user_end", user_end, METH_O, "back to the wrapper (user_begin's value)"},
     {"resume", resume_hook, METH_NOARGS, "switch it back on after the outermost pause"},
     {"reset", reset, METH_NOARGS, "zero this thread's counts"},
+    {"pending", pending, METH_NOARGS, "None if this thread is not counting, 0 if nothing since the last take(), else take()"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -206,7 +206,8 @@ class RankTimeline:
         self._recorded_ops: dict[int, tuple[Span, OpCall, list]] = {}
         self._node_of: dict[int, tuple[int, int, Span]] = {}  # evaluate_function record id -> node (seq, fwd, span)
         self._child_id = 0  # temporary External ids of ops from the children table (negative)
-        self._copies: dict[int, Span] = {}  # id(span) -> its copy in the last window built
+        # id(span) -> its copy in the last window built; None: the last build used the spans themselves
+        self._copies: dict[int, Span] | None = {}
         # the CUDA graph replay being drawn: (its id, the launch's correlation, host time, thread,
         # streams that already ran one of its nodes)
         self._graph_launch: tuple[int, int, int, int, set] | None = None
@@ -577,11 +578,15 @@ class RankTimeline:
                             {"External id": a.external_id}, on_gpu=True, device=inside[0].device))
         return out
 
-    def _window_spans(self, start_ns: int | None, end_ns: int | None) -> list[Span]:
+    def _window_spans(self, start_ns: int | None, end_ns: int | None, in_place: bool = False) -> list[Span]:
         """Copies of the spans a profiler window [start_ns, end_ns] records: host events that
-        start inside it, and the GPU work launched inside it (wherever it runs)."""
+        start inside it, and the GPU work launched inside it (wherever it runs). `in_place`
+        (the whole run, built last): the spans themselves, no copies."""
         self._pending_shape_args()
         everything = self.spans + self._annotation_spans()
+        if in_place and start_ns is None:
+            self._copies = None
+            return everything
         if start_ns is None:
             chosen = everything
         else:
@@ -609,17 +614,20 @@ class RankTimeline:
         return out
 
     def build(self, base_time_ns: int, trace_name: str = "", start_ns: int | None = None,
-              end_ns: int | None = None, record_shapes: bool = True, profile_memory: bool = False) -> RankTrace:
+              end_ns: int | None = None, record_shapes: bool = True, profile_memory: bool = False,
+              in_place: bool = False) -> RankTrace:
         """The RankTrace of the whole run (no window) or of a profiler window. It makes only
         objects the trace keeps (copies of the spans), so the cyclic collector pauses meanwhile
-        (engine/collector.py: it walked them at every collection, 25% of the build)."""
+        (engine/collector.py: it walked them at every collection, 25% of the build).
+        `in_place`: the whole run's trace takes the timeline's own spans (laid out and numbered
+        where they are), for the last build of a timeline (finish)."""
         with collector.paused():
-            return self._build(base_time_ns, trace_name, start_ns, end_ns, record_shapes, profile_memory)
+            return self._build(base_time_ns, trace_name, start_ns, end_ns, record_shapes, profile_memory, in_place)
 
     def _build(self, base_time_ns: int, trace_name: str, start_ns: int | None, end_ns: int | None,
-               record_shapes: bool, profile_memory: bool) -> RankTrace:
+               record_shapes: bool, profile_memory: bool, in_place: bool = False) -> RankTrace:
         self._host_tid(0)
-        spans = self._window_spans(start_ns, end_ns)
+        spans = self._window_spans(start_ns, end_ns, in_place)
         copies = self._copies
         # Calls at one instant are drawn nested as they ran, every begin and end at its own ns,
         # so siblings never touch (TensorBoard's plugin rejects touching ranges: "ranges should
@@ -653,7 +661,7 @@ class RankTimeline:
                 if ts is not None and ts != f.start.ts_ns:
                     flows[i] = Flow(f.cat, f.id, FlowEnd(False, f.start.tid, ts, f.start.device), f.end)
         for i, (fwd, bwd) in enumerate(self._fwdbwd):
-            a, b = copies.get(id(fwd)), copies.get(id(bwd))
+            a, b = (fwd, bwd) if copies is None else (copies.get(id(fwd)), copies.get(id(bwd)))
             if a is not None and b is not None:
                 flows.append(Flow("fwdbwd", i + 1, FlowEnd(False, a.tid, a.ts_ns), FlowEnd(False, b.tid, b.ts_ns)))
         streams = {d: sorted(g.streams) for d, g in self.gpus.items()} or {0: []}
@@ -684,7 +692,9 @@ class RankTimeline:
         return out
 
     def finish(self, base_time_ns: int, trace_name: str = "") -> RankTrace:
-        return self.build(base_time_ns, trace_name)
+        """The whole run's trace, once, at the end: built on the timeline's own spans (no copy
+        of ~7,500 spans per GPT-2 step; issue #18), which it lays out and numbers."""
+        return self.build(base_time_ns, trace_name, in_place=True)
 
     def window_ops(self, start_ns: int, end_ns: int) -> list[tuple]:
         """Host ops and annotations of a window with the GPU activities each launched

@@ -117,6 +117,26 @@ def _matmul_tf32() -> bool:
     return precision == "tf32" if precision is not None else bool(matmul.allow_tf32)
 
 
+# (this process's capture FakeTensorMode, the instance-dict key of a fake tensor's device):
+# set by CaptureMode when FakeTensor's fast wrapping is on (runtime/dispatch/fake_wrap.py)
+_FAST_DEVICE: tuple[Any, str] | None = None
+
+
+def _tensor_device(t: torch.Tensor) -> torch.device:
+    """`t.device`, for this mode's fake tensors read from the instance dict: FakeTensor.device
+    is two Python properties, and the capture path asked it ~7 times per op (issue #18).
+    Same rule as FakeTensor's: inside a kernel invocation it is the meta device (asked of t)."""
+    fast = _FAST_DEVICE
+    if fast is not None:
+        d = t.__dict__
+        mode = d.get("fake_mode")
+        if mode is fast[0] and not mode.in_kernel_invocation:
+            dev = d.get(fast[1])
+            if dev is not None:
+                return dev
+    return t.device
+
+
 def _device_type(t: torch.Tensor) -> str:
     """A tensor's device type; a FakeTensor's own (see CaptureMode._touches_cuda)."""
     return t.fake_device.type if isinstance(t, FakeTensor) else t.device.type
@@ -183,6 +203,8 @@ class CaptureMode(TorchDispatchMode):
             rec = self._rec
             self.st.pyhost.in_subclass = lambda: rec.tls().subclass_open  # Python inside a subclass's dispatch
         annotations.set_boundary_hook(self._close_autograd)
+        global _FAST_DEVICE
+        _FAST_DEVICE = (self.fake_mode, wrapper.device_key) if wrapper.device_key is not None else None
         self._native_entry(wrapper)
 
     def _native_entry(self, wrapper: fake_wrap.FakeWrapper) -> None:
@@ -190,9 +212,8 @@ class CaptureMode(TorchDispatchMode):
         dispatch_entry): prim::device answered there, everything else run with the Python hook
         paused from the first instruction (issue #18). Torch looks `__torch_dispatch__` up on
         the mode object (and wants it bound to the mode), so a bound instance attribute takes
-        the class method's place. Off without
-        a C compiler, with the FakeTensor fast path off, or under the self-profiler (which
-        counts every entry)."""
+        the class method's place. Off without a C compiler or under the self-profiler (which
+        counts every entry); with FakeTensor's fast wrapping off, prim::device is Python's."""
         from phantora_prof.runtime.host import pyhost
 
         if os.environ.get(ENV_PYTHON_ENTRY, "") not in ("", "0") or self.st.self_profile is not None:
@@ -752,10 +773,10 @@ class CaptureMode(TorchDispatchMode):
         """Allocate the block of every new CUDA storage the op returned (freed when the storage
         dies), then what the op allocates besides its outputs (GEMM/cuDNN workspaces)."""
         kwargs = kwargs or {}
-        cuda_outs = [t for t in tensors_in(out) if t.device.type == "cuda"]
+        cuda_outs = [t for t in tensors_in(out) if _tensor_device(t).type == "cuda"]
         if not cuda_outs:
             return
-        device = cuda_outs[0].device.index or 0
+        device = _tensor_device(cuda_outs[0]).index or 0
         model = allocator.model(device)
         op_allocations.before_outputs(name, args, kwargs, device)
         shared = op_allocations.inplace_source(name, args, kwargs, out)
@@ -766,17 +787,19 @@ class CaptureMode(TorchDispatchMode):
             s._phantora_tracked = True
             if shared is not None and model.share_storage(s, shared):
                 continue
-            allocator.model(t.device.index or 0).track_storage(s, s.nbytes())
+            allocator.model(_tensor_device(t).index or 0).track_storage(s, s.nbytes())
         op_allocations.after_outputs(name, args, kwargs, device)
         op_allocations.note_op(name, args, kwargs, out, device)
 
     def _device_of(self, args: tuple, kwargs: dict, out: Any) -> int:
         for t in tensors_in(out):
-            if t.device.type == "cuda":
-                return t.device.index or 0
+            dev = _tensor_device(t)
+            if dev.type == "cuda":
+                return dev.index or 0
         for t in tensors_in(args):
-            if t.device.type == "cuda":
-                return t.device.index or 0
+            dev = _tensor_device(t)
+            if dev.type == "cuda":
+                return dev.index or 0
         return self.st.current_device
 
     @staticmethod
@@ -1031,7 +1054,7 @@ class _ItSelf:
 
 def _to_arg(a: Any):
     if isinstance(a, torch.Tensor):
-        dev = a.device
+        dev = _tensor_device(a)
         if dev.type == "cuda":
             return TensorArg(tuple(a.shape), tuple(a.stride()), _dtype_name(a.dtype), dev.index or 0)
         return TensorArg(tuple(a.shape), tuple(a.stride()) if a.layout == torch.strided else (),

@@ -85,15 +85,12 @@ class PythonHostTime:
 
         The mark lives in the native module (`take`), so that the clock read the op recorder
         makes at every record's start and end skips this call in C when nothing is pending."""
-        if threading.get_ident() not in self.timeline:
-            return 0
         native = self.native
-        if not native.counts()[2]:
-            native.attach()
-            native.take()
-            return 0
-        delta = native.take()
-        if delta is None:
+        delta = native.pending()  # one C call on the hot path (a thread counts only once attached,
+        if not delta:             # and only timeline threads are)
+            if delta is None and threading.get_ident() in self.timeline:
+                native.attach()  # a timeline thread not counting yet (a new thread with a reused ident)
+                native.take()
             return 0
         dpy, dc = delta
         rate = self.opcode_ns
