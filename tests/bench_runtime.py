@@ -115,6 +115,41 @@ def test_bench_rank_cpu_per_step(benchmark, tmp_path):
     print(benchmark.extra_info)
 
 
+def _rank_cpu_steps(tmp_path, steps: int, env: dict | None = None) -> list[float]:
+    """The rank's CPU seconds of each step after the second, from one run (step_cpu.py)."""
+    import re
+
+    from conftest import SCRIPTS
+
+    r = run_cli(["--no-trace", sys.executable, str(SCRIPTS / "step_cpu.py"), GPT, "--steps", str(steps)], tmp_path,
+                timeout=900, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    samples = json.loads(re.search(r"^STEP_CPU_S (.*)$", r.stdout, re.M).group(1))[2:]
+    assert len(samples) >= steps - 4 and min(samples) > 0, samples
+    return samples
+
+
+def test_bench_native_entry_ab(benchmark, tmp_path):
+    """The capture mode entered from C++ through pyhost.c's dispatch_entry (prim::device
+    answered in C, the rest run with the host model's hook paused: the default) against its
+    Python method entered directly (PHANTORA_PYTHON_DISPATCH_ENTRY=1), alternating round by
+    round: the rank's CPU per GPT-2 step, median of each run's steps 3..16."""
+    native: list[float] = []
+    python: list[float] = []
+
+    def one_round() -> None:
+        native.append(statistics.median(_rank_cpu_steps(tmp_path, 16)))
+        python.append(statistics.median(_rank_cpu_steps(tmp_path, 16, {"PHANTORA_PYTHON_DISPATCH_ENTRY": "1"})))
+
+    benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
+    benchmark.extra_info.update({
+        "native_entry_rank_cpu_s_per_step": spread(native),
+        "python_entry_rank_cpu_s_per_step": spread(python),
+        "cpu_ratio_native_python": round(statistics.median(native) / statistics.median(python), 3),
+    })
+    print(benchmark.extra_info)
+
+
 def test_bench_meta_cache_ab(benchmark, tmp_path):
     """The output-metadata cache on and off, alternating round by round (A/B in one run)."""
     on, off = _ab_rounds(benchmark, tmp_path, {"PHANTORA_NO_META_CACHE": "1"})
