@@ -218,6 +218,35 @@ def test_paused_call_runs_its_function_uncounted(native):
     assert py3 - py2 == 9  # counting resumed after the exception: fib(4)'s 9 calls
 
 
+def test_rule_lookup_answers_from_the_live_rules(native):
+    """rule_lookup stands in for torch's find_torch_dispatch_rule (runtime/host/pyhost.py): it
+    remembers per op the registry's own dict of rules, so a rule registered after the first
+    lookup is found, and one removed is gone."""
+    from types import MethodType
+
+    registry: dict = {}
+    asked = []
+
+    def rules_of(op):
+        asked.append(op)
+        return registry.setdefault(op, {})
+
+    look = MethodType(native.rule_lookup, (rules_of, {}))
+
+    class A:
+        pass
+
+    class B:
+        pass
+
+    assert look("aten::add", A) is None
+    registry["aten::add"][A] = rule = object()  # registered later
+    assert look("aten::add", A) is rule and look("aten::add", B) is None
+    del registry["aten::add"][A]
+    assert look("aten::add", A) is None
+    assert asked == ["aten::add"]  # the op's dict looked up once
+
+
 class _Mode:
     in_kernel_invocation = False
 
@@ -289,6 +318,43 @@ for n in (0, 20000, 0):
     torch.cuda.synchronize()
     print("step_ms", (time.perf_counter() - t0) * 1e3)
 """
+
+
+USER_MODE_RULE = """
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+class Counting(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+x = torch.ones(4, device="cuda")
+with Counting():
+    y = x + 1  # the rule lookup for aten::add and this mode, before any rule exists
+calls = []
+
+def rule(mode, func, types, args, kwargs):
+    calls.append(func)
+    return func(*args, **(kwargs or {}))
+
+lib = torch.library.Library("aten", "FRAGMENT")
+torch.library.register_torch_dispatch("aten::add.Tensor", Counting, rule, lib=lib)
+with Counting():
+    y = x + 1
+lib._destroy()  # the rule is gone again
+with Counting():
+    y = x + 1
+print("rule calls", len(calls))
+"""
+
+
+def test_a_dispatch_rule_registered_during_the_run_is_used(tmp_path):
+    """torch.library.register_torch_dispatch rules reach a user's mode under the simulator
+    (whose C lookup replaces torch's find_torch_dispatch_rule), also when registered after the
+    op was first dispatched, and stop when removed."""
+    r = _run(USER_MODE_RULE, tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "rule calls 1" in r.stdout, r.stdout
 
 
 def _steps(stdout: str) -> list[float]:

@@ -616,10 +616,64 @@ static PyObject *paused_call(PyObject *self, PyObject *const *args, Py_ssize_t n
     return r;
 }
 
+/* rule_lookup(state, op, cls): torch's find_torch_dispatch_rule(op, cls) without its Python.
+ * C++ asks it before every call into a Python dispatch mode (~6,000 times per GPT-2 step,
+ * prim::device queries included). `state` is (rules_of, cache): rules_of(op) returns the live
+ * dict of rules torch's registry keeps for `op` (class -> rule), remembered in `cache` per op;
+ * the answer is that dict's entry for `cls` (None when absent), so a rule registered later is
+ * seen. Bound with types.MethodType(rule_lookup, state) (runtime/host/pyhost.py). */
+static PyObject *rule_lookup(PyObject *self, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+    (void)self;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (kwnames != NULL || nargs != 3 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 2 ||
+        !PyDict_Check(PyTuple_GET_ITEM(args[0], 1))) {
+        PyErr_SetString(PyExc_TypeError, "rule_lookup((rules_of, cache), op, cls)");
+        return NULL;
+    }
+    PyObject *rules_of = PyTuple_GET_ITEM(args[0], 0), *cache = PyTuple_GET_ITEM(args[0], 1);
+    PyObject *op = args[1], *cls = args[2];
+    PyObject *rules = PyDict_GetItemWithError(cache, op);  /* borrowed */
+    if (rules == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        pause_here();
+        PyObject *fresh = PyObject_CallOneArg(rules_of, op);
+        resume_here();
+        if (fresh == NULL) {
+            return NULL;
+        }
+        if (!PyDict_Check(fresh)) {
+            Py_DECREF(fresh);
+            PyErr_SetString(PyExc_TypeError, "rule_lookup: rules_of(op) must return a dict");
+            return NULL;
+        }
+        if (PyDict_SetItem(cache, op, fresh) < 0) {
+            Py_DECREF(fresh);
+            return NULL;
+        }
+        Py_DECREF(fresh);
+        rules = PyDict_GetItemWithError(cache, op);
+        if (rules == NULL) {
+            return NULL;
+        }
+    }
+    PyObject *rule = PyDict_GetItemWithError(rules, cls);
+    if (rule == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    return Py_NewRef(rule);
+}
+
 static PyMethodDef methods[] = {
     {"set_dispatch", set_dispatch, METH_VARARGS, "set_dispatch(impl, prim_device, fake_mode, device_key): configure dispatch_entry"},
     {"dispatch_entry", (PyCFunction)(void (*)(void))dispatch_entry, METH_FASTCALL | METH_KEYWORDS,
      "dispatch_entry(mode, func, types, args, kwargs): a capture mode's entry (prim::device in C, the rest paused)"},
+    {"rule_lookup", (PyCFunction)(void (*)(void))rule_lookup, METH_FASTCALL | METH_KEYWORDS,
+     "rule_lookup((rules_of, cache), op, cls): torch's find_torch_dispatch_rule in C"},
     {"paused_call", (PyCFunction)(void (*)(void))paused_call, METH_FASTCALL | METH_KEYWORDS,
      "paused_call(fn, *args, **kwargs): fn's result, run with the hook paused"},
     {"set_charge", set_charge, METH_O, "set_charge(fn): address of a C function that calls fn (error state kept)"},
