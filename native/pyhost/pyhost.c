@@ -621,7 +621,10 @@ static PyObject *paused_call(PyObject *self, PyObject *const *args, Py_ssize_t n
  * prim::device queries included). `state` is (rules_of, cache): rules_of(op) returns the live
  * dict of rules torch's registry keeps for `op` (class -> rule), remembered in `cache` per op;
  * the answer is that dict's entry for `cls` (None when absent), so a rule registered later is
- * seen. Bound with types.MethodType(rule_lookup, state) (runtime/host/pyhost.py). */
+ * seen. The cache is keyed by the op's address, its entry holding the op itself (so the
+ * address cannot be reused while the entry lives): OpOverload's __hash__ is Python, which a
+ * dict keyed by the op would run at every lookup. Bound with types.MethodType(rule_lookup,
+ * state) (runtime/host/pyhost.py). */
 static PyObject *rule_lookup(PyObject *self, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
     (void)self;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
@@ -632,33 +635,42 @@ static PyObject *rule_lookup(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     PyObject *rules_of = PyTuple_GET_ITEM(args[0], 0), *cache = PyTuple_GET_ITEM(args[0], 1);
     PyObject *op = args[1], *cls = args[2];
-    PyObject *rules = PyDict_GetItemWithError(cache, op);  /* borrowed */
-    if (rules == NULL) {
+    PyObject *key = PyLong_FromVoidPtr(op);
+    if (key == NULL) {
+        return NULL;
+    }
+    PyObject *entry = PyDict_GetItemWithError(cache, key);  /* borrowed: (op, rules) */
+    if (entry == NULL) {
         if (PyErr_Occurred()) {
+            Py_DECREF(key);
             return NULL;
         }
         pause_here();
         PyObject *fresh = PyObject_CallOneArg(rules_of, op);
         resume_here();
-        if (fresh == NULL) {
+        if (fresh == NULL || !PyDict_Check(fresh)) {
+            if (fresh != NULL) {
+                Py_DECREF(fresh);
+                PyErr_SetString(PyExc_TypeError, "rule_lookup: rules_of(op) must return a dict");
+            }
+            Py_DECREF(key);
             return NULL;
         }
-        if (!PyDict_Check(fresh)) {
-            Py_DECREF(fresh);
-            PyErr_SetString(PyExc_TypeError, "rule_lookup: rules_of(op) must return a dict");
-            return NULL;
-        }
-        if (PyDict_SetItem(cache, op, fresh) < 0) {
-            Py_DECREF(fresh);
-            return NULL;
-        }
+        PyObject *pair = PyTuple_Pack(2, op, fresh);
         Py_DECREF(fresh);
-        rules = PyDict_GetItemWithError(cache, op);
-        if (rules == NULL) {
+        if (pair == NULL || PyDict_SetItem(cache, key, pair) < 0) {
+            Py_XDECREF(pair);
+            Py_DECREF(key);
             return NULL;
         }
+        Py_DECREF(pair);
+        entry = PyDict_GetItemWithError(cache, key);
     }
-    PyObject *rule = PyDict_GetItemWithError(rules, cls);
+    Py_DECREF(key);
+    if (entry == NULL) {
+        return NULL;
+    }
+    PyObject *rule = PyDict_GetItemWithError(PyTuple_GET_ITEM(entry, 1), cls);
     if (rule == NULL) {
         if (PyErr_Occurred()) {
             return NULL;
