@@ -450,10 +450,34 @@ class CaptureMode(TorchDispatchMode):
     # ---- CUDA ops ----
     def _cuda_op(self, func, args: tuple, kwargs: dict, tls=None, record_name: str | None = None):
         st = self.st
-        name = _op_name(func)
+        route = _ROUTES.get(id(func)) or _route(func)
+        name = route.name
+        if route.special:
+            r = self._special_op(route, func, args, kwargs, tls)
+            if r is not _NOT_SPECIAL:
+                return r
+        done = False  # outputs made without FakeTensorMode's general dispatch
+        if route.fast:
+            out = self._fast_fake(func, args, kwargs)
+            done = out is not None
+        else:
+            out = None
+            done = route.returns_nothing and self._fake_gpu((*args, *kwargs.values()), cpu_scalars=True) is not None
+        general_key = None
+        if not done and self._general_cache is not None and not route.conv:
+            general_key = self._general_cache.key(func, args, kwargs)
+            if general_key is not None:
+                out = self._general_cache.outputs(general_key, self._wrap)
+                done = out is not None
+        return self._cuda_op_rest(func, args, kwargs, tls, record_name, st, name, out, done, general_key)
+
+    def _special_op(self, route: "_Route", func, args: tuple, kwargs: dict, tls):
+        """The ops _cuda_op does not fake and record as they come (decomposed or run as a CUDA
+        build's composite body, collectives, backend queries, ...): their result, or
+        _NOT_SPECIAL when the op goes the common way after all."""
         if func is _LOCAL_SCALAR_DENSE:
             return self._scalar_read(args[0], tls)
-        if _composite_implicit(func) and not cuda_dispatch.has_cuda_kernel(func):
+        if route.decompose:
             # e.g. is_nonzero (bool(t)) -> item(): decompose under this mode, as FakeTensorMode
             # would under itself, so data-dependent reads reach _scalar_read. An op a CUDA
             # build runs as its own kernel (silu_backward, _fused_rms_norm) stays one op. Its
@@ -461,7 +485,7 @@ class CaptureMode(TorchDispatchMode):
             r = self._as_parts(tls, lambda: func.decompose(*args, **kwargs))
             if r is not NotImplemented:
                 return r
-        body = cuda_dispatch.composite_body_key(func)
+        body = route.body
         if body is not None:
             # A CUDA build runs this op's composite C++ body (cuda_dispatch.COMPOSITE_BODIES):
             # run it under this mode, so each op it calls is captured and recorded as there.
@@ -478,7 +502,7 @@ class CaptureMode(TorchDispatchMode):
             # ATen's fallback (fp32 / fp16 experts, GPUs before sm 9.0): offs read on the host,
             # one mm per group, each captured and recorded as a CUDA build's profile shows them
             return self._as_parts(tls, lambda: grouped_mm.fallback(*args, **kwargs))
-        if _namespace(func) == "_c10d_functional":  # DTensor / tensor-parallel collectives
+        if route.namespace == "_c10d_functional":  # DTensor / tensor-parallel collectives
             from phantora_prof.runtime.distributed.backend import functional
 
             return functional(self, func, args, kwargs)
@@ -486,22 +510,14 @@ class CaptureMode(TorchDispatchMode):
             return None
         if func is _IS_PINNED:
             return False
-        query = cuda_queries.ANSWERS.get(func)
-        if query is not None:  # which backend would run (cuDNN's CTC loss): answered as CUDA's kernel does
-            return query(*args, **kwargs)
-        done = False  # outputs made without FakeTensorMode's general dispatch
-        if func in _FAST_OPS:
-            out = self._fast_fake(func, args, kwargs)
-            done = out is not None
-        else:
-            out = None
-            done = _returns_nothing(func) and self._fake_gpu((*args, *kwargs.values()), cpu_scalars=True) is not None
-        general_key = None
-        if not done and self._general_cache is not None and func not in conv_layout.CONV_OPS:
-            general_key = self._general_cache.key(func, args, kwargs)
-            if general_key is not None:
-                out = self._general_cache.outputs(general_key, self._wrap)
-                done = out is not None
+        if route.query is not None:  # which backend would run (cuDNN's CTC loss): answered as CUDA's kernel does
+            return route.query(*args, **kwargs)
+        return _NOT_SPECIAL
+
+    def _cuda_op_rest(self, func, args: tuple, kwargs: dict, tls, record_name: str | None, st, name: str, out: Any,
+                      done: bool, general_key: Any):
+        """_cuda_op once the op's outputs may have been made on a fast path (`done`): the general
+        path if not, then its memory, values, host time, kernels and record."""
         reads_size = False
         known = None  # a data-dependent op's real (CPU) result, when its inputs have values
         if done:
@@ -1107,6 +1123,42 @@ def _has_other_subclass(types: tuple) -> bool:
                 not issubclass(t, torch.nn.Parameter) for t in types)
         if type(types) is tuple:
             _OTHER_SUBCLASS[types] = r
+    return r
+
+
+_NOT_SPECIAL = object()
+
+
+class _Route:
+    """What _cuda_op asks of an op that a run does not change, asked once per op object: looked
+    up by id (the route holds the op, so its id is not reused), as an OpOverload's __hash__ is
+    Python and dict lookups keyed by the op ran it ~9 times per captured op (issue #18)."""
+
+    __slots__ = ("func", "name", "namespace", "decompose", "body", "query", "fast", "returns_nothing", "conv",
+                 "special")
+
+    def __init__(self, func) -> None:
+        self.func = func
+        self.name = _op_name(func)
+        self.namespace = _namespace(func)
+        # a CompositeImplicit op a CUDA build does not run as its own kernel: decomposed
+        self.decompose = _composite_implicit(func) and not cuda_dispatch.has_cuda_kernel(func)
+        self.body = cuda_dispatch.composite_body_key(func)
+        self.query = cuda_queries.ANSWERS.get(func)
+        self.fast = func in _FAST_OPS
+        self.returns_nothing = _returns_nothing(func)
+        self.conv = func in conv_layout.CONV_OPS
+        self.special = (self.decompose or self.body is not None or self.query is not None
+                        or self.namespace == "_c10d_functional"
+                        or any(func is f for f in (_LOCAL_SCALAR_DENSE, _ROLL, _EQUAL, _GROUPED_MM, _RECORD_STREAM,
+                                                   _IS_PINNED)))
+
+
+_ROUTES: dict[int, _Route] = {}
+
+
+def _route(func) -> _Route:
+    r = _ROUTES[id(func)] = _Route(func)
     return r
 
 
