@@ -231,7 +231,7 @@ def test_rule_lookup_answers_from_the_live_rules(native):
         asked.append(op)
         return registry.setdefault(op, {})
 
-    look = MethodType(native.rule_lookup, (rules_of, {}))
+    look = MethodType(native.rule_lookup, (rules_of, {}, lambda op, torch_dispatch_class: ("fallback", op)))
 
     class A:
         pass
@@ -245,6 +245,7 @@ def test_rule_lookup_answers_from_the_live_rules(native):
     del registry["aten::add"][A]
     assert look("aten::add", A) is None
     assert asked == ["aten::add"]  # the op's dict looked up once
+    assert look("aten::mul", torch_dispatch_class=A) == ("fallback", "aten::mul")  # keywords: torch's function
 
 
 class _Mode:

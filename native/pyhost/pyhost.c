@@ -618,20 +618,27 @@ static PyObject *paused_call(PyObject *self, PyObject *const *args, Py_ssize_t n
 
 /* rule_lookup(state, op, cls): torch's find_torch_dispatch_rule(op, cls) without its Python.
  * C++ asks it before every call into a Python dispatch mode (~6,000 times per GPT-2 step,
- * prim::device queries included). `state` is (rules_of, cache): rules_of(op) returns the live
+ * prim::device queries included). `state` is (rules_of, cache, fallback): rules_of(op) returns the live
  * dict of rules torch's registry keeps for `op` (class -> rule), remembered in `cache` per op;
  * the answer is that dict's entry for `cls` (None when absent), so a rule registered later is
  * seen. The cache is keyed by the op's address, its entry holding the op itself (so the
  * address cannot be reused while the entry lives): OpOverload's __hash__ is Python, which a
  * dict keyed by the op would run at every lookup. Bound with types.MethodType(rule_lookup,
- * state) (runtime/host/pyhost.py). */
+ * state) (runtime/host/pyhost.py). A call with keywords or another argument count goes to
+ * `fallback` (torch's own function). */
 static PyObject *rule_lookup(PyObject *self, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
     (void)self;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (kwnames != NULL || nargs != 3 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 2 ||
+    if (nargs < 1 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 3 ||
         !PyDict_Check(PyTuple_GET_ITEM(args[0], 1))) {
-        PyErr_SetString(PyExc_TypeError, "rule_lookup((rules_of, cache), op, cls)");
+        PyErr_SetString(PyExc_TypeError, "rule_lookup((rules_of, cache, fallback), op, cls)");
         return NULL;
+    }
+    if (kwnames != NULL || nargs != 3) {  /* another way of calling: torch's own function answers */
+        pause_here();
+        PyObject *r = PyObject_Vectorcall(PyTuple_GET_ITEM(args[0], 2), args + 1, nargs - 1, kwnames);
+        resume_here();
+        return r;
     }
     PyObject *rules_of = PyTuple_GET_ITEM(args[0], 0), *cache = PyTuple_GET_ITEM(args[0], 1);
     PyObject *op = args[1], *cls = args[2];
@@ -685,7 +692,7 @@ static PyMethodDef methods[] = {
     {"dispatch_entry", (PyCFunction)(void (*)(void))dispatch_entry, METH_FASTCALL | METH_KEYWORDS,
      "dispatch_entry(mode, func, types, args, kwargs): a capture mode's entry (prim::device in C, the rest paused)"},
     {"rule_lookup", (PyCFunction)(void (*)(void))rule_lookup, METH_FASTCALL | METH_KEYWORDS,
-     "rule_lookup((rules_of, cache), op, cls): torch's find_torch_dispatch_rule in C"},
+     "rule_lookup((rules_of, cache, fallback), op, cls): torch's find_torch_dispatch_rule in C"},
     {"paused_call", (PyCFunction)(void (*)(void))paused_call, METH_FASTCALL | METH_KEYWORDS,
      "paused_call(fn, *args, **kwargs): fn's result, run with the hook paused"},
     {"set_charge", set_charge, METH_O, "set_charge(fn): address of a C function that calls fn (error state kept)"},

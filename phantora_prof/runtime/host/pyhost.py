@@ -203,7 +203,7 @@ def _pause_rule_lookup(native: Any) -> None:
         return
     rules_of = _rules_of(simple_registry)
     if rules_of is not None and hasattr(native, "rule_lookup"):
-        simple_registry.find_torch_dispatch_rule = types.MethodType(native.rule_lookup, (rules_of, {}))
+        simple_registry.find_torch_dispatch_rule = types.MethodType(native.rule_lookup, (rules_of, {}, fn))
     else:
         simple_registry.find_torch_dispatch_rule = types.MethodType(native.paused_call, fn)
 
