@@ -485,19 +485,19 @@ static void charge_trampoline(void) {
         return;  /* nothing counted since the last charge: the callback would charge 0 */
     }
     PyGILState_STATE gil = PyGILState_Ensure();
-    /* the callback is the simulator's Python: run with the hook off, as pause() would (a
-     * traced frame runs on CPython's slow tracing path; issue #18) */
-    pause_here();
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
+    /* the callback is the simulator's Python: run with the hook off, as pause() would (a
+     * traced frame runs on CPython's slow tracing path; issue #18); switched with no error set */
+    pause_here();
     PyObject *r = PyObject_CallNoArgs(g_charge_cb);
     if (r == NULL) {
         PyErr_WriteUnraisable(g_charge_cb);
     } else {
         Py_DECREF(r);
     }
-    PyErr_Restore(et, ev, tb);
     resume_here();
+    PyErr_Restore(et, ev, tb);
     PyGILState_Release(gil);
 }
 
