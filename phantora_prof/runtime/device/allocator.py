@@ -765,18 +765,15 @@ class AllocatorModel:
 
     def _storage_died(self, ref: weakref.ref) -> None:
         quiet = _SIMULATOR_SECTION
-        if quiet is None:
-            entry = self._dead_watch.pop(id(ref), None)
-            if entry is not None:
-                self._release(entry[1])
-            return
-        quiet[0]()  # the program's Python hook off (runtime/host/pyhost.py): this is the simulator's work
+        if quiet is not None:
+            quiet[0]()  # the program's Python hook off (runtime/host/pyhost.py): this is the simulator's work
         try:
             entry = self._dead_watch.pop(id(ref), None)
             if entry is not None:
                 self._release(entry[1])
         finally:
-            quiet[1]()
+            if quiet is not None:
+                quiet[1]()
 
     def _release(self, block: Block) -> None:
         with self._lock:

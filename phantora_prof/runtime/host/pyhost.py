@@ -148,7 +148,7 @@ def install(py_call_ns: float, opcode_ns: float, subclass_opcode_ns: float | Non
     native.configure(str(PACKAGE_DIR) + os.sep, sorted(PROGRAM_FILES))
     for code in _mode_only_code() + _blocking_wait_code():
         native.mark_ours(code)
-    _pause_rule_lookup(native)
+    _replace_rule_lookup(native)
     host = PythonHostTime(native, py_call_ns, opcode_ns, subclass_opcode_ns)
     profile_dir = os.environ.get(ENV_PROFILE)
     if profile_dir:
@@ -183,7 +183,7 @@ def _mode_only_code() -> list[Any]:
     return [fn.__code__] if fn is not None and hasattr(fn, "__code__") else []
 
 
-def _pause_rule_lookup(native: Any) -> None:
+def _replace_rule_lookup(native: Any) -> None:
     """torch's C++ calls `find_torch_dispatch_rule(op, mode_class)` before every call into a
     Python mode (~6,000 times per GPT-2 step, prim::device queries included), with the hook on:
     three frames of torch's registry Python, which then ran on CPython's slow tracing path
