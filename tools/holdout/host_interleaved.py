@@ -35,8 +35,9 @@ from collections.abc import Callable
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _gpt_b1(gpt_dir: str) -> Callable[[int], None]:
-    """The reference gpt.py's step at batch 1 / seq 64 (its own model and optimizer)."""
+def gpt_b1_parts(gpt_dir: str) -> tuple[Callable[[], object], object]:
+    """(forward returning the loss, optimizer) of the reference gpt.py at batch 1 / seq 64: its
+    own model and fused AdamW (also optimizer_context.py's)."""
     import torch
 
     sys.path.insert(0, gpt_dir)
@@ -49,10 +50,15 @@ def _gpt_b1(gpt_dir: str) -> Callable[[int], None]:
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
     x = torch.randint(0, vocab, (1, seq), device="cuda")
     y = torch.randint(0, vocab, (1, seq), device="cuda")
+    return (lambda: model(x, y)), opt
 
+
+def _gpt_b1(gpt_dir: str) -> Callable[[int], None]:
+    """The reference gpt.py's step at batch 1 / seq 64 (its own model and optimizer)."""
     import zoo
 
-    return zoo._train_step(lambda: model(x, y), opt)  # gpt.py's step: autocast forward, backward, step, zero_grad
+    forward, opt = gpt_b1_parts(gpt_dir)
+    return zoo._train_step(forward, opt)  # gpt.py's step: autocast forward, backward, step, zero_grad
 
 
 def _zoo_step(argv: list[str]) -> Callable[[int], None]:

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import host_interleaved  # noqa: E402  (this folder's: the reference gpt.py's anchor, built as there)
 import zoo  # noqa: E402  (this folder's model zoo)
 
 
@@ -51,17 +52,7 @@ def _hf_gpt2(_gpt_dir):
     return (lambda: model(input_ids=ids, labels=ids).loss), opt
 
 
-def _gpt_b1(gpt_dir):
-    sys.path.insert(0, gpt_dir)
-    import gpt  # the reference workload
-
-    model = gpt.GPT(50304, 64, 768, 12, 12).cuda()
-    x = torch.randint(0, 50304, (1, 64), device="cuda")
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
-    return (lambda: model(x, x)), opt
-
-
-CASES = {"tv_resnet50": _resnet50, "hf_gpt2": _hf_gpt2, "gpt_b1": _gpt_b1}
+CASES = {"tv_resnet50": _resnet50, "hf_gpt2": _hf_gpt2, "gpt_b1": host_interleaved.gpt_b1_parts}
 _TRASH = torch.ones(512 * 2**20 // 4)  # float32, 512 MiB
 
 

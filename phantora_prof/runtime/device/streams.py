@@ -19,6 +19,7 @@ from phantora_prof.protocol import (
     SyncKind,
     SyncRequest,
 )
+from phantora_prof.runtime.host.pyhost import simulator_work
 from phantora_prof.runtime.process import state as _state
 from phantora_prof.runtime.process.state import DEFAULT_STREAM_ID
 
@@ -29,21 +30,17 @@ def _device_index(device: Any) -> int:
 
 def host_sync(kind: SyncKind, target: int, device: int, external_id: int = -1) -> None:
     """Block the virtual host until the coordinator says the awaited GPU work is done."""
+    from phantora_prof.runtime.device import memory
+
     st = _state.get()
-    host = st.pyhost
-    if host is not None:  # called from the program too (torch.cuda.synchronize): the simulator's
-        host.native.pause()  # Python off the slow tracing path of the host model's hook (issue #18)
-    try:
+    # called from the program too (torch.cuda.synchronize): the simulator's Python off the slow
+    # tracing path of the host model's hook (issue #18)
+    with simulator_work(st.pyhost):
         st.syncs += 1
         reply = st.channel.request(SyncRequest(st.config.rank, kind, target, device, st.clock.now_ns,
                                                st.tid(), external_id))
         st.clock.advance_to(reply)
-        from phantora_prof.runtime.device import memory
-
         memory.note_host_sync(device)
-    finally:
-        if host is not None:
-            host.native.resume()
 
 
 class SimStream:

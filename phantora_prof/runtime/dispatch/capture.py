@@ -449,7 +449,6 @@ class CaptureMode(TorchDispatchMode):
 
     # ---- CUDA ops ----
     def _cuda_op(self, func, args: tuple, kwargs: dict, tls=None, record_name: str | None = None):
-        st = self.st
         route = _ROUTES.get(id(func)) or _route(func)
         name = route.name
         if route.special:
@@ -469,7 +468,7 @@ class CaptureMode(TorchDispatchMode):
             if general_key is not None:
                 out = self._general_cache.outputs(general_key, self._wrap)
                 done = out is not None
-        return self._cuda_op_rest(func, args, kwargs, tls, record_name, st, name, out, done, general_key)
+        return self._cuda_op_rest(func, args, kwargs, tls, record_name, name, out, done, general_key)
 
     def _special_op(self, route: "_Route", func, args: tuple, kwargs: dict, tls):
         """The ops _cuda_op does not fake and record as they come (decomposed or run as a CUDA
@@ -514,10 +513,11 @@ class CaptureMode(TorchDispatchMode):
             return route.query(*args, **kwargs)
         return _NOT_SPECIAL
 
-    def _cuda_op_rest(self, func, args: tuple, kwargs: dict, tls, record_name: str | None, st, name: str, out: Any,
+    def _cuda_op_rest(self, func, args: tuple, kwargs: dict, tls, record_name: str | None, name: str, out: Any,
                       done: bool, general_key: Any):
         """_cuda_op once the op's outputs may have been made on a fast path (`done`): the general
         path if not, then its memory, values, host time, kernels and record."""
+        st = self.st
         reads_size = False
         known = None  # a data-dependent op's real (CPU) result, when its inputs have values
         if done:
@@ -1088,18 +1088,7 @@ def _to_arg(a: Any):
     return str(a)
 
 
-_CIA: dict = {}
-_NO_RETURNS: dict = {}
-_NAMES: dict = {}
 _NAMESPACES: dict = {}
-
-
-def _op_name(func) -> str:
-    """`func._schema.name` ("aten::mm"), remembered per op: read for every captured op."""
-    r = _NAMES.get(func)
-    if r is None:
-        r = _NAMES[func] = func._schema.name
-    return r
 
 
 def _namespace(func) -> str:
@@ -1139,14 +1128,20 @@ class _Route:
 
     def __init__(self, func) -> None:
         self.func = func
-        self.name = _op_name(func)
+        self.name = func._schema.name  # "aten::mm"
         self.namespace = _namespace(func)
-        # a CompositeImplicit op a CUDA build does not run as its own kernel: decomposed
-        self.decompose = _composite_implicit(func) and not cuda_dispatch.has_cuda_kernel(func)
+        # an op with a CompositeImplicitAutograd kernel (it decomposes into other ops) that a
+        # CUDA build does not run as its own kernel: decomposed
+        self.decompose = (torch._C._dispatch_has_kernel_for_dispatch_key(
+            func.name(), torch._C.DispatchKey.CompositeImplicitAutograd) and not cuda_dispatch.has_cuda_kernel(func))
         self.body = cuda_dispatch.composite_body_key(func)
         self.query = cuda_queries.ANSWERS.get(func)
         self.fast = func in _FAST_OPS
-        self.returns_nothing = _returns_nothing(func)
+        # the schema returns nothing (`-> ()`: the in-place foreach ops, the fused optimizers): such
+        # an op on fake tensors has no output to make, and FakeTensorMode's dispatch (which hashes
+        # every tensor of its lists for its cache: ~1 ms for a 148-parameter `_fused_adamw_` here)
+        # is skipped
+        self.returns_nothing = not func._schema.returns
         self.conv = func in conv_layout.CONV_OPS
         self.special = (self.decompose or self.body is not None or self.query is not None
                         or self.namespace == "_c10d_functional"
@@ -1159,17 +1154,6 @@ _ROUTES: dict[int, _Route] = {}
 
 def _route(func) -> _Route:
     r = _ROUTES[id(func)] = _Route(func)
-    return r
-
-
-def _returns_nothing(func) -> bool:
-    """Whether `func`'s schema returns nothing (`-> ()`: the in-place foreach ops, the fused
-    optimizers). Such an op on fake tensors has no output to make: FakeTensorMode's dispatch
-    (which hashes every tensor of its lists for its cache: ~1 ms for a 148-parameter
-    `_fused_adamw_` here) is skipped."""
-    r = _NO_RETURNS.get(func)
-    if r is None:
-        r = _NO_RETURNS[func] = not func._schema.returns
     return r
 
 
@@ -1217,15 +1201,6 @@ def _has_shape_function(func) -> bool:
         return torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), torch._C.DispatchKey.Meta)
     except (AttributeError, RuntimeError):
         return False
-
-
-def _composite_implicit(func) -> bool:
-    """Whether `func` has a CompositeImplicitAutograd kernel (decomposes into other ops)."""
-    r = _CIA.get(func)
-    if r is None:
-        r = _CIA[func] = torch._C._dispatch_has_kernel_for_dispatch_key(
-            func.name(), torch._C.DispatchKey.CompositeImplicitAutograd)
-    return r
 
 
 def _mixed_devices(exc: Exception) -> str | None:
