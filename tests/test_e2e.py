@@ -309,9 +309,11 @@ def test_rnn_cells_and_attention_fast_paths(cli):
 
 def test_cuda_ops_torch_ships_without_shape_functions(cli):
     """torch.equal and torch.allclose failed ("DataDependentOutputException"), and Dirichlet / Beta / Binomial
-    sampling and the margin losses' backward had no shape functions."""
+    sampling, the margin losses' backward and cuDNN's grid sampler (F.grid_sample with
+    align_corners=True) had no shape functions."""
     r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "rare_ops")
     assert r.returncode == 0, r.stderr[-2000:]
+    assert "grid_sample (2, 3, 5, 6) (2, 3, 8, 8) (2, 5, 6, 2)" in r.stdout, r.stdout
     assert "rare_ops True False False True False (3,) (3,) (3,) (3, 4)" in r.stdout, r.stdout
 
 

@@ -253,7 +253,13 @@ elif mode == "rare_ops":
     m = torch.randn(3, 4, device="cuda", requires_grad=True)
     loss = torch.nn.functional.multi_margin_loss(m, torch.tensor([0, 1, 2], device="cuda")) + \
         torch.nn.functional.multilabel_margin_loss(m, torch.tensor([[0, 1, -1, 0]] * 3, device="cuda"))
+    # F.grid_sample at align_corners=True takes cuDNN's sampler on a CUDA build (RAFT's lookups)
+    img = torch.randn(2, 3, 8, 8, device="cuda", requires_grad=True)
+    grid = (torch.rand(2, 5, 6, 2, device="cuda") * 2 - 1).requires_grad_()
+    sampled = torch.nn.functional.grid_sample(img, grid, align_corners=True)
+    loss = loss + sampled.sum()
     loss.backward()
+    print("grid_sample", tuple(sampled.shape), tuple(img.grad.shape), tuple(grid.grad.shape))
     print("rare_ops", torch.equal(a, a.clone()), torch.equal(a, b), torch.equal(a, a[:1]),
           torch.allclose(a.float(), a.float() + 1e-9), torch.allclose(a.float(), b.float()),
           tuple(d.Dirichlet(ones).sample().shape), tuple(d.Beta(ones, ones).rsample().shape),

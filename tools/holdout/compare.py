@@ -23,9 +23,11 @@ REPO = HERE.parents[1]
 REAL = HERE / "real_h200"
 
 # name -> (script, args); scripts without a directory are in tools/holdout/, gpt.py in --workloads.
-# blind sets 9's and 10's models (the sets themselves, ZOO_BLIND9, is defined with the others below)
+# blind sets 9's, 10's and 11's models (the sets themselves, ZOO_BLIND9, ..., are defined with the
+# others below)
 ZOO_BLIND9_MODELS = ("hf_vit_mae", "hf_mobilevit", "timm_bit", "gru", "hf_bart")
 ZOO_BLIND10_MODELS = ("hf_mixtral", "tv_deeplabv3", "hf_swinv2", "timm_convnextv2", "timm_efficientvit")
+ZOO_BLIND11_MODELS = ("timm_hrnet", "timm_xcit", "hf_xlnet", "tv_inception", "tv_raft")
 # host-bound runs (session 33): the zoo's models at a batch so small that the GPU waits for the
 # host, so the step time is the host's (issue #15); name: host_<model>
 HOST_BOUND_ARGS = {**{m: ["--batch", "2"] for m in ("hf_swinv2", "timm_efficientvit", "hf_vit_mae", "timm_bit",
@@ -90,7 +92,7 @@ CASES: dict[str, tuple[str, list[str]]] = {
     **{m: ("zoo.py", ["--model", m]) for m in ("hf_qwen3", "hf_deberta", "timm_levit", "tv_googlenet")},
     **{m: ("zoo.py", ["--model", m]) for m in ("hf_bloom", "hf_modernbert", "hf_segformer", "timm_nfnet",
                                                "tv_vit_b32")},
-    **{m: ("zoo.py", ["--model", m]) for m in ZOO_BLIND9_MODELS + ZOO_BLIND10_MODELS},
+    **{m: ("zoo.py", ["--model", m]) for m in ZOO_BLIND9_MODELS + ZOO_BLIND10_MODELS + ZOO_BLIND11_MODELS},
     **{f"host_{m}": ("zoo.py", ["--model", m, *a]) for m, a in HOST_BOUND_ARGS_ALL.items()},
     # torch.compile (issue #16, session 12): the reference gpt.py (fitted: the Triton launch host
     # cost and the compile time), then held out: four models measured before the simulation ran,
@@ -157,6 +159,12 @@ ZOO_BLIND9 = ZOO_BLIND9_MODELS
 # ConvNeXt-v2's global response normalisation, EfficientViT's ReLU linear attention), simulated
 # first, then measured once on the GPU the lease gave, compared once
 ZOO_BLIND10 = ZOO_BLIND10_MODELS
+# chosen in session 36 before any run (HRNet's parallel multi-resolution branches and their fusions,
+# XCiT's cross-covariance attention, XLNet's relative positional attention in einsums,
+# Inception-v3's factorised convolutions and auxiliary head, RAFT's correlation pyramid with
+# grid_sample lookups and 12 recurrent refinements), simulated first, then measured once on the GPU
+# the lease gave, compared once
+ZOO_BLIND11 = ZOO_BLIND11_MODELS
 COMPILED_FIT = ("gpt_b8c", "gpt_b32c")
 COMPILED_HELD = ("hf_llama_c", "timm_vit_c", "tv_resnet50_c", "hf_bert_c", "hf_llama_fx_c", "hf_llama_fx")
 COMPILED_BLIND = ("hf_gpt2_c", "timm_convnext_c", "tv_mobilenet_c", "tv_swin_c")
@@ -247,6 +255,8 @@ def case_set(case: str) -> str:
         return "blind9"
     if case in ZOO_BLIND10:
         return "blind10"
+    if case in ZOO_BLIND11:
+        return "blind11"
     if case in ZOO_DEV:
         return "dev"
     if case in HOST_BOUND:

@@ -182,7 +182,7 @@ def _vision_model(name: str):
                 "timm_resnext": "resnext50_32x4d", "timm_poolformer": "poolformer_s12",
                 "timm_maxvit": "maxvit_tiny_tf_224", "timm_levit": "levit_128s", "timm_nfnet": "eca_nfnet_l0",
                 "timm_bit": "resnetv2_50x1_bit", "timm_convnextv2": "convnextv2_tiny",
-                "timm_efficientvit": "efficientvit_b1"}[name]
+                "timm_efficientvit": "efficientvit_b1", "timm_hrnet": "hrnet_w18", "timm_xcit": "xcit_tiny_12_p16_224"}[name]
         return timm.create_model(arch, pretrained=False)
     tv = import_torchvision()
     arch = {"tv_resnet50": "resnet50", "tv_mobilenet": "mobilenet_v3_large",
@@ -299,6 +299,40 @@ def _hf_pixels_step(model, a, dev, labels: bool = False):
     return _train_step(lambda: model(**inputs), opt, _loss)
 
 
+# ---------------------------------------------------------------- blind set 11: auxiliary heads, optical flow
+
+def _tv_inception_step(model, a, dev):
+    """Inception-v3 in training mode returns its logits and the auxiliary head's; torchvision's
+    reference recipe adds the auxiliary loss at 0.4 (channels-last, SGD as the other CNNs)."""
+    x = torch.randn(a.batch, 3, a.image, a.image, device=dev).contiguous(memory_format=torch.channels_last)
+    y = torch.randint(0, 1000, (a.batch,), device=dev)
+    model = model.to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+
+    def loss_of(out):
+        return F.cross_entropy(out.logits, y) + 0.4 * F.cross_entropy(out.aux_logits, y)
+
+    return _train_step(lambda: model(x), opt, loss_of)
+
+
+def _tv_raft_step(model, a, dev):
+    """RAFT-small on image pairs of FlyingChairs' crop size (368 x 496): correlation pyramid,
+    grid_sample lookups, 12 recurrent refinements; RAFT's sequence loss (L1, weights 0.8^(N-i))
+    against a random flow field, AdamW as torchvision's optical-flow recipe."""
+    h, w = 368, 496
+    g = torch.Generator(device="cpu").manual_seed(0)
+    im1 = torch.randn(a.batch, 3, h, w, generator=g).to(dev)
+    im2 = torch.randn(a.batch, 3, h, w, generator=g).to(dev)
+    flow = torch.randn(a.batch, 2, h, w, generator=g).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=4e-4, weight_decay=1e-4)
+
+    def loss_of(preds):
+        n = len(preds)
+        return sum(0.8 ** (n - i - 1) * (p - flow).abs().mean() for i, p in enumerate(preds))
+
+    return _train_step(lambda: model(im1, im2), opt, loss_of)
+
+
 # ---------------------------------------------------------------- recurrent (cuDNN RNN)
 
 class LstmLM(nn.Module):
@@ -373,6 +407,10 @@ MODELS = {
     # response normalisation, EfficientViT's ReLU linear attention with hard-swish MBConvs)
     "hf_mixtral": (4, 2048), "tv_deeplabv3": (16, 512), "hf_swinv2": (64, 256), "timm_convnextv2": (64, 224),
     "timm_efficientvit": (128, 224),
+    # blind set 11 (session 36): multi-resolution branches, cross-covariance attention, XLNet's
+    # two-stream relative attention, Inception's auxiliary head, RAFT's iterative optical flow
+    "timm_hrnet": (64, 224), "timm_xcit": (64, 224), "hf_xlnet": (8, 512), "tv_inception": (64, 299),
+    "tv_raft": (8, 368),
 }
 
 
@@ -470,6 +508,18 @@ def build(a: argparse.Namespace) -> tuple[torch.nn.Module, Callable[[int], None]
         seg = import_torchvision().models.segmentation
         model = seg.deeplabv3_resnet50(weights=None, weights_backbone=None, num_classes=21, aux_loss=False).to(dev)
         step = _tv_segmentation_step(model, a, dev)
+    elif name == "hf_xlnet":  # xlnet-base-cased's shape: relative positional attention in einsums
+        import transformers as tf
+
+        model = tf.XLNetLMHeadModel(tf.XLNetConfig(vocab_size=32000, d_model=768, n_layer=12, n_head=12,
+                                                   d_inner=3072)).to(dev)
+        step = _hf_lm_step(model, a, dev)
+    elif name == "tv_inception":  # Inception-v3 with its auxiliary classifier (training mode)
+        model = import_torchvision().models.inception_v3(weights=None, aux_logits=True, init_weights=True).to(dev)
+        step = _tv_inception_step(model, a, dev)
+    elif name == "tv_raft":  # RAFT-small optical flow, 12 flow updates (torchvision's default)
+        model = import_torchvision().models.optical_flow.raft_small(weights=None).to(dev)
+        step = _tv_raft_step(model, a, dev)
     elif name == "hf_t5":
         import transformers as tf
 

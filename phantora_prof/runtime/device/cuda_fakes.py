@@ -21,6 +21,10 @@ implementations return:
   (the inference fast path of nn.MultiheadAttention and nn.TransformerEncoderLayer).
 - `_sample_dirichlet` and `binomial` (torch.distributions' Dirichlet, Beta and Binomial samples), the
   backward of `multi_margin_loss` and `multilabel_margin_loss`: outputs shaped like their input.
+- `cudnn_grid_sampler` and its backward (F.grid_sample, bilinear, zero padding, align_corners:
+  ATen's `grid_sampler` takes cuDNN's spatial transformer for 4-D float inputs with at most
+  1,024 channels; RAFT's correlation lookups): the output [N, C, H_grid, W_grid] contiguous
+  (cuDNN writes NCHW whatever the input's layout), gradients shaped like the input and grid.
 - SyncBatchNorm's ops (`batch_norm_stats`, `batch_norm_gather_stats[_with_counts]`,
   `batch_norm_elemt`, `batch_norm_backward_reduce`, `batch_norm_backward_elemt`,
   `batch_norm_update_stats`): per-channel statistics in the accumulation type (float for half,
@@ -183,6 +187,16 @@ def _masked_softmax_backward(grad_output, output, mask, dim=None):
     return torch.empty_like(grad_output, memory_format=torch.contiguous_format)
 
 
+def _cudnn_grid_sampler(self, grid):
+    n, c = self.shape[0], self.shape[1]
+    return self.new_empty((n, c, grid.shape[1], grid.shape[2]))
+
+
+def _cudnn_grid_sampler_backward(self, grid, grad_output):
+    return (torch.empty_like(self, memory_format=torch.contiguous_format),
+            torch.empty_like(grid, memory_format=torch.contiguous_format))
+
+
 # random samplers of torch.distributions (Dirichlet, Beta, Binomial) and margin losses' backward
 def _sample_dirichlet(alpha, generator=None):
     return torch.empty_like(alpha, memory_format=torch.contiguous_format)
@@ -201,6 +215,8 @@ def _multilabel_margin_loss_backward(grad_output, input, target, reduction, is_t
 
 
 _META = {
+    "cudnn_grid_sampler": _cudnn_grid_sampler,
+    "cudnn_grid_sampler_backward": _cudnn_grid_sampler_backward,
     "_sample_dirichlet": _sample_dirichlet,
     "binomial": _binomial,
     "multi_margin_loss_backward": _multi_margin_loss_backward,
