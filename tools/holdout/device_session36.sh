@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Session 36 on the GPU machine.
+#   a: blind set 11 (compare.py ZOO_BLIND11, simulated first: real_h200/session36/blind11_simulated_*.json)
+#      timed once and profiled (device_blind.sh --profiles), then optimizer_context.py once (issue #15:
+#      the optimizer step in-model against repeated, after a synchronize, cold caches, an idle core)
+#   b: session 34's part e (host_interleaved.py with one profiled step per case, for --op-costs)
+# Usage: tools/holdout/device_session36.sh OUTDIR a|b WORKLOADS_DIR   (run's carry: tools/holdout/_wl)
+out=$1; part=s36$2
+source "$(dirname "$0")/device_env.sh"
+start=$(date +%s)
+wl=$(cd "$3" && pwd)
+if [ "$2" = a ]; then
+  timeout 400 bash "$H/device_blind.sh" "$out/blind11" blind11 "$(compare_py "','.join(compare.ZOO_BLIND11)")" \
+    --profiles > "$out/blind11.log" 2>&1
+  echo "blind11 rc=$? $(( $(date +%s) - start ))s" >> "$log"
+  mkdir -p "$out/host"
+  timeout 150 python3 "$H/optimizer_context.py" --gpt-dir "$wl" --out "$out/host/optimizer_context_1.json" \
+    > "$out/host/optimizer_context_1.log" 2>&1
+  echo "optimizer_context rc=$? $(( $(date +%s) - start ))s" >> "$log"
+elif [ "$2" = b ]; then
+  bash "$H/device_session34.sh" "$out" e "$wl"
+  echo "part e done $(( $(date +%s) - start ))s" >> "$log"
+fi
