@@ -637,6 +637,54 @@ def test_split_k_follows_what_cublas_chose_on_the_h200():
     assert reduces(weight_grad(2304, 768, 12608)) == 0
 
 
+def test_split_k_takes_the_choice_a_real_profile_showed_for_that_shape_and_gpu():
+    """The sweep's grid holds no round sizes: it says ViT-B/16's MLP weight gradients (3,072 x 768
+    and 768 x 3,072 over 12,608 tokens) do not split, the H200 profiles of timm's ViT show
+    cuBLAS's splitKreduce after every one (data/split_k_observed.json answers first, for its own
+    GPU only: the H100 has no observation of that shape and keeps the grid's answer)."""
+    from phantora_prof.cost import split_k
+
+    for m, n in ((3072, 768), (768, 3072)):
+        assert split_k.splits(m, n, 12608, 1, "bfloat16", True, False, "h200") is True
+        assert split_k.splits(m, n, 12608, 1, "bfloat16", True, False) is False  # the grid alone
+        assert split_k.splits(m, n, 12608, 1, "bfloat16", True, False, "h100") is False
+    op = call("aten::mm", [T((3072, 12608), "bfloat16", stride=(1, 3072)), T((12608, 768), "bfloat16")],
+              [T((3072, 768), "bfloat16")])
+    clear_cache()
+    assert sum("splitKreduce" in k.name for k in estimate(op, "h200")) == 1
+
+
+def test_split_k_observations_are_read_from_profiles_per_gemm_call():
+    """calibrate/split_k_observed.py: a GEMM call with a splitKreduce kernel under it counts as
+    split, one without as not; fp32, batched and both-transposed calls are left out; a shape
+    seen both ways takes the majority."""
+    from phantora_prof.calibrate.split_k_observed import observe
+
+    events, n = [], [0]
+
+    def gemm(name, dims, strides, types, kernels, ts):
+        events.append({"cat": "cpu_op", "name": name, "tid": 1, "ts": ts, "dur": 50,
+                       "args": {"Input Dims": dims, "Input Strides": strides, "Input type": types}})
+        for i, k in enumerate(kernels):
+            n[0] += 1
+            events.append({"cat": "cuda_runtime", "name": "cudaLaunchKernel", "tid": 1, "ts": ts + 10 + i,
+                           "dur": 2, "args": {"correlation": n[0]}})
+            events.append({"cat": "kernel", "name": k, "ts": ts + 100, "dur": 5, "args": {"correlation": n[0]}})
+
+    bf = ["c10::BFloat16", "c10::BFloat16"]
+    wgrad = ([[768, 4096], [4096, 3072]], [[1, 768], [3072, 1]], bf)
+    gemm("aten::mm", *wgrad, ["nvjet_sm90_tst_splitK_NTN", "void cublasLt::splitKreduce_kernel<...>"], 0)
+    gemm("aten::mm", *wgrad, ["nvjet_sm90_tst_splitK_NTN", "void cublasLt::splitKreduce_kernel<...>"], 1000)
+    gemm("aten::mm", *wgrad, ["nvjet_sm90_tst_NTN"], 2000)
+    gemm("aten::addmm", [[3072], [64, 768], [768, 3072], [], []], [[1], [768, 1], [1, 768], [], []],
+         ["c10::BFloat16"] * 3 + ["Scalar", "Scalar"], ["nvjet_sm90_tst_bias_TNN"], 3000)
+    gemm("aten::mm", [[64, 768], [768, 3072]], [[768, 1], [3072, 1]], ["float", "float"], ["sm90_xmma_gemm"], 4000)
+    gemm("aten::mm", [[64, 768], [768, 3072]], [[1, 64], [1, 768]], bf, ["nvjet_sm90_tst_TTN"], 5000)
+    seen = observe(events)
+    assert seen == {("bf16", "TN", 768, 3072, 4096, True): 2, ("bf16", "TN", 768, 3072, 4096, False): 1,
+                    ("bf16", "NT", 64, 3072, 768, False): 1}
+
+
 def test_row_reductions_launch_the_unvectorized_reduce_kernel():
     """A reduction over the contiguous dimension runs reduce_kernel<512, 1> with a 32 x 16 block
     (H200 trace of HF LLaMA's RMSNorm mean over 8,192 rows of 512: grid 512); over an outer

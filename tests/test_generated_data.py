@@ -42,6 +42,7 @@ CHECKED = {
     "triton_h200.json": "test_triton_curve_is_the_fit_of_its_sweep",
     "grouped_mm_h200.json": "test_grouped_mm_kernels_are_the_traces",
     "h200_split_k.json.gz": "test_split_k_sweep_is_its_generators_grid",
+    "split_k_observed.json": "test_observed_split_k_is_the_kept_profiles",  # + the slow H200 rebuild
 }
 # hand-written model constants, each entry with its source (tests/test_profiles.py), not generated
 NOT_GENERATED = ("profiles/",)
@@ -280,6 +281,42 @@ def test_pad_mm_ratio_is_the_fit_of_its_probe():
     assert load_profile("h200").pad_mm_ratio == ratio, \
         "stale: rerun `phantora-prof calibrate pad-mm ... --write` (tools/holdout/real_h200/session17/README.md)"
     assert agree >= 0.9 * n
+
+
+# the GPU each kept real profile ran on: session 32's and 33's leases gave H100s, the rest H200s
+_H100_SESSIONS = ("session32", "session33")
+
+
+def _kept_profiles(gpu: str) -> list[Path]:
+    traces = sorted(HOLDOUT.rglob("*.pt.trace.json.gz"))
+    on_h100 = [t for t in traces if any(s in t.parts for s in _H100_SESSIONS)]
+    if gpu == "h100":
+        return on_h100
+    return [t for t in traces if t not in on_h100] + sorted(REFERENCE.glob("*/trace.pt.trace.json.gz"))
+
+
+def _observed_table(gpu: str) -> dict:
+    from phantora_prof.calibrate import split_k_observed
+
+    table = split_k_observed.build(_kept_profiles(gpu), gpu)
+    return {"traces": table["traces"], "entries": table["entries"]}
+
+
+def test_observed_split_k_is_the_kept_profiles():
+    """cost/data/split_k_observed.json's H100 table is `phantora-prof calibrate split-k-observed
+    --gpu h100` over the kept H100 profiles (tools/holdout/real_h200/session32, session33)."""
+    shipped = json.loads((DATA / "split_k_observed.json").read_text())
+    assert sorted(shipped) == ["h100", "h200"]
+    assert shipped["h100"] == _observed_table("h100")
+
+
+@pytest.mark.slow
+def test_observed_split_k_h200_table_is_the_kept_profiles():
+    """The H200 table: the other kept profiles and the reference traces (~20 s)."""
+    if not REFERENCE.exists():
+        pytest.skip("the reference H200 traces are not here")
+    shipped = json.loads((DATA / "split_k_observed.json").read_text())
+    assert shipped["h200"] == _observed_table("h200")
 
 
 def test_split_k_sweep_is_its_generators_grid():

@@ -153,7 +153,7 @@ def gemm(op, base, gpu, allow_tf32):
     split = 1
     swept = None
     if gpu.compute_capability[0] >= 9 and base in ("mm", "addmm"):
-        swept = split_k.splits(m, n, k, batch, dtype, _is_t(x), _is_t(w))
+        swept = split_k.splits(m, n, k, batch, dtype, _is_t(x), _is_t(w), gpu.key)
     if swept if swept is not None else (k >= 16384 and tiles < 2 * gpu.num_sms):
         split = max(2, min(4, -(-2 * gpu.num_sms // tiles)))
     mult = 1.0 + profile_for(gpu).gemm_tail * gpu.num_sms / (tiles * split)

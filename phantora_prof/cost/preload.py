@@ -37,6 +37,7 @@ def preload(gpu_key: str = DEFAULT_GPU) -> None:
         families.model(fam_gpu)
     measured.model()
     split_k._sweep()
+    split_k._observed()
     roofline._arg_positions()
     ops._grouped_mm_names()
     errorband.source_sigmas()

@@ -9,7 +9,10 @@ CUDA 13): bf16 over m, n in 128..8192 and K in 1,024..65,536 (quarter octaves), 
 TN / NT, fp16 over a quarter of that grid, outputs under 400 128x128 tiles (the earlier GEMM
 sweep, data/h200_measured.json, never saw a larger one split: 0 of 49; larger outputs are
 taken not to split). A GEMM takes the choice of its nearest swept call of the same dtype and
-layout in (log2 m, log2 n, log2 K).
+layout in (log2 m, log2 n, log2 K). Before the sweep, the exact shapes seen in real training
+profiles answer for their GPU (data/split_k_observed.json, `phantora-prof calibrate
+split-k-observed`): the grid holds no round sizes, and the ViT-style weight gradients
+(768 x 3,072 outputs over K = 12,608) that cuBLAS splits fall between grid points that do not.
 
 Measured: against the 909 16-bit calls of the earlier sweep (another run, other shapes), 99.0%
 right (9 wrong); the rule this replaces (K >= 16,384 and fewer tiles than twice the SMs) was
@@ -79,8 +82,9 @@ def _sweep() -> tuple[dict[tuple[str, str], _Group], int]:
 
 
 def preload() -> None:
-    """Read the sweep now (CostModel.load_tables)."""
+    """Read the sweep and the observed choices now (CostModel.load_tables)."""
     _sweep()
+    _observed()
 
 
 def _read_sweep() -> tuple[dict[tuple[str, str], _Group], int]:
@@ -96,17 +100,34 @@ def _read_sweep() -> tuple[dict[tuple[str, str], _Group], int]:
     return {key: _Group(calls) for key, calls in groups.items()}, most_tiles
 
 
+@lru_cache(maxsize=1)
+def _observed() -> dict[str, dict[tuple[str, str, int, int, int], bool]]:
+    """{gpu key: {(dtype, layout, m, n, k): split}} seen in real training profiles."""
+    ref = resources.files("phantora_prof.cost").joinpath("data", "split_k_observed.json")
+    if not ref.is_file():
+        return {}
+    doc = json.loads(ref.read_text())
+    return {gpu: {(e["dtype"], e["layout"], e["m"], e["n"], e["k"]): bool(e["split"]) for e in t["entries"]}
+            for gpu, t in doc.items()}
+
+
 @lru_cache(maxsize=4096)
-def splits(m: int, n: int, k: int, batch: int, dtype: str, a_transposed: bool, b_transposed: bool) -> bool | None:
-    """Whether C[m,n] = A[m,k] @ B[k,n] runs split-K on Hopper (`dtype` torch's name); None
-    where the sweep does not say (batched, both operands transposed, another dtype, no data)."""
+def splits(m: int, n: int, k: int, batch: int, dtype: str, a_transposed: bool, b_transposed: bool,
+           gpu_key: str = "") -> bool | None:
+    """Whether C[m,n] = A[m,k] @ B[k,n] runs split-K on Hopper (`dtype` torch's name): the choice
+    seen on `gpu_key` at this exact shape in a real profile, else the H200 sweep's; None where
+    neither says (batched, both operands transposed, another dtype, no data)."""
     short = _DTYPES.get(dtype)
     if short is None or batch != 1 or (a_transposed and b_transposed) or min(m, n, k) < 1:
         return None
+    layout = "TN" if a_transposed else "NT" if b_transposed else "NN"
+    seen = _observed().get(gpu_key, {}).get((short, layout, m, n, k))
+    if seen is not None:
+        return seen
     table, most_tiles = _sweep()
     if not table:
         return None
     if output_tiles(m, n) > most_tiles:
         return False
-    group = table.get((short, "TN" if a_transposed else "NT" if b_transposed else "NN"))
+    group = table.get((short, layout))
     return None if group is None else group.nearest(m, n, k)
