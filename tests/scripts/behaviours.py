@@ -228,6 +228,19 @@ elif mode == "sdpa_queries":
     print("sdpa_queries", b.is_built(), b.is_flash_attention_available(), b.can_use_flash_attention(half),
           b.can_use_efficient_attention(half), b.can_use_cudnn_attention(half), b.can_use_flash_attention(full),
           b.can_use_efficient_attention(full))
+elif mode == "layouts":
+    # memory formats as a GPU gives them where size-1 dims make them ambiguous: a 1x1 convolution
+    # weight made channels-last by Module.to (its detach keeps the strides), empty_like with an
+    # explicit format, and cuDNN's channels-last output for an NCHW input with that weight (a
+    # ShuffleNet channel shuffle before a 1x1 convolution), then a batch norm on it
+    conv = torch.nn.Conv2d(58, 58, 1, bias=False).cuda().to(memory_format=torch.channels_last)
+    bn = torch.nn.BatchNorm2d(58).cuda()
+    x = torch.randn(4, 2, 29, 7, 7, device="cuda").transpose(1, 2).contiguous().view(4, 58, 7, 7)
+    w = conv.weight
+    y = bn(conv(x))
+    print("layouts", w.stride(), w.detach().stride(), torch.empty_like(w, memory_format=torch.channels_last).stride(),
+          torch.nn.Parameter(w.detach()).stride(), y.stride(), torch.relu(torch.randn(16, 256, 1, 1, device="cuda")
+                                                                         .to(memory_format=torch.channels_last)).stride())
 elif mode == "cells":
     # nn.GRUCell / nn.LSTMCell (fused CUDA cell kernels) with their backward, and the inference
     # fast path of nn.MultiheadAttention with a padding mask and attention weights

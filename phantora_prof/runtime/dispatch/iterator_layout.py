@@ -15,7 +15,14 @@ the 1 x 1 convolution after it then copies its input to channels-last (a 648 us 
 in each backward in the H100 profile, session 33) that the simulation did not have.
 
 So for an element-wise op (the cost model's element-wise class) whose tensor operands all
-have the output's shape and are all contiguous, the output gets contiguous strides.
+have the output's shape and are all contiguous, the output gets contiguous strides. Not when
+the call names its output's memory format (`empty_like`, `_to_copy`, `clone` with
+`memory_format=torch.channels_last`): those allocate in that format, ambiguous or not (nn.Module
+.to(memory_format=torch.channels_last) gives a 1x1 convolution weight (C, 1, C, C) strides,
+which make cuDNN run the convolution channels-last; until session 36 they came out contiguous
+here, and ShuffleNet's 1x1 convolutions over NCHW inputs with them). Nor for views: `detach`
+of such a weight (nn.Parameter's constructor, which Module.to runs on the simulated device)
+kept its input's strides on a GPU and lost them here.
 Other TensorIterator paths (all channels-last, all alike, the general stride sort) agree with
 the Meta kernels and are left alone.
 """
@@ -37,14 +44,18 @@ def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _is_elementwise(func) -> bool:
-    """A functional (not in-place, not out=) op the cost model prices as element-wise."""
+    """A functional (not in-place, not out=) op the cost model prices as element-wise, whose
+    outputs are new tensors: a view (`detach`, `alias`, `view`, `t`, which the cost model also
+    files under element-wise) has its input's strides, and ATen allocates nothing for it."""
     r = _ELEMENTWISE.get(func)
     if r is None:
         from phantora_prof.cost import ops
 
         schema = func._schema
         writes = any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
-        r = _ELEMENTWISE[func] = (not writes and ops.handler_for(schema.name.split("::", 1)[-1]) is ops.elementwise)
+        view = any(ret.alias_info is not None for ret in schema.returns)
+        r = _ELEMENTWISE[func] = (not writes and not view
+                                  and ops.handler_for(schema.name.split("::", 1)[-1]) is ops.elementwise)
     return r
 
 
@@ -67,6 +78,8 @@ def fast_setup_output(func, args: tuple, kwargs: dict, out: Any,
     (see the module docstring). `alloc(shape, strides, like)` makes the replacement."""
     if not isinstance(out, torch.Tensor) or 1 not in out.shape or not _is_elementwise(func):
         return out
+    if kwargs.get("memory_format", torch.preserve_format) is not torch.preserve_format:
+        return out  # an explicit format: allocated in it
     want = _contiguous_strides(tuple(out.shape))
     if tuple(out.stride()) == want:
         return out
