@@ -480,16 +480,43 @@ def batch_norm_nchw(op, base, gpu, x: TensorArg):
     stats_name = (f"void at::native::batch_norm_collect_statistics_kernel<at::native::Var, {t}, {t}, float, int>"
                   f"({_bn_acc(f'{t} const', 3)}, float, float, {f1}, {f1})")
     sc = "std::conditional<true, float, float>::type"
-    mixed = "true" if ts != t else "false"
-    tr_name = (f"void at::native::batch_norm_transform_input_kernel<{t}, {ts}, float, {mixed}, int>"
+    # the template's bool is `train` (the statistics are the batch's): true on this path, float
+    # weights or not (every NCHW training batch norm of the kept H200 profiles)
+    tr_name = (f"void at::native::batch_norm_transform_input_kernel<{t}, {ts}, float, true, int>"
                f"({_bn_acc(f'{t} const', 3)}, {_bn_acc(t, 3)}, {_bn_acc(sc, 1)}, {_bn_acc(sc, 1)}, "
                f"{_bn_acc('float const', 1)}, {_bn_acc('float const', 1)}, float)")
     transform_bytes = 2 * tensor_bytes(x)
     e = eff_for("norm", gpu)
     transform = e.t0_ns + transform_bytes / (hbm_bw(gpu) * e.mem) * 1e9
+    # between them ATen turns the batch variance into invstd over C values: with running
+    # statistics one multi-output kernel also updates them (batch_norm_update_stats_and_invert),
+    # without (timm's weight standardisation: F.batch_norm(w, None, None, training=True)) a
+    # vectorized batch_norm_calc_invstd (H200 profiles: 1.35 / 1.12 us; the launch floor of the
+    # unrolled / vectorized element-wise classes, 1.4 / 1.2 us)
+    running = isinstance(arg(op, base, "running_mean", None), TensorArg)
+    invert_ns = eff_for("unrolled" if running else "vectorized", gpu).t0_ns
     specs = [KernelSpec(K.KIND_KERNEL, stats_name, (c, 1, 1), block, 27, 640, weight=stats),
+             KernelSpec(K.KIND_KERNEL, _bn_invert_name(running), (max(1, -(-c // 512)), 1, 1), (128, 1, 1),
+                        56 if running else 30, 0, weight=invert_ns),
              KernelSpec(K.KIND_KERNEL, tr_name, (c, 64, 1), (512, 1, 1), 23, 0, weight=transform)]
-    return Cost(NORM, "norm", 0.0, transform_bytes, extra_ns=stats), specs
+    return Cost(NORM, "norm", 0.0, transform_bytes, extra_ns=stats + invert_ns), specs
+
+
+def _bn_invert_name(running: bool) -> str:
+    """ATen's kernel that turns a batch norm's variance into invstd (and, with running statistics,
+    updates them), as the H200 profiles name it."""
+    ns = "at::native::(anonymous namespace)::"
+    if running:
+        fn = (f"{ns}batch_norm_update_stats_and_invert(at::Tensor const&, at::Tensor const&, at::Tensor const&, "
+              f"at::Tensor const&, double, double, long)::{{lambda()#1}}::operator()() const::{{lambda()#2}}::"
+              f"operator()() const::{{lambda(float, float, float, float)#1}}")
+        calc = "TrivialOffsetCalculator<4, unsigned int>, TrivialOffsetCalculator<3, unsigned int>"
+        return (f"void {ns}unrolled_elementwise_kernel_for_multi_outputs<3, {fn}, std::array<char*, 7ul>, {calc} >"
+                f"(int, {fn}, std::array<char*, 7ul>, {calc})")
+    fn = (f"{ns}batch_norm_calc_invstd(at::Tensor const&, at::Tensor const&, double)::{{lambda()#1}}::"
+          f"operator()() const::{{lambda()#2}}::operator()() const::{{lambda(float)#1}}")
+    return (f"void at::native::vectorized_elementwise_kernel<4, {fn}, std::array<char*, 2ul> >"
+            f"(int, {fn}, std::array<char*, 2ul>)")
 
 
 def batch_group_norm(op, base, gpu, allow_tf32):

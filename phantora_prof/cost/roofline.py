@@ -184,7 +184,7 @@ def io_bytes(op) -> int:
 # data/aten_arg_positions.json (generated from torch's schemas by calibrate/schema_args.py,
 # so this package does not import torch).
 SCHEMA_ARGS = ("amsgrad", "approximate", "beta", "custom_mask_type", "dim", "dims", "is_causal", "normalized_shape", "num_weights",
-               "output_mask", "sorted", "train", "training", "transposed")
+               "output_mask", "running_mean", "sorted", "train", "training", "transposed")
 
 
 @lru_cache(maxsize=1)
