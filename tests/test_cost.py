@@ -654,6 +654,22 @@ def test_split_k_takes_the_choice_a_real_profile_showed_for_that_shape_and_gpu()
     assert sum("splitKreduce" in k.name for k in estimate(op, "h200")) == 1
 
 
+def test_gemm_flag_memset_follows_the_output_tile_waves():
+    """A non-split 16-bit Hopper GEMM whose kernel runs more than two waves of output tiles starts
+    with cuBLAS's 4-byte Memset (the H200 profiles: GPT-2's 8,192 x 2,304 QKV projection has one,
+    LLaMA's 8,192 x 1,024 key projection none, SegFormer's 262,144 x 32 decoder GEMMs have one,
+    which the older rule m >= 4,096 and n >= 2,304 missed)."""
+    def memsets(m, n, k):
+        op = call("aten::mm", [T((m, k), "bfloat16"), T((k, n), "bfloat16")], [T((m, n), "bfloat16")])
+        return sum(s.kind == "memset" for s in estimate(op, "h200"))
+
+    clear_cache()
+    assert memsets(8192, 2304, 768) == 1
+    assert memsets(8192, 1024, 4096) == 0
+    assert memsets(262144, 32, 256) == 1
+    assert memsets(1024, 1024, 1024) == 0
+
+
 def test_split_k_observations_are_read_from_profiles_per_gemm_call():
     """calibrate/split_k_observed.py: a GEMM call with a splitKreduce kernel under it counts as
     split, one without as not; fp32, batched and both-transposed calls are left out; a shape

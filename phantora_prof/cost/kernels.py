@@ -481,12 +481,13 @@ def generic_reduce_functor(base: str, dtype: str) -> str:
 _FP8_LETTER = {"float8_e4m3fn": "q", "float8_e5m2": "r"}
 
 
-def _memset_elements(gpu) -> float:
-    """Output elements above which a non-split Hopper GEMM clears its flag (about two waves of
-    output tiles: the profile's figure per SM)."""
+def _clears_flag(gpu, m: int, n: int) -> bool:
+    """Whether a non-split Hopper GEMM's kernel runs more than two waves of output tiles, for
+    which cuBLAS clears a flag first (the profile's tile edge, fitted on the real profiles)."""
     from phantora_prof.cost.profiles import profile_for
 
-    return profile_for(gpu).gemm_memset_elements_per_sm * gpu.num_sms
+    t = profile_for(gpu).gemm_memset_tile
+    return -(-m // t) * -(-n // t) > 2 * gpu.num_sms
 
 
 def gemm_specs(gpu, m: int, n: int, k: int, batch: int, dtype: str, a_t: bool, b_t: bool,
@@ -514,10 +515,10 @@ def gemm_specs(gpu, m: int, n: int, k: int, batch: int, dtype: str, a_t: bool, b
         ctas = min(tiles * split, sms)
         grid = (2, max(1, -(-ctas // 2)), 1) if ctas >= 2 else (1, 1, 1)
         ks = []
-        if not split_k and (m * n > _memset_elements(gpu) if batch == 1 else m >= 4096 and n >= 2304):
+        if not split_k and (_clears_flag(gpu, m, n) if batch == 1 else m >= 4096 and n >= 2304):
             # cuBLAS clears a 4-byte flag before a kernel with more than two waves of output tiles
-            # (the profile's gemm_memset_elements, fitted on 12,568 real mm / addmm calls);
-            # batched GEMMs keep the older rule (not measured)
+            # (the profile's gemm_memset_tile, fitted on 12,568 real mm / addmm calls); batched
+            # GEMMs keep the older rule (too few of them in the profiles to fit one)
             ks.append(KernelSpec(KIND_MEMSET, MEMSET_NAME, nbytes=4, api=API_MEMSET))
         ks.append(KernelSpec(KIND_KERNEL, name, grid, (384, 1, 1), 168, 213188, api=API_KERNEL_EX,
                              weight=0.95 if split_k else 1.0))

@@ -63,7 +63,7 @@ class GpuProfile:
     dtod_fixed_ns: float
     dtod_fraction: float
     gemm_tail: float
-    gemm_memset_elements_per_sm: float  # a non-split 16-bit Hopper GEMM with a larger output clears a flag first
+    gemm_memset_tile: int  # a non-split 16-bit Hopper GEMM over more than 2 x SMs such tiles clears a flag first
     attn_t0_fwd_ns: float
     attn_t0_bwd_ns: float
     attn_tile: int
