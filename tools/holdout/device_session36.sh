@@ -5,6 +5,7 @@
 #      the optimizer step in-model against repeated, after a synchronize, cold caches, an idle core)
 #   b: session 34's part e (host_interleaved.py with one profiled step per case, for --op-costs)
 # Usage: tools/holdout/device_session36.sh OUTDIR a|b WORKLOADS_DIR   (run's carry: tools/holdout/_wl)
+# Leaves OUTDIR.a.tgz (or .b.tgz): everything the part wrote, in one archive.
 out=$1; part=s36$2
 source "$(dirname "$0")/device_env.sh"
 start=$(date +%s)
@@ -21,3 +22,6 @@ elif [ "$2" = b ]; then
   bash "$H/device_session34.sh" "$out" e "$wl"
   echo "part e done $(( $(date +%s) - start ))s" >> "$log"
 fi
+# The device tool returns a limited number of files from $OUT (session 36's first run lost most of
+# its logs, every trace and the JSON): the part's output travels as one archive.
+tar czf "$out.$2.tgz" -C "$(dirname "$out")" "$(basename "$out")" && rm -rf "$out"
