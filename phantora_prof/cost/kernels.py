@@ -481,11 +481,15 @@ def generic_reduce_functor(base: str, dtype: str) -> str:
 _FP8_LETTER = {"float8_e4m3fn": "q", "float8_e5m2": "r"}
 
 
-def _clears_flag(gpu, m: int, n: int) -> bool:
+def _clears_flag(gpu, m: int, n: int, k: int) -> bool:
     """Whether a non-split Hopper GEMM's kernel runs more than two waves of output tiles, for
-    which cuBLAS clears a flag first (the profile's tile edge, fitted on the real profiles)."""
+    which cuBLAS clears a flag first (the profile's tile edge, fitted on the real profiles).
+    A dimension that is not a multiple of 8 takes a CUTLASS kernel instead of nvjet, with no
+    flag (MLP-Mixer's 196-token mixing: 108 of 112 such calls in the profiles)."""
     from phantora_prof.cost.profiles import profile_for
 
+    if m % 8 or n % 8 or k % 8:
+        return False
     t = profile_for(gpu).gemm_memset_tile
     return -(-m // t) * -(-n // t) > 2 * gpu.num_sms
 
@@ -515,7 +519,7 @@ def gemm_specs(gpu, m: int, n: int, k: int, batch: int, dtype: str, a_t: bool, b
         ctas = min(tiles * split, sms)
         grid = (2, max(1, -(-ctas // 2)), 1) if ctas >= 2 else (1, 1, 1)
         ks = []
-        if not split_k and (_clears_flag(gpu, m, n) if batch == 1 else m >= 4096 and n >= 2304):
+        if not split_k and (_clears_flag(gpu, m, n, k) if batch == 1 else m >= 4096 and n >= 2304):
             # cuBLAS clears a 4-byte flag before a kernel with more than two waves of output tiles
             # (the profile's gemm_memset_tile, fitted on 12,568 real mm / addmm calls); batched
             # GEMMs keep the older rule (too few of them in the profiles to fit one)
