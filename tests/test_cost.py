@@ -512,6 +512,25 @@ def test_nchw_batch_norm_is_limited_by_channel_blocks(shape, fwd_us, bwd_us):
     assert total(bwd) / 1e3 == pytest.approx(bwd_us, rel=0.15)
 
 
+def test_nchw_batch_norm_launches_atens_three_kernels():
+    """Statistics, then invstd (updating the running statistics when there are any, a
+    vectorized batch_norm_calc_invstd when not: timm's weight standardisation), then the
+    transform with its template bool `train` true, as every NCHW training batch norm of the kept
+    H200 profiles (794 calls)."""
+    h200 = get_gpu("h200")
+    x, w = T((1, 384, 576), "float32"), T((384,), "float32")
+    with_stats = estimate(_bn((64, 64, 56, 56), 64), h200)
+    without = estimate(call("aten::native_batch_norm", [x, w, w, None, None, True, 0.0, 1e-5], [x, w, w]), h200)
+    assert [k.name.split("<")[0] for k in with_stats] == [
+        "void at::native::batch_norm_collect_statistics_kernel",
+        "void at::native::(anonymous namespace)::unrolled_elementwise_kernel_for_multi_outputs",
+        "void at::native::batch_norm_transform_input_kernel"]
+    assert "batch_norm_update_stats_and_invert" in with_stats[1].name
+    assert "batch_norm_calc_invstd" in without[1].name and "vectorized_elementwise_kernel" in without[1].name
+    assert "<float, float, float, true, int>" in without[2].name
+    assert 1_000 <= without[1].duration_ns <= 1_500  # H200: 1.12 us
+
+
 def test_channels_last_batch_norm_keeps_the_bandwidth_model():
     h200 = get_gpu("h200")
     n, c, h, w = 64, 64, 56, 56
