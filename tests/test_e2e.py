@@ -312,13 +312,14 @@ def test_ambiguous_memory_formats_come_out_as_on_a_gpu(cli):
     Module.to(memory_format=channels_last) gives a 1x1 convolution weight (C, 1, C, C) strides, its
     detach and Parameter keep them, empty_like follows an explicit format, and cuDNN runs a
     convolution of an NCHW input with that weight channels-last (so the batch norm after it
-    too); an element-wise op over an all-contiguous [N, C, 1, 1] stays contiguous (TensorIterator).
+    too); an element-wise op over an all-contiguous [N, C, 1, 1] stays contiguous (TensorIterator),
+    empty_like keeps its input's strides (preserve_format).
     Found by the held-out ShuffleNet profile: until session 36 the weight came out (C, 1, 1, 1),
     every later layer ran NCHW kernels (826 kernels per step against 1,004 real, GPU time +55%)."""
     r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "layouts")
     assert r.returncode == 0, r.stderr[-2000:]
     assert "layouts (58, 1, 58, 58) (58, 1, 58, 58) (58, 1, 58, 58) (58, 1, 58, 58) (2842, 1, 406, 58) " \
-           "(256, 1, 1, 1)" in r.stdout, r.stdout
+           "(256, 1, 1, 1) (256, 1, 256, 256)" in r.stdout, r.stdout
 
 
 def test_cuda_ops_torch_ships_without_shape_functions(cli):

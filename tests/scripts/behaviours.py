@@ -240,7 +240,8 @@ elif mode == "layouts":
     y = bn(conv(x))
     print("layouts", w.stride(), w.detach().stride(), torch.empty_like(w, memory_format=torch.channels_last).stride(),
           torch.nn.Parameter(w.detach()).stride(), y.stride(), torch.relu(torch.randn(16, 256, 1, 1, device="cuda")
-                                                                         .to(memory_format=torch.channels_last)).stride())
+                                                                         .to(memory_format=torch.channels_last)).stride(),
+          torch.empty_like(torch.randn(16, 256, 1, 1, device="cuda").to(memory_format=torch.channels_last)).stride())
 elif mode == "cells":
     # nn.GRUCell / nn.LSTMCell (fused CUDA cell kernels) with their backward, and the inference
     # fast path of nn.MultiheadAttention with a padding mask and attention weights

@@ -22,7 +22,9 @@ the call names its output's memory format (`empty_like`, `_to_copy`, `clone` wit
 which make cuDNN run the convolution channels-last; until session 36 they came out contiguous
 here, and ShuffleNet's 1x1 convolutions over NCHW inputs with them). Nor for views: `detach`
 of such a weight (nn.Parameter's constructor, which Module.to runs on the simulated device)
-kept its input's strides on a GPU and lost them here.
+kept its input's strides on a GPU and lost them here. Nor for `empty_like` and the other
+`*_like` factories, which are no TensorIterator ops (preserve_format copies a dense input's
+strides).
 Other TensorIterator paths (all channels-last, all alike, the general stride sort) agree with
 the Meta kernels and are left alone.
 """
@@ -54,8 +56,11 @@ def _is_elementwise(func) -> bool:
         schema = func._schema
         writes = any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
         view = any(ret.alias_info is not None for ret in schema.returns)
-        r = _ELEMENTWISE[func] = (not writes and not view
-                                  and ops.handler_for(schema.name.split("::", 1)[-1]) is ops.elementwise)
+        base = schema.name.split("::", 1)[-1]
+        # `empty_like` and the other `*_like` factories are no TensorIterator ops: their
+        # preserve_format keeps a dense input's strides exactly
+        r = _ELEMENTWISE[func] = (not writes and not view and not base.endswith("_like")
+                                  and ops.handler_for(base) is ops.elementwise)
     return r
 
 
@@ -78,8 +83,9 @@ def fast_setup_output(func, args: tuple, kwargs: dict, out: Any,
     (see the module docstring). `alloc(shape, strides, like)` makes the replacement."""
     if not isinstance(out, torch.Tensor) or 1 not in out.shape or not _is_elementwise(func):
         return out
-    if kwargs.get("memory_format", torch.preserve_format) is not torch.preserve_format:
-        return out  # an explicit format: allocated in it
+    fmt = kwargs.get("memory_format")
+    if fmt is not None and fmt is not torch.preserve_format:
+        return out  # an explicit format: allocated in it (None means preserve_format)
     want = _contiguous_strides(tuple(out.shape))
     if tuple(out.stride()) == want:
         return out
