@@ -673,6 +673,26 @@ def test_split_k_takes_the_choice_a_real_profile_showed_for_that_shape_and_gpu()
     assert sum("splitKreduce" in k.name for k in estimate(op, "h200")) == 1
 
 
+def test_split_k_observation_tables_merge_per_gpu(tmp_path):
+    """`calibrate split-k-observed --gpu X` replaces X's table in the file and keeps the others';
+    the file is JSON with one shape per line."""
+    import json
+
+    from phantora_prof.calibrate.split_k_observed import dumps, merge
+
+    entry = {"dtype": "bf16", "layout": "TN", "m": 768, "n": 3072, "k": 12608, "split": True, "calls": 2,
+             "sources": ["timm_vit"]}
+    path = tmp_path / "observed.json"
+    path.write_text(dumps(merge(path, {"gpu": "h200", "traces": ["timm_vit"], "entries": [entry]})))
+    path.write_text(dumps(merge(path, {"gpu": "h100", "traces": ["x"], "entries": [dict(entry, split=False)]})))
+    path.write_text(dumps(merge(path, {"gpu": "h200", "traces": ["y"], "entries": [dict(entry, m=1024)]})))
+    doc = json.loads(path.read_text())
+    assert sorted(doc) == ["h100", "h200"]
+    assert doc["h100"]["entries"] == [dict(entry, split=False)]
+    assert doc["h200"]["traces"] == ["y"] and doc["h200"]["entries"][0]["m"] == 1024
+    assert sum(line.startswith('  {"dtype"') for line in path.read_text().splitlines()) == 2
+
+
 def test_gemm_flag_memset_follows_the_output_tile_waves():
     """A non-split 16-bit Hopper GEMM whose kernel runs more than two waves of output tiles starts
     with cuBLAS's 4-byte Memset (the H200 profiles: GPT-2's 8,192 x 2,304 QKV projection has one,
