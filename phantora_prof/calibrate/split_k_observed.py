@@ -65,7 +65,9 @@ def _operands(op: dict) -> tuple[str, int, int, int, str] | None:
 
 def observe(events: list[dict]) -> Counter:
     """{(dtype, layout, m, n, k, split): calls} of one trace's GEMM calls (a call counts when a
-    GEMM kernel ran under it)."""
+    GEMM kernel ran under it). A kernel belongs to the innermost GEMM call enclosing its launch,
+    not to trace_ops.dispatch_ops' outermost one: under autocast an fp32 `aten::addmm` (HF GPT-2's
+    Conv1D) encloses the bf16 one that cuBLAS ran, and the choice is the bf16 call's."""
     launches = {e["args"]["correlation"]: e for e in events
                 if e.get("cat") in _LAUNCH_CATS and "correlation" in e.get("args", {})}
     calls: dict[int, list[dict]] = defaultdict(list)
