@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
+from phantora_prof.cost.profiles import profile_for
 from phantora_prof.protocol import TensorArg, pickled_by_fields
 
 KIND_KERNEL = "kernel"
@@ -486,8 +487,6 @@ def _clears_flag(gpu, m: int, n: int, k: int) -> bool:
     which cuBLAS clears a flag first (the profile's tile edge, fitted on the real profiles).
     A dimension that is not a multiple of 8 takes a CUTLASS kernel instead of nvjet, with no
     flag (MLP-Mixer's 196-token mixing: 108 of 112 such calls in the profiles)."""
-    from phantora_prof.cost.profiles import profile_for
-
     if m % 8 or n % 8 or k % 8:
         return False
     t = profile_for(gpu).gemm_memset_tile
