@@ -135,6 +135,21 @@ def _hf_causal_lm(name: str, a):
                                num_local_experts=8, num_experts_per_tok=2, max_position_embeddings=a.seq,
                                sliding_window=None)
         model = tf.MixtralForCausalLM(cfg)
+    elif name == "hf_llama3_8b":  # blind set 12: Llama-3.1-8B's layer (GQA 32/8, SwiGLU 14336, 128k vocabulary)
+        cfg = tf.LlamaConfig(vocab_size=128256, hidden_size=a.dim or 4096, intermediate_size=14336,
+                             num_hidden_layers=a.layers or 4, num_attention_heads=32, num_key_value_heads=8,
+                             rope_theta=500000.0, max_position_embeddings=a.seq)
+        model = tf.LlamaForCausalLM(cfg)
+    elif name == "hf_qwen25_7b":  # blind set 12: Qwen2.5-7B's layer (QKV bias, GQA 28/4, SwiGLU 18944, 152k vocabulary)
+        cfg = tf.Qwen2Config(vocab_size=152064, hidden_size=a.dim or 3584, intermediate_size=18944,
+                             num_hidden_layers=a.layers or 2, num_attention_heads=28, num_key_value_heads=4,
+                             rope_theta=1000000.0, max_position_embeddings=a.seq, tie_word_embeddings=False)
+        model = tf.Qwen2ForCausalLM(cfg)
+    elif name == "hf_pythia_7b":  # blind set 12: Pythia-6.9B's layer (parallel attention + GELU MLP, 25% rotary)
+        cfg = tf.GPTNeoXConfig(vocab_size=50432, hidden_size=a.dim or 4096, intermediate_size=16384,
+                               num_hidden_layers=a.layers or 4, num_attention_heads=32, rotary_pct=0.25,
+                               max_position_embeddings=a.seq)
+        model = tf.GPTNeoXForCausalLM(cfg)
     elif name == "hf_qwen3":  # RMSNorm on every head's queries and keys, GQA, SwiGLU, head_dim 128
         cfg = tf.Qwen3Config(vocab_size=32000, hidden_size=a.dim or 1024, intermediate_size=3072,
                              num_hidden_layers=a.layers or 8, num_attention_heads=16, num_key_value_heads=8,
@@ -182,14 +197,15 @@ def _vision_model(name: str):
                 "timm_resnext": "resnext50_32x4d", "timm_poolformer": "poolformer_s12",
                 "timm_maxvit": "maxvit_tiny_tf_224", "timm_levit": "levit_128s", "timm_nfnet": "eca_nfnet_l0",
                 "timm_bit": "resnetv2_50x1_bit", "timm_convnextv2": "convnextv2_tiny",
-                "timm_efficientvit": "efficientvit_b1", "timm_hrnet": "hrnet_w18", "timm_xcit": "xcit_tiny_12_p16_224"}[name]
+                "timm_efficientvit": "efficientvit_b1", "timm_hrnet": "hrnet_w18", "timm_xcit": "xcit_tiny_12_p16_224",
+                "timm_vit_large": "vit_large_patch16_224"}[name]
         return timm.create_model(arch, pretrained=False)
     tv = import_torchvision()
     arch = {"tv_resnet50": "resnet50", "tv_mobilenet": "mobilenet_v3_large",
             "tv_efficientnet": "efficientnet_b0", "tv_swin": "swin_t", "tv_densenet": "densenet121",
             "tv_shufflenet": "shufflenet_v2_x1_0", "tv_regnet_x": "regnet_x_1_6gf",
             "tv_vgg": "vgg11_bn", "tv_mnasnet": "mnasnet1_0", "tv_googlenet": "googlenet",
-            "tv_vit_b32": "vit_b_32"}[name]
+            "tv_vit_b32": "vit_b_32", "tv_resnet152": "resnet152"}[name]
     if arch == "googlenet":
         # without the auxiliary heads a training-mode GoogLeNet returns its logits as a tensor, so
         # _MainLogits passes them through; it stays because blind set 7's real runs
@@ -411,6 +427,10 @@ MODELS = {
     # two-stream relative attention, Inception's auxiliary head, RAFT's iterative optical flow
     "timm_hrnet": (64, 224), "timm_xcit": (64, 224), "hf_xlnet": (8, 512), "tv_inception": (64, 299),
     "tv_raft": (8, 368),
+    # blind set 12 (session 37): at the scale users train, GPU-bound where every earlier set was small:
+    # 7-8B LLMs' layers at 8k tokens (a few layers, the full vocabulary), ViT-L/16, ResNet-152
+    "hf_llama3_8b": (1, 8192), "hf_qwen25_7b": (1, 8192), "hf_pythia_7b": (2, 2048), "timm_vit_large": (64, 224),
+    "tv_resnet152": (128, 224),
 }
 
 
@@ -452,7 +472,8 @@ def build(a: argparse.Namespace) -> tuple[torch.nn.Module, Callable[[int], None]
     import_torchvision()  # transformers and timm import it when it is installed
     name = a.model
     if name in ("hf_llama", "hf_mistral", "hf_qwen2", "hf_gpt2", "hf_gptneox", "hf_opt", "hf_phi", "hf_gemma",
-                "hf_starcoder2", "hf_olmo", "hf_falcon", "hf_qwen3", "hf_bloom", "hf_mixtral"):
+                "hf_starcoder2", "hf_olmo", "hf_falcon", "hf_qwen3", "hf_bloom", "hf_mixtral", "hf_llama3_8b",
+                "hf_qwen25_7b", "hf_pythia_7b"):
         model = _hf_causal_lm(name, a).to(dev)
         step = _hf_lm_step(model, a, dev)
     elif name == "hf_bert":
