@@ -3,6 +3,8 @@
 #   a: blind set 11 (compare.py ZOO_BLIND11, simulated first: real_h200/session36/blind11_simulated_*.json)
 #      timed once and profiled (device_blind.sh --profiles), then optimizer_context.py once (issue #15:
 #      the optimizer step in-model against repeated, after a synchronize, cold caches, an idle core)
+#   (session 37: part a runs blind set 12 timed and profiled, then blind set 11's profiles alone;
+#    a36 is part a as session 36 ran it)
 #   b: session 34's part e (host_interleaved.py with one profiled step per case, for --op-costs)
 # Usage: tools/holdout/device_session36.sh OUTDIR a|b WORKLOADS_DIR   (run's carry: tools/holdout/_wl)
 # Leaves OUTDIR.a.tgz (or .b.tgz): everything the part wrote, in one archive.
@@ -11,6 +13,15 @@ source "$(dirname "$0")/device_env.sh"
 start=$(date +%s)
 wl=$(cd "$3" && pwd)
 if [ "$2" = a ]; then
+  # session 37: blind set 12 first (GPU-bound, at scale: device_session37.sh part c), then blind set
+  # 11's profiles alone (session 36's run timed it; its profiles did not come back)
+  timeout 380 bash "$H/device_blind.sh" "$out/blind12" blind12 "$(compare_py "','.join(compare.ZOO_BLIND12)")" \
+    --profiles > "$out/blind12.log" 2>&1
+  echo "blind12 rc=$? $(( $(date +%s) - start ))s" >> "$log"
+  timeout 170 bash "$H/device_blind.sh" "$out/blind11" blind11 "$(compare_py "','.join(compare.ZOO_BLIND11)")" \
+    --profiles-only > "$out/blind11.log" 2>&1
+  echo "blind11 profiles rc=$? $(( $(date +%s) - start ))s" >> "$log"
+elif [ "$2" = a36 ]; then  # session 36's part a as it ran there
   timeout 400 bash "$H/device_blind.sh" "$out/blind11" blind11 "$(compare_py "','.join(compare.ZOO_BLIND11)")" \
     --profiles > "$out/blind11.log" 2>&1
   echo "blind11 rc=$? $(( $(date +%s) - start ))s" >> "$log"
@@ -25,3 +36,7 @@ fi
 # The device tool returns a limited number of files from $OUT (session 36's first run lost most of
 # its logs, every trace and the JSON): the part's output travels as one archive.
 tar czf "$out.$2.tgz" -C "$(dirname "$out")" "$(basename "$out")" && rm -rf "$out"
+# at most 16 MiB a file comes back: a larger archive travels in 15 MiB pieces (cat them to rebuild it)
+if [ "$(stat -c %s "$out.$2.tgz")" -gt 15728640 ]; then
+  split -b 15m -d "$out.$2.tgz" "$out.$2.tgz." && rm "$out.$2.tgz"
+fi
