@@ -57,6 +57,18 @@ class RankSummary:
     max_rss_bytes: int = 0  # resident memory of the rank process (the simulation's own cost)
     compile_ns: int = 0  # simulated host time spent compiling (torch.compile), inside sim_time_ns
     mirror_of: int | None = None  # a mirrored rank: the live rank whose simulation stands for it
+    # the steps after the first optimizer step (RankTimeline.steady_window): start_ns, end_ns, steps,
+    # per_step_ns, busy_ns, sources; None with fewer than two optimizer steps
+    steady: dict | None = None
+
+
+def _steady(tl: RankTimeline) -> dict | None:
+    w = tl.steady_window()
+    if w is None:
+        return None
+    return {"start_ns": w.start_ns - ORIGIN_NS, "end_ns": w.end_ns - ORIGIN_NS, "steps": w.steps,
+            "per_step_ns": w.per_step_ns, "busy_ns": w.busy_ns, "host_busy_ns": w.host_busy_ns,
+            "sources": dict(w.sources)}
 
 
 @dataclass
@@ -560,7 +572,7 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop, extra_env: dict[s
             tl.stats.memcpys, tl.stats.memsets, path, dict(tl.stats.estimated_ops),
             placeholders=int(goodbye.get("placeholders", 0)), peak_allocated=int(goodbye.get("peak_allocated", 0)),
             peak_reserved=int(goodbye.get("peak_reserved", 0)), max_rss_bytes=int(goodbye.get("max_rss_bytes", 0)),
-            compile_ns=int(goodbye.get("compile_ns", 0))))
+            compile_ns=int(goodbye.get("compile_ns", 0)), steady=_steady(tl)))
     if layout is not None:  # mirrored ranks: their representative's figures
         for i, summ in enumerate(summaries):
             rep = layout.rep_of(summ.rank)

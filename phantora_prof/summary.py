@@ -51,22 +51,37 @@ def print_summary(result: Any, config: Any, console: Any) -> None:
         for line in getattr(result, "class_checks", []):
             console.print(f"[yellow]warning:[/] {line}")
     sources: dict[str, int] = {}
+    # the steps after the first where every rank has them (what the per-step estimate is made of),
+    # else the whole run
+    per_step = bool(result.ranks) and all(getattr(r, "steady", None) for r in result.ranks)
     for r in result.ranks:
-        for k, v in r.kernel_sources.items():
+        for k, v in (r.steady["sources"] if per_step else r.kernel_sources).items():
             sources[k] = sources.get(k, 0) + v
     if sources:
         total = sum(sources.values())
         order = {k: i for i, k in enumerate(SOURCE_ORDER)}
         parts = ", ".join(f"{SOURCE_LABELS.get(k, k)} {100.0 * v / total:.1f}%"
                           for k, v in sorted(sources.items(), key=lambda kv: (order.get(kv[0], 99), kv[0])) if v)
-        console.print(f"GPU time by source of its kernel times: {parts}", soft_wrap=True)  # one line in a log
+        what = "GPU time of the steps after the first" if per_step else "GPU time"
+        console.print(f"{what} by source of its kernel times: {parts}", soft_wrap=True)  # one line in a log
         from phantora_prof.cost import errorband
 
         lead = max(result.ranks, key=lambda r: r.sim_time_ns)
-        b = errorband.band(lead.sim_time_ns, lead.gpu_busy_ns, lead.kernel_sources, lead.compile_ns)
-        console.print(f"estimate: {lead.sim_time_ns / 1e6:,.2f} ms +- {100.0 * b['relative']:.1f}% "
-                      f"(90% band: {b['low_ns'] / 1e6:,.2f}-{b['high_ns'] / 1e6:,.2f} ms; the same share applies "
-                      "to the script's own step times; see README, Accuracy)")
+        steady = getattr(lead, "steady", None)
+        if steady:
+            b = steady_band(steady)
+            per, n = steady["per_step_ns"], steady["steps"]
+            window = steady["end_ns"] - steady["start_ns"]
+            console.print(f"estimate per step: {per / 1e6:,.2f} ms, 90% band {b['low_ns'] / n / 1e6:,.2f}-"
+                          f"{b['high_ns'] / n / 1e6:,.2f} ms ({100.0 * (b['low_ns'] / window - 1):+.1f}% / "
+                          f"{100.0 * (b['high_ns'] / window - 1):+.1f}%; over the {n} optimizer step(s) after the "
+                          "first; the same band applies to the script's own step times, see README, Accuracy); "
+                          f"whole run {lead.sim_time_ns / 1e6:,.2f} ms with start-up", soft_wrap=True)
+        else:
+            b = errorband.band(lead.sim_time_ns, lead.gpu_busy_ns, lead.kernel_sources, lead.compile_ns)
+            console.print(f"estimate: {lead.sim_time_ns / 1e6:,.2f} ms +- {100.0 * b['relative']:.1f}% "
+                          f"(90% band: {b['low_ns'] / 1e6:,.2f}-{b['high_ns'] / 1e6:,.2f} ms; the same share applies "
+                          "to the script's own step times; see README, Accuracy)")
         share = errorband.roofline_share(sources)
         if share > errorband.ROOFLINE_NOTE_SHARE:
             console.print(f"{100.0 * share:.0f}% of GPU time comes from the roofline model (ops no sweep covers): "
@@ -85,6 +100,17 @@ def print_summary(result: Any, config: Any, console: Any) -> None:
         console.print("open them at https://ui.perfetto.dev (drag the file in), or with HTA or TensorBoard")
 
 
+def steady_band(steady: dict) -> dict:
+    """The 90% band of the per-step estimate: the error band of the steps after the first
+    (RankTimeline.steady_window), whose kernels and host time are what the script's step times
+    are made of; the whole run's band mixes in start-up (model construction on the host, weight
+    uploads), which can dominate a short run and say little about a step."""
+    from phantora_prof.cost import errorband
+
+    window = steady["end_ns"] - steady["start_ns"]
+    return errorband.step_band(window, steady["busy_ns"], steady["sources"], steady["host_busy_ns"])
+
+
 def write_summary_json(result: Any, config: Any, path: Path) -> None:
     """The same figures as the table, for scripts and CI."""
     ranks = []
@@ -96,6 +122,8 @@ def write_summary_json(result: Any, config: Any, path: Path) -> None:
 
     for d, r in zip(ranks, result.ranks):
         d["error_band_90"] = errorband.band(r.sim_time_ns, r.gpu_busy_ns, r.kernel_sources, r.compile_ns)
+        if d.get("steady"):
+            d["steady"]["error_band_90"] = steady_band(d["steady"])
     doc = {"gpu": config.cluster.gpu, "exit_code": result.exit_code, "wall_s": result.wall_s, "ranks": ranks,
            "coordinator_max_rss_bytes": getattr(result, "coordinator_max_rss_bytes", 0)}
     layout = getattr(result, "layout", None)

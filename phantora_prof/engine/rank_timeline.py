@@ -72,6 +72,58 @@ class RankStats:
     host_end_ns: int = 0
     flops: float = 0.0
     estimated_ops: dict[str, int] = field(default_factory=dict)  # GPU ns by kernel-time source
+    sync_wait_ns: int = 0  # host time spent blocked in synchronizations, beyond their API cost
+
+
+def _union_ns(intervals) -> int:
+    """Length of the union of (start, end) intervals."""
+    busy = 0
+    cur_s = cur_e = None
+    for s, e in sorted(intervals):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                busy += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        busy += cur_e - cur_s
+    return busy
+
+
+@dataclass(frozen=True)
+class StepMark:
+    """Where an optimizer step of the script ended: its host time, when the GPU work launched
+    up to then ends, and the GPU time per kernel-time source launched up to then."""
+    name: str
+    host_ns: int
+    gpu_end_ns: int
+    sources: dict
+    sync_wait_ns: int  # the host's time blocked in synchronizations up to here
+
+    @property
+    def done_ns(self) -> int:
+        """When the step is over on both sides (the host's range closed, its GPU work done)."""
+        return max(self.host_ns, self.gpu_end_ns)
+
+
+@dataclass(frozen=True)
+class StepWindow:
+    """The script's steps after its first optimizer step: what a per-step estimate describes
+    (the first step holds start-up: model construction, uploads, warm-up)."""
+    start_ns: int
+    end_ns: int
+    steps: int
+    busy_ns: int      # union of GPU work inside [start_ns, end_ns]
+    sources: dict     # GPU ns per kernel-time source launched in the window
+    host_busy_ns: int  # the host's own time over the same steps: its time between the step ends, less its waits
+
+    @property
+    def per_step_ns(self) -> float:
+        return (self.end_ns - self.start_ns) / self.steps
+
+
+OPTIMIZER_STEP_PREFIX = "Optimizer.step#"  # torch.optim's record_function range around step()
 
 
 @dataclass(slots=True)
@@ -191,6 +243,10 @@ class RankTimeline:
         self.keep_host_spans = True
         self.flows: list[Flow] = []
         self.annotations: list[Annotation] = []
+        # per optimizer (its step range's name): [steps, first StepMark, last StepMark] (steady_window)
+        self.step_marks: dict[str, list] = {}
+        self._marked_work = 0  # self.work[:_marked_work] is in step_marks' gpu_end_ns
+        self._gpu_end_marked = 0
         self.memory_events: list[MemoryEvent] = []
         self.memory = _MemorySeries()  # allocated / reserved over the whole run, per device
         self.work: list[_GpuWork] = []  # in launch order (host time is non-decreasing)
@@ -272,6 +328,8 @@ class RankTimeline:
             self.keep_host_spans = True
         elif isinstance(msg, Annotation):
             self.annotations.append(msg)
+            if msg.name.startswith(OPTIMIZER_STEP_PREFIX):
+                self._mark_step(msg)
         elif isinstance(msg, MemoryEvent):
             self.memory_events.append(msg)
         elif isinstance(msg, MemoryCounters):
@@ -554,9 +612,43 @@ class RankTimeline:
         api = _SYNC_API[msg.kind]
         cost = hostcost.api_ns(api)
         ret = max(msg.host_ns + cost, done + cost // 2)
+        self.stats.sync_wait_ns += ret - (msg.host_ns + cost)
         self._api_span(api, self._host_tid(msg.tid), msg.host_ns, ret - msg.host_ns, msg.external_id)
         self.stats.host_end_ns = max(self.stats.host_end_ns, ret)
         return ret
+
+    def _mark_step(self, a: Annotation) -> None:
+        """Remember where an optimizer step ended (messages come in host order, so every op
+        launched inside it has been timed)."""
+        for w in self.work[self._marked_work:]:
+            if w.end_ns > self._gpu_end_marked:
+                self._gpu_end_marked = w.end_ns
+        self._marked_work = len(self.work)
+        mark = StepMark(a.name, a.end_ns, self._gpu_end_marked, dict(self.stats.estimated_ops),
+                        self.stats.sync_wait_ns)
+        seen = self.step_marks.get(a.name)
+        if seen is None:
+            self.step_marks[a.name] = [1, mark, mark]
+        else:
+            seen[0] += 1
+            seen[2] = mark
+
+    def steady_window(self) -> StepWindow | None:
+        """The steps after the first, between the ends of the first and the last optimizer step
+        (of the optimizer that stepped most often); None with fewer than two steps."""
+        if not self.step_marks:
+            return None
+        steps, first, last = max(self.step_marks.values(), key=lambda v: (v[0], v[1].name))
+        if steps < 2:
+            return None
+        t0, t1 = first.done_ns, last.done_ns
+        if t1 <= t0:
+            return None
+        sources = {k: v - first.sources.get(k, 0) for k, v in last.sources.items() if v > first.sources.get(k, 0)}
+        busy = _union_ns((max(w.start_ns, t0), min(w.end_ns, t1)) for w in self.work
+                         if w.end_ns > t0 and w.start_ns < t1)
+        host_busy = max(0, (last.host_ns - first.host_ns) - (last.sync_wait_ns - first.sync_wait_ns))
+        return StepWindow(t0, t1, steps - 1, busy, sources, host_busy)
 
     # ---- output ----
     def _annotation_spans(self) -> list[Span]:
@@ -735,16 +827,4 @@ class RankTimeline:
 
     def gpu_busy_ns(self) -> int:
         """Union of GPU activity intervals over all devices and streams."""
-        intervals = sorted((w.start_ns, w.end_ns) for w in self.work)
-        busy = 0
-        cur_s = cur_e = None
-        for s, e in intervals:
-            if cur_e is None or s > cur_e:
-                if cur_e is not None:
-                    busy += cur_e - cur_s
-                cur_s, cur_e = s, e
-            else:
-                cur_e = max(cur_e, e)
-        if cur_e is not None:
-            busy += cur_e - cur_s
-        return busy
+        return _union_ns((w.start_ns, w.end_ns) for w in self.work)
