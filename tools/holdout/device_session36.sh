@@ -13,9 +13,11 @@ source "$(dirname "$0")/device_env.sh"
 start=$(date +%s)
 wl=$(cd "$3" && pwd)
 if [ "$2" = a ]; then
-  # session 37: blind set 12 first (GPU-bound, at scale: device_session37.sh part c), then blind set
+  # session 37: the launch queue's depth (launch_depth.py, ~10 s), then blind set 12 (GPU-bound, at scale: device_session37.sh part c), then blind set
   # 11's profiles alone (session 36's run timed it; its profiles did not come back)
-  timeout 380 bash "$H/device_blind.sh" "$out/blind12" blind12 "$(compare_py "','.join(compare.ZOO_BLIND12)")" \
+  timeout 40 python3 "$H/launch_depth.py" --out "$out/launch_depth.json" > "$out/launch_depth.log" 2>&1
+  echo "launch_depth rc=$? $(( $(date +%s) - start ))s" >> "$log"
+  timeout 370 bash "$H/device_blind.sh" "$out/blind12" blind12 "$(compare_py "','.join(compare.ZOO_BLIND12)")" \
     --profiles > "$out/blind12.log" 2>&1
   echo "blind12 rc=$? $(( $(date +%s) - start ))s" >> "$log"
   timeout 170 bash "$H/device_blind.sh" "$out/blind11" blind11 "$(compare_py "','.join(compare.ZOO_BLIND11)")" \
