@@ -188,6 +188,7 @@ class SyncKind(IntEnum):
     DEVICE = 0
     STREAM = 1
     EVENT = 2
+    QUEUE = 3  # a full launch queue: until the launch `target` launches back is done (launch_queue.py)
 
 
 @dataclass(slots=True)
@@ -319,15 +320,17 @@ class HostSend:
 
 @dataclass(slots=True)
 class SyncRequest:
-    """Block the host until the target's GPU work is done; reply: the host time it returns."""
+    """Block the host until the target's GPU work is done; reply: the host time it returns
+    (QUEUE: that and the end times of the next launches' turns, runtime/device/launch_queue.py)."""
 
     rank: int
     kind: SyncKind
-    target: int  # stream id, event id, or device index
+    target: int  # stream id, event id, or device index; QUEUE: the queue's depth
     device: int
     host_ns: int
     tid: int = 0
     external_id: int = -1
+    queue_waited_ns: int = 0  # host time the rank spent waiting on a full launch queue since its last request
 
 
 @dataclass(slots=True)

@@ -97,6 +97,7 @@ class GpuProfile:
     graph_node_gap_ns: int  # between consecutive kernels of one CUDA graph on a stream
     graph_cudnn_sdpa_gap_ns: int  # the same before a cuDNN attention kernel
     graph_launch_latency_ns: int  # from cudaGraphLaunch to the graph's first kernel on an idle stream
+    launch_queue_depth: int  # launches queued before cudaLaunchKernel blocks (runtime/device/launch_queue.py)
     nccl_ctas: int
     nccl_p2p_ctas: int
     contention_slowdown: Mapping[str, float]

@@ -73,6 +73,7 @@ class RankStats:
     flops: float = 0.0
     estimated_ops: dict[str, int] = field(default_factory=dict)  # GPU ns by kernel-time source
     sync_wait_ns: int = 0  # host time spent blocked in synchronizations, beyond their API cost
+    queue_wait_ns: int = 0  # of it, blocked on a full launch queue
 
 
 def _union_ns(intervals) -> int:
@@ -601,7 +602,12 @@ class RankTimeline:
             trace.distributed_info = distributed_info(self)
         return str(write_kineto(trace, msg.path))
 
-    def _sync(self, msg: SyncRequest) -> int:
+    def _sync(self, msg: SyncRequest) -> Any:
+        if msg.queue_waited_ns:  # the rank's own waits on its full launch queue (_queue_wait's turns)
+            self.stats.sync_wait_ns += msg.queue_waited_ns
+            self.stats.queue_wait_ns += msg.queue_waited_ns
+        if msg.kind == SyncKind.QUEUE:
+            return self._queue_wait(msg)
         gpu = self.gpu(msg.device)
         if msg.kind == SyncKind.DEVICE:
             done = gpu.device_done_ns()
@@ -616,6 +622,23 @@ class RankTimeline:
         self._api_span(api, self._host_tid(msg.tid), msg.host_ns, ret - msg.host_ns, msg.external_id)
         self.stats.host_end_ns = max(self.stats.host_end_ns, ret)
         return ret
+
+    def _queue_wait(self, msg: SyncRequest) -> tuple[int, tuple[int, ...]]:
+        """A full launch queue (runtime/device/launch_queue.py): the host's next launch waits
+        until the work launched `msg.target` (the depth) launches back is done, as
+        cudaLaunchKernel blocks while the queue holds that many. Reply: when the host may go on,
+        and the end times of the launches after that one: the turns of the rank's next launches,
+        already known, so it waits for each without asking again. No API span of its own: on a
+        real trace the wait is inside the blocked launch call; here it is the gap before the
+        next op."""
+        back = len(self.work) - msg.target
+        done = self.work[back].end_ns if back >= 0 else 0
+        ret = max(msg.host_ns, done)
+        self.stats.sync_wait_ns += ret - msg.host_ns
+        self.stats.queue_wait_ns += ret - msg.host_ns
+        self.stats.host_end_ns = max(self.stats.host_end_ns, ret)
+        turns = tuple(w.end_ns for w in self.work[max(0, back + 1):])
+        return ret, turns
 
     def _mark_step(self, a: Annotation) -> None:
         """Remember where an optimizer step ended (messages come in host order, so every op

@@ -37,10 +37,22 @@ def host_sync(kind: SyncKind, target: int, device: int, external_id: int = -1) -
     # tracing path of the host model's hook (issue #18)
     with simulator_work(st.pyhost):
         st.syncs += 1
+        queue = st.launch_queue
         reply = st.channel.request(SyncRequest(st.config.rank, kind, target, device, st.clock.now_ns,
-                                               st.tid(), external_id))
+                                               st.tid(), external_id, queue.take_waited() if queue else 0))
         st.clock.advance_to(reply)
+        if queue is not None:
+            queue.synced()
         memory.note_host_sync(device)
+
+
+def queue_turns(depth: int, device: int, waited_ns: int) -> tuple[int, tuple[int, ...]]:
+    """Ask the coordinator when a full launch queue lets the host go on, and the turns of its
+    next launches (runtime/device/launch_queue.py); the clock is the caller's to move."""
+    st = _state.get()
+    with simulator_work(st.pyhost):
+        return st.channel.request(SyncRequest(st.config.rank, SyncKind.QUEUE, depth, device, st.clock.now_ns,
+                                              st.tid(), -1, waited_ns))
 
 
 class SimStream:

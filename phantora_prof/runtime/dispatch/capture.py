@@ -603,6 +603,8 @@ class CaptureMode(TorchDispatchMode):
         op.launch_ns = op.start_ns + dispatch_ns
         op.end_ns = op.launch_ns + sum(hostcost.api_ns(k.launch_api) for k in kernels)
         self.st.clock.advance_to(op.end_ns)
+        if kernels and self.st.launch_queue is not None:
+            self.st.launch_queue.launch(len(kernels), op.device)
 
     def _hop(self, func, args: tuple, kwargs: dict):
         """A higher-order operator (runtime/dispatch/hops.py): shapes from its FakeTensorMode rule, one

@@ -180,6 +180,10 @@ def install(config: RankConfig) -> InstalledRuntime:
     gpu = cost.get_gpu(config.gpu)
     st = RuntimeState(config=config, clock=clock, channel=channel, gpu=gpu, cost_model=_cost_model(config, gpu))
     st.cost_model.load_tables()  # before the start-up objects are frozen (bootstrap.py)
+    from phantora_prof.cost.profiles import profile_for
+    from phantora_prof.runtime.device.launch_queue import LaunchQueue
+
+    st.launch_queue = LaunchQueue(profile_for(gpu).launch_queue_depth, clock)
     st.current_device = config.local_rank % config.device_count
     _state.set_state(st)
     channel.send(Hello(config.rank, config.world_size, os.getpid()))

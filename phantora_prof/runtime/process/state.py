@@ -33,6 +33,7 @@ class RuntimeState:
     pyhost: Any = None  # runtime.pyhost.PythonHostTime when the interpreter's work is charged
     cost_model: Any = None  # cost.model.CostModel: the run's kernel-time model (runtime/process/install.py)
     self_profile: Any = None  # runtime.process.self_profile.SelfProfile under PHANTORA_CPROFILE
+    launch_queue: Any = None  # runtime.device.launch_queue.LaunchQueue: the bounded launch queue
 
     def stream_of(self, device: int | None = None) -> int:
         d = self.current_device if device is None else device
