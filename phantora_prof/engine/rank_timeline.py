@@ -251,6 +251,9 @@ class RankTimeline:
         self.memory_events: list[MemoryEvent] = []
         self.memory = _MemorySeries()  # allocated / reserved over the whole run, per device
         self.work: list[_GpuWork] = []  # in launch order (host time is non-decreasing)
+        # when each launch of the rank's ops is done, in launch order: one per kernel, copy or memset
+        # an op launched, one per CUDA graph replay (the launch queue's unit: runtime/device/launch_queue.py)
+        self._launch_ends: list[int] = []
         self.threads: dict[int, str] = {}
         self.stats = RankStats()
         self._correlation = 0
@@ -406,6 +409,7 @@ class RankTimeline:
             t = op.launch_ns if op.launch_ns >= 0 else op.start_ns
             corr = self._api_span("cudaGraphLaunch", tid, t, max(0, op.end_ns - t), None)  # the first node spans the call
             self._graph_launch = (op.graph, corr, t, tid, set())
+            self._launched(0)  # one launch for the whole replay: done when its last node is
         _, corr, t, launch_tid, streams = self._graph_launch
         gpu = self.gpu(op.device)
         for k in op.kernels:
@@ -420,6 +424,8 @@ class RankTimeline:
                                   k.duration_ns, self._finish(k, op))
             streams.add(op.stream)
             self._ran(k, op, corr, t, act).graph_node = True
+            if act.end_ns > self._launch_ends[-1]:
+                self._launch_ends[-1] = act.end_ns
             self.flows.append(Flow("ac2g", corr, flow_start, FlowEnd(True, op.stream, act.start_ns, op.device)))
 
     def _children(self, op: OpCall, span: Span, launches: list, types: list | None) -> None:
@@ -438,6 +444,7 @@ class RankTimeline:
         api_span = self.spans[-1]
         act = gpu.enqueue(op.stream, t, k.duration_ns, self._finish(k, op))
         gpu_span = self._ran(k, op, corr, t, act)
+        self._launched(act.end_ns)
         self.flows.append(Flow("ac2g", corr, FlowEnd(False, tid, t), FlowEnd(True, op.stream, act.start_ns, op.device)))
         return api_span, [gpu_span]
 
@@ -623,22 +630,28 @@ class RankTimeline:
         self.stats.host_end_ns = max(self.stats.host_end_ns, ret)
         return ret
 
+    def _launched(self, end_ns: int) -> None:
+        ends = self._launch_ends
+        ends.append(end_ns)
+        if len(ends) > 2 * self.profile.launch_queue_depth:  # only the last depth can hold the host up
+            del ends[:len(ends) - self.profile.launch_queue_depth]
+
     def _queue_wait(self, msg: SyncRequest) -> tuple[int, tuple[int, ...]]:
         """A full launch queue (runtime/device/launch_queue.py): the host's next launch waits
-        until the work launched `msg.target` (the depth) launches back is done, as
+        until the launch `msg.target` (the depth) launches back is done (collectives' NCCL
+        kernels are not counted, on either side), as
         cudaLaunchKernel blocks while the queue holds that many. Reply: when the host may go on,
         and the end times of the launches after that one: the turns of the rank's next launches,
         already known, so it waits for each without asking again. No API span of its own: on a
         real trace the wait is inside the blocked launch call; here it is the gap before the
         next op."""
-        back = len(self.work) - msg.target
-        done = self.work[back].end_ns if back >= 0 else 0
-        ret = max(msg.host_ns, done)
+        ends = self._launch_ends
+        back = len(ends) - msg.target
+        ret = max(msg.host_ns, ends[back] if back >= 0 else 0)
         self.stats.sync_wait_ns += ret - msg.host_ns
         self.stats.queue_wait_ns += ret - msg.host_ns
         self.stats.host_end_ns = max(self.stats.host_end_ns, ret)
-        turns = tuple(w.end_ns for w in self.work[max(0, back + 1):])
-        return ret, turns
+        return ret, tuple(ends[max(0, back + 1):])
 
     def _mark_step(self, a: Annotation) -> None:
         """Remember where an optimizer step ended (messages come in host order, so every op

@@ -186,6 +186,8 @@ class SimCUDAGraph:
             st.channel.send(msg)
         st.clock.advance_to(t)
         st.channel.flush()  # other ranks may wait for these collectives at the coordinator
+        if st.launch_queue is not None:
+            st.launch_queue.launch(1, st.current_device)  # cudaGraphLaunch: one entry of the launch queue
 
     # ---- the rest of the API ----
     def reset(self) -> None:
