@@ -141,6 +141,7 @@ class OpCall:
     # -2: no dispatcher call stands for it, e.g. FakeTensor's own detach: host time only, no span)
     graph: int = 0  # a node of a CUDA graph replay: the replay's id (one cudaGraphLaunch launches
     # every node with that id, runtime/device/cuda_graphs.py); 0: launched on its own
+    launch_wait_ns: int = 0  # its launches' wait on a full launch queue, inside its first launch call
 
 
 @pickled_by_fields

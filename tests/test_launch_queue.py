@@ -33,6 +33,28 @@ def test_a_loop_without_syncs_runs_at_the_gpus_pace_once_the_queue_is_full(cli):
     assert again.stdout == r.stdout
 
 
+def test_the_wait_is_inside_the_blocked_launch_call(cli):
+    """As torch.profiler shows a full queue: a long cudaLaunchKernel, its kernel after it."""
+    from tracing.kineto import load_trace
+
+    r = cli("--format", "kineto", "--out", "t", PY, str(SCRIPTS / "no_sync_loop.py"), "14")
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = load_trace(cli.cwd / "t" / "rank0.pt.trace.json.gz")
+    launches = [e for e in doc["traceEvents"] if e.get("name") == "cudaLaunchKernel"]
+    long = [e for e in launches if e["dur"] > 1000]  # us: a GEMM of this loop takes milliseconds
+    assert long and len(long) < len(launches) / 2
+    kernels = {e["args"]["correlation"]: e for e in doc["traceEvents"] if e.get("cat") == "kernel"}
+    for e in long:
+        k = kernels[e["args"]["correlation"]]
+        assert k["ts"] >= e["ts"] + e["dur"] - 1  # the kernel starts once its launch got room
+    # each op's span holds its launch calls
+    ops = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op"]
+    ext = {e["args"]["External id"]: e for e in ops}
+    for e in long:
+        op = ext[e["args"]["External id"]]
+        assert op["ts"] <= e["ts"] and e["ts"] + e["dur"] <= op["ts"] + op["dur"] + 1
+
+
 class _Clock:
     def __init__(self):
         self.now_ns = 0

@@ -389,9 +389,11 @@ class RankTimeline:
             gpu = self.gpu(op.device)
             t = op.launch_ns if op.launch_ns >= 0 else op.start_ns
             self.contention.forget_before(op.device, t)
+            wait = op.launch_wait_ns  # a full launch queue held the first launch call up
             for k in kernels:
-                launches.append(self._launch(k, op, tid, t, gpu))
-                t += hostcost.api_ns(k.launch_api)
+                launches.append(self._launch(k, op, tid, t, gpu, wait))
+                t += hostcost.api_ns(k.launch_api) + wait
+                wait = 0
         if op.depth >= 0:  # the recorder's record of it comes later, with its full inputs
             self._recorded_ops[op.external_id] = (span, op, launches)
         else:
@@ -438,11 +440,12 @@ class RankTimeline:
         self._child_id -= 1
         return self._child_id
 
-    def _launch(self, k: Any, op: OpCall, tid: int, t: int, gpu: SimulatedGpu) -> tuple:
-        """One launch of `op`'s GPU work at host time `t`: (runtime call span, [GPU span])."""
-        corr = self._api_span(k.launch_api, tid, t, hostcost.api_ns(k.launch_api), op.external_id)
+    def _launch(self, k: Any, op: OpCall, tid: int, t: int, gpu: SimulatedGpu, wait_ns: int = 0) -> tuple:
+        """One launch of `op`'s GPU work at host time `t`: (runtime call span, [GPU span]).
+        `wait_ns`: the call waited that long for room in a full launch queue first."""
+        corr = self._api_span(k.launch_api, tid, t, hostcost.api_ns(k.launch_api) + wait_ns, op.external_id)
         api_span = self.spans[-1]
-        act = gpu.enqueue(op.stream, t, k.duration_ns, self._finish(k, op))
+        act = gpu.enqueue(op.stream, t + wait_ns, k.duration_ns, self._finish(k, op))
         gpu_span = self._ran(k, op, corr, t, act)
         self._launched(act.end_ns)
         self.flows.append(Flow("ac2g", corr, FlowEnd(False, tid, t), FlowEnd(True, op.stream, act.start_ns, op.device)))
@@ -639,12 +642,11 @@ class RankTimeline:
     def _queue_wait(self, msg: SyncRequest) -> tuple[int, tuple[int, ...]]:
         """A full launch queue (runtime/device/launch_queue.py): the host's next launch waits
         until the launch `msg.target` (the depth) launches back is done (collectives' NCCL
-        kernels are not counted, on either side), as
-        cudaLaunchKernel blocks while the queue holds that many. Reply: when the host may go on,
-        and the end times of the launches after that one: the turns of the rank's next launches,
-        already known, so it waits for each without asking again. No API span of its own: on a
-        real trace the wait is inside the blocked launch call; here it is the gap before the
-        next op."""
+        kernels are not counted, on either side), as cudaLaunchKernel blocks while the queue
+        holds that many. Reply: when the host may go on, and the end times of the launches after
+        that one: the turns of the rank's next launches, already known, so it waits for each
+        without asking again. No API span of its own: the op that waited carries the wait
+        (OpCall.launch_wait_ns) inside its first launch call, as a real trace shows it."""
         ends = self._launch_ends
         back = len(ends) - msg.target
         ret = max(msg.host_ns, ends[back] if back >= 0 else 0)

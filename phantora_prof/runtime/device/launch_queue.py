@@ -31,6 +31,11 @@ class LaunchQueue:
         self._turns: deque[int] = deque()  # when each of the next launches may go
         self._waited = 0  # host time spent on turns, not yet reported to the coordinator
 
+    def may_wait(self, n: int) -> bool:
+        """Whether `n` more launches would find the queue full (else `launched += n` is all
+        launch() would do)."""
+        return self.launched + n - self._at_sync > self.depth
+
     def launch(self, n: int, device: int) -> None:
         """`n` launches were just issued on `device`: each beyond the queue's room waits."""
         self.launched += n

@@ -601,10 +601,17 @@ class CaptureMode(TorchDispatchMode):
         per kernel; the host clock moves to the end of them."""
         op.kernels = kernels
         op.launch_ns = op.start_ns + dispatch_ns
-        op.end_ns = op.launch_ns + sum(hostcost.api_ns(k.launch_api) for k in kernels)
-        self.st.clock.advance_to(op.end_ns)
-        if kernels and self.st.launch_queue is not None:
-            self.st.launch_queue.launch(len(kernels), op.device)
+        clock, queue = self.st.clock, self.st.launch_queue
+        if kernels and queue is not None and queue.may_wait(len(kernels)):
+            # a full launch queue holds the launch call up (runtime/device/launch_queue.py)
+            clock.advance_to(op.launch_ns)
+            before = clock.now_ns
+            queue.launch(len(kernels), op.device)
+            op.launch_wait_ns = clock.now_ns - before
+        elif kernels and queue is not None:
+            queue.launch(len(kernels), op.device)  # room left: counted only
+        op.end_ns = op.launch_ns + op.launch_wait_ns + sum(hostcost.api_ns(k.launch_api) for k in kernels)
+        clock.advance_to(op.end_ns)
 
     def _hop(self, func, args: tuple, kwargs: dict):
         """A higher-order operator (runtime/dispatch/hops.py): shapes from its FakeTensorMode rule, one
