@@ -111,6 +111,33 @@ class PythonHostTime:
         self.attach()
 
 
+def own_generated_code(package: str = "phantora_prof") -> int:
+    """Give the methods that `dataclasses` generates for the simulator's own classes (their
+    `__init__`, `__repr__`, ...: compiled from a string, so their file is "<string>") the file
+    of the module that defines the class. The host model's hook tells the program's Python from
+    the simulator's by file (native/pyhost/pyhost.c): a message the simulator built outside a
+    paused section (an OpCall for a copy the program started) had its constructor counted as the
+    program's Python, and one more field in a message moved the program's simulated time.
+    Classes of modules loaded later keep "<string>" (none of them builds messages in the
+    program's thread today). Returns how many methods were relabelled."""
+    import dataclasses
+    import sys
+
+    done = 0
+    for name, mod in list(sys.modules.items()):
+        if mod is None or not (name == package or name.startswith(package + ".")) or not getattr(mod, "__file__", None):
+            continue
+        for obj in list(vars(mod).values()):
+            if not (isinstance(obj, type) and obj.__module__ == name and dataclasses.is_dataclass(obj)):
+                continue
+            for fn in vars(obj).values():
+                code = getattr(fn, "__code__", None)
+                if code is not None and code.co_filename.startswith("<"):
+                    fn.__code__ = code.replace(co_filename=mod.__file__)
+                    done += 1
+    return done
+
+
 @contextlib.contextmanager
 def simulator_work(host: PythonHostTime | None) -> Iterator[None]:
     """The Python run inside is the simulator's, not the program's: not counted (no-op

@@ -102,6 +102,7 @@ def _install_host_python(st: RuntimeState, clock: _clock.VirtualClock) -> None:
     if st.config.host_python:
         host = pyhost.install(hostcost.PY_CALL_NS, hostcost.OPCODE_NS, hostcost.SUBCLASS_OPCODE_NS)
         if host is not None:
+            pyhost.own_generated_code()  # the simulator's dataclass methods are not the program's Python
             clock.set_pending(host.pending_ns)
             st.pyhost = host
             from phantora_prof.runtime.device import allocator
