@@ -77,6 +77,7 @@ def print_summary(result: Any, config: Any, console: Any) -> None:
                           f"{100.0 * (b['high_ns'] / window - 1):+.1f}%; over the {n} optimizer step(s) after the "
                           "first; the same band applies to the script's own step times, see README, Accuracy); "
                           f"whole run {lead.sim_time_ns / 1e6:,.2f} ms with start-up", soft_wrap=True)
+            console.print(bound_line(steady), soft_wrap=True)
         else:
             b = errorband.band(lead.sim_time_ns, lead.gpu_busy_ns, lead.kernel_sources, lead.compile_ns)
             console.print(f"estimate: {lead.sim_time_ns / 1e6:,.2f} ms +- {100.0 * b['relative']:.1f}% "
@@ -98,6 +99,23 @@ def print_summary(result: Any, config: Any, console: Any) -> None:
         shown = paths if len(paths) <= 4 else paths[:2] + [f"... ({len(paths) - 3} more)"] + paths[-1:]
         console.print("traces: " + ", ".join(shown), soft_wrap=True)
         console.print("open them at https://ui.perfetto.dev (drag the file in), or with HTA or TensorBoard")
+
+
+def bound_line(steady: dict) -> str:
+    """What bounds a step: the GPU's busy time and the host's own (its waits for the GPU left
+    out) per step, and which is longer; where the GPU is, how much slower a host would have to
+    be to take over (hosts of one GPU machine differ by up to 1.8x: README, Host time)."""
+    n = steady["steps"]
+    window = steady["end_ns"] - steady["start_ns"]
+    g, h = steady["busy_ns"], steady["host_busy_ns"]
+    head = (f"per step: GPU busy {g / n / 1e6:,.2f} ms ({100.0 * g / window:.0f}%), host busy {h / n / 1e6:,.2f} ms "
+            f"({100.0 * h / window:.0f}%, the script's threads less their waits for the GPU): ")
+    if h >= g:
+        return head + "host-bound (a faster GPU would not shorten it; fewer, larger ops or less Python would)"
+    if h > 0:
+        return head + (f"GPU-bound; a host {100.0 * (g / h - 1):.0f}% slower than the simulated one "
+                       "(--host) would make it host-bound")
+    return head + "GPU-bound"
 
 
 def steady_band(steady: dict) -> dict:

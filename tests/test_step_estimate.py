@@ -41,6 +41,11 @@ def test_per_step_estimate_is_the_scripts_own_step_time(cli):
     assert abs(low - b["low_ns"] / 4 / 1e6) < 0.01 and abs(high - b["high_ns"] / 4 / 1e6) < 0.01
     assert low < ms < high
     assert any(ln.startswith("GPU time of the steps after the first by source") for ln in r.stderr.splitlines())
+    # what bounds the step, from the same window
+    bound = next(ln for ln in r.stderr.splitlines() if ln.startswith("per step: GPU busy"))
+    g, h = (float(v) for v in re.search(r"GPU busy ([0-9.]+) ms .*host busy ([0-9.]+) ms", bound).groups())
+    assert abs(g - steady["busy_ns"] / 4 / 1e6) < 0.01 and abs(h - steady["host_busy_ns"] / 4 / 1e6) < 0.01
+    assert ("host-bound (" in bound) == (steady["host_busy_ns"] >= steady["busy_ns"])
 
 
 def test_one_step_keeps_the_whole_run_estimate(cli):
@@ -75,6 +80,9 @@ def test_start_up_does_not_widen_the_per_step_band(cli, tmp_path):
     rank = json.loads((cli.cwd / "s.json").read_text())["ranks"][0]
     assert rank["steady"]["steps"] == 3
     assert rank["steady"]["error_band_90"]["relative"] < 0.5 * rank["error_band_90"]["relative"]
+    # a large GEMM per step: GPU-bound, with how much slower a host would take over
+    bound = next(ln for ln in r.stderr.splitlines() if ln.startswith("per step: GPU busy"))
+    assert "GPU-bound; a host" in bound
 
 
 def test_step_band_takes_the_hidden_hosts_spread_on_its_upper_side():
