@@ -143,6 +143,8 @@ class SimCUDAGraph:
 
         st = _state.get()
         replay_stream = st.stream_of(st.current_device)
+        if st.launch_queue is not None:  # cudaGraphLaunch is one entry of the launch queue: it may wait first
+            st.launch_queue.launch(1, st.current_device)
         launch = st.clock.now_ns
         t = launch + self._launch_ns
         replay_id = next(_replay_ids)
@@ -186,8 +188,6 @@ class SimCUDAGraph:
             st.channel.send(msg)
         st.clock.advance_to(t)
         st.channel.flush()  # other ranks may wait for these collectives at the coordinator
-        if st.launch_queue is not None:
-            st.launch_queue.launch(1, st.current_device)  # cudaGraphLaunch: one entry of the launch queue
 
     # ---- the rest of the API ----
     def reset(self) -> None:
