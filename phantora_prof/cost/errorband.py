@@ -81,6 +81,16 @@ def source_sigmas() -> dict[str, float]:
     return sig
 
 
+def _gpu_sigmas_ns(gpu_busy_ns: int, gpu_ns_by_source: dict[str, int]) -> dict[str, float]:
+    """One sigma of GPU time per kernel-time source: its error times its GPU time, the GPU time
+    counted per source (which covers every stream) scaled to the GPU-busy span. Fully correlated
+    within a source, independent between sources: the GPU part's sigma is their root sum of squares."""
+    sig = source_sigmas()
+    total_gpu = sum(gpu_ns_by_source.values())
+    scale = min(1.0, gpu_busy_ns / total_gpu) if total_gpu else 0.0
+    return {src: sig.get(src, DEFAULT_SIGMA["roofline"]) * ns * scale for src, ns in gpu_ns_by_source.items()}
+
+
 def band(sim_ns: int, gpu_busy_ns: int, gpu_ns_by_source: dict[str, int], compile_ns: int = 0) -> dict:
     """The 90% band of a simulated time: {"low_ns", "high_ns", "relative", "parts"}.
 
@@ -88,17 +98,8 @@ def band(sim_ns: int, gpu_busy_ns: int, gpu_ns_by_source: dict[str, int], compil
     the steps the band describes, so it is left out of both the host part and the base of the
     relative band (the compile time itself is a rough figure: README, torch.compile)."""
     run_ns, sim_ns = sim_ns, max(0, sim_ns - compile_ns)
-    sig = source_sigmas()
-    total_gpu = sum(gpu_ns_by_source.values()) or 1
-    # GPU time counted per source covers every stream; scale it to the run's GPU-busy span
-    scale = min(1.0, gpu_busy_ns / total_gpu) if total_gpu else 0.0
-    parts = {}
-    var = 0.0
-    for src, ns in gpu_ns_by_source.items():
-        s = sig.get(src, DEFAULT_SIGMA["roofline"])
-        contrib = s * ns * scale
-        parts[src] = contrib
-        var += contrib * contrib
+    parts = _gpu_sigmas_ns(gpu_busy_ns, gpu_ns_by_source)
+    var = sum(v * v for v in parts.values())
     host_ns = max(0, sim_ns - gpu_busy_ns)
     parts["host"] = HOST_SIGMA * host_ns
     var += parts["host"] ** 2
@@ -108,14 +109,6 @@ def band(sim_ns: int, gpu_busy_ns: int, gpu_ns_by_source: dict[str, int], compil
             "parts": {k: round(BAND_SCALE * v / sim_ns, 4) if sim_ns else 0.0 for k, v in parts.items()}}
 
 
-def _gpu_sigma_ns(gpu_busy_ns: int, gpu_ns_by_source: dict[str, int]) -> float:
-    """One sigma of the GPU-bound time: each source's error times its GPU time (scaled to the
-    busy span), fully correlated within a source, independent between sources."""
-    sig = source_sigmas()
-    total_gpu = sum(gpu_ns_by_source.values())
-    scale = min(1.0, gpu_busy_ns / total_gpu) if total_gpu else 0.0
-    return math.sqrt(sum((sig.get(src, DEFAULT_SIGMA["roofline"]) * ns * scale) ** 2
-                         for src, ns in gpu_ns_by_source.items()))
 
 
 def step_band(window_ns: int, gpu_busy_ns: int, gpu_ns_by_source: dict[str, int], host_busy_ns: int,
@@ -131,7 +124,7 @@ def step_band(window_ns: int, gpu_busy_ns: int, gpu_ns_by_source: dict[str, int]
     host the real step is host-bound (the held-out cases whose whole-run band held them only
     because start-up's host time widened it). `scale`: STEP_BAND_SCALE unless given (its fit)."""
     k = Z90 * (STEP_BAND_SCALE if scale is None else scale)
-    g_sigma = _gpu_sigma_ns(gpu_busy_ns, gpu_ns_by_source)
+    g_sigma = math.sqrt(sum(v * v for v in _gpu_sigmas_ns(gpu_busy_ns, gpu_ns_by_source).values()))
     slack = max(0, window_ns - max(gpu_busy_ns, host_busy_ns))
     high = max(gpu_busy_ns + k * g_sigma, host_busy_ns * (1 + k * HOST_SIGMA)) + slack
     low = max(gpu_busy_ns - k * g_sigma, host_busy_ns * (1 - k * HOST_SIGMA), 0) + slack

@@ -72,8 +72,7 @@ class RankStats:
     host_end_ns: int = 0
     flops: float = 0.0
     estimated_ops: dict[str, int] = field(default_factory=dict)  # GPU ns by kernel-time source
-    sync_wait_ns: int = 0  # host time spent blocked in synchronizations, beyond their API cost
-    queue_wait_ns: int = 0  # of it, blocked on a full launch queue
+    sync_wait_ns: int = 0  # host time spent blocked in synchronizations (a full launch queue too), beyond their API cost
 
 
 def _union_ns(intervals) -> int:
@@ -613,9 +612,8 @@ class RankTimeline:
         return str(write_kineto(trace, msg.path))
 
     def _sync(self, msg: SyncRequest) -> Any:
-        if msg.queue_waited_ns:  # the rank's own waits on its full launch queue (_queue_wait's turns)
-            self.stats.sync_wait_ns += msg.queue_waited_ns
-            self.stats.queue_wait_ns += msg.queue_waited_ns
+        # the rank's own waits on its full launch queue (_queue_wait's turns)
+        self.stats.sync_wait_ns += msg.queue_waited_ns
         if msg.kind == SyncKind.QUEUE:
             return self._queue_wait(msg)
         gpu = self.gpu(msg.device)
@@ -651,7 +649,6 @@ class RankTimeline:
         back = len(ends) - msg.target
         ret = max(msg.host_ns, ends[back] if back >= 0 else 0)
         self.stats.sync_wait_ns += ret - msg.host_ns
-        self.stats.queue_wait_ns += ret - msg.host_ns
         self.stats.host_end_ns = max(self.stats.host_end_ns, ret)
         return ret, tuple(ends[max(0, back + 1):])
 

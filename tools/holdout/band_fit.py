@@ -19,18 +19,26 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from compare import in_step_band  # noqa: E402
 from phantora_prof.cost import errorband  # noqa: E402
 
 FIT_SETS = ("holdout", "dev")
 COVERAGE = 0.9
 
 
-def inside(row: dict, scale: float) -> bool:
+def step_band(row: dict, scale: float) -> tuple[int, dict]:
+    """(window, its band) of a row's per-step window at a trial scale (recomputed: a stored band
+    has the scale of the code that ran the simulation)."""
     st = row["steady"]
     window = st["end_ns"] - st["start_ns"]
-    b = errorband.step_band(window, st["busy_ns"], st["sources"], st["host_busy_ns"], scale=scale)
-    return row["sim_ms"] * b["low_ns"] / window <= row["real_ms"] <= row["sim_ms"] * b["high_ns"] / window
+    return window, errorband.step_band(window, st["busy_ns"], st["sources"], st["host_busy_ns"], scale=scale)
+
+
+def inside(row: dict, scale: float) -> bool:
+    window, b = step_band(row, scale)
+    return in_step_band(row["sim_ms"], row["real_ms"], b, window)
 
 
 def usable(rows: list[dict]) -> list[dict]:
@@ -68,8 +76,7 @@ def main() -> int:
     for name, rs in sorted(groups.items(), key=lambda kv: (kv[0] not in FIT_SETS, kv[0])):
         n_in = sum(inside(r, scale) for r in rs)
         old = sum(bool(r.get("inside_band_run")) for r in rs)
-        widths = sorted(100 * (r["steady"]["error_band_90"]["relative"] if scale == errorband.STEP_BAND_SCALE else
-                               _rel(r, scale)) for r in rs)
+        widths = sorted(100 * step_band(r, scale)[1]["relative"] for r in rs)
         print(f"{name:10s} {'fit' if name in FIT_SETS else 'check':5s} inside {n_in:2d}/{len(rs):2d}  "
               f"(whole-run band at BAND_SCALE: {old:2d})  band median {widths[len(widths) // 2]:.1f}%")
         if name not in FIT_SETS:
@@ -78,12 +85,6 @@ def main() -> int:
     if total:
         print(f"check sets: {held}/{total} inside ({100.0 * held / total:.0f}%)")
     return 0
-
-
-def _rel(row: dict, scale: float) -> float:
-    st = row["steady"]
-    window = st["end_ns"] - st["start_ns"]
-    return errorband.step_band(window, st["busy_ns"], st["sources"], st["host_busy_ns"], scale=scale)["relative"]
 
 
 if __name__ == "__main__":

@@ -216,21 +216,26 @@ def real_median(case: str, real_dir: Path = REAL) -> float | None:
     return None if res is None else res["median_steady_ms"]
 
 
-def inside_band(sim: dict, real_ms: float) -> bool:
-    """Whether the real step time is inside the simulated run's 90% band: the per-step band's
-    ends (asymmetric: errorband.step_band) where the run had two or more optimizer steps, else
-    the whole run's relative band around the simulated step."""
+def in_step_band(sim_ms: float, real_ms: float, band: dict, window_ns: int) -> bool:
+    """Whether the real step time is inside a per-step band (errorband.step_band over a window
+    of `window_ns`: its asymmetric ends, as shares of the window, around the simulated step)."""
+    return sim_ms * band["low_ns"] / window_ns <= real_ms <= sim_ms * band["high_ns"] / window_ns
+
+
+def inside_band(sim: dict, real_ms: float, whole_run: bool = False) -> bool:
+    """Whether the real step time is inside the simulated run's 90% band: the per-step band
+    where the run had two or more optimizer steps, else (or with `whole_run`) the whole run's
+    relative band around the simulated step."""
     steady = sim.get("steady")
-    if steady and steady.get("error_band_90"):
-        b, window = steady["error_band_90"], steady["end_ns"] - steady["start_ns"]
-        return sim["ms"] * b["low_ns"] / window <= real_ms <= sim["ms"] * b["high_ns"] / window
-    return sim["band"] is not None and abs(sim["ms"] - real_ms) <= sim["band"] * sim["ms"]
+    if steady and steady.get("error_band_90") and not whole_run:
+        return in_step_band(sim["ms"], real_ms, steady["error_band_90"], steady["end_ns"] - steady["start_ns"])
+    rel = sim["band_run"] if whole_run else sim["band"]
+    return rel is not None and abs(sim["ms"] - real_ms) <= rel * sim["ms"]
 
 
 def simulate(case: str, workloads: Path, gpu: str, extra: list[str]) -> tuple[dict | None, str]:
-    """{"ms", "peak", "band"} of the simulated run (band: the summary's 90% relative band), and the output's tail."""
-    import re
-
+    """{"ms", "peak", "band", "band_run", "steady"} of the simulated run (band: the summary's 90%
+    relative band, the per-step one's wider side where it has one), and the output's tail."""
     script, args = CASES[case]
     path = _script(script, workloads)
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), COLUMNS="200")
@@ -245,16 +250,11 @@ def simulate(case: str, workloads: Path, gpu: str, extra: list[str]) -> tuple[di
     res = _result(r.stdout)
     if res is None:
         return None, (r.stdout + r.stderr)[-2000:]
-    m = re.search(r"\+- ([0-9.]+)% \(90% band", r.stderr)
     # band: the one the summary prints (the steps after the first where there are two or more);
     # band_run: the whole run's, start-up included (the only one before session 37)
     band_run = ranks[0]["error_band_90"]["relative"] if ranks else None
     steady = ranks[0].get("steady") if ranks else None
-    if steady and steady.get("error_band_90"):  # the per-step band (asymmetric: its wider side here)
-        m = None
-        band = steady["error_band_90"]["relative"]
-    else:
-        band = float(m.group(1)) / 100 if m else None
+    band = steady["error_band_90"]["relative"] if steady else band_run
     return ({"ms": res["median_steady_ms"], "peak": res.get("peak_mem_bytes"),
              "band": band, "band_run": band_run, "steady": steady}, (r.stdout + r.stderr)[-2000:])
 
@@ -361,8 +361,7 @@ def main(argv: list[str] | None = None) -> int:
             err = (sim["ms"] - real["median_steady_ms"]) / real["median_steady_ms"]
             row["error"] = round(err, 4)
             row["inside_band"] = inside_band(sim, real["median_steady_ms"])
-            row["inside_band_run"] = sim["band_run"] is not None and \
-                abs(sim["ms"] - real["median_steady_ms"]) <= sim["band_run"] * sim["ms"]
+            row["inside_band_run"] = inside_band(sim, real["median_steady_ms"], whole_run=True)
             if real.get("peak_mem_bytes") and sim["peak"]:
                 row["mem_error"] = round(sim["peak"] / real["peak_mem_bytes"] - 1, 5)
         print(f"{case:16s} {row['set']:8s} {row['real_ms'] or float('nan'):9.2f} {row['sim_ms']:9.2f} "
