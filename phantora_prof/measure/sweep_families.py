@@ -52,6 +52,9 @@ so the trace says which ops and kernels belong to which configuration. Families:
     conv_grouped_1x1  grouped 1x1 convolutions (group widths 8..64, powers of two and not):
                 cuDNN's per-group loop of slice, dgrad and wgrad kernels
     conv_dilated  dilated 3x3 convolutions (dilation 2..36: DeepLab's atrous stages and ASPP)
+    conv_unaligned  dense convolutions whose channel counts are not multiples of 8 (multiples of 4
+                and of 2: 12..60 channels), 3x3 / 1x1 / strided, in and out of aligned widths:
+                cuDNN pads 16-bit channels-last operands (nhwcAddPaddingKernel) and runs other kernels
 
     python -m phantora_prof.measure.sweep_families --out sweep.pt.trace.json.gz [--only conv,pool]
 
@@ -197,6 +200,32 @@ def dilated_conv_cases():
             n = 8 if h >= 128 else 16 if h >= 64 else 32
             yield dict(fam="conv_dilated", layout=layout, dtype=dtype, n=n, ci=ci, co=co, h=h, k=3, s=1, g=1,
                        d=d), _conv_block
+
+
+def unaligned_conv_cases():
+    """Dense convolutions whose input or output channels are not a multiple of 8 (multi-resolution
+    nets carry 18 / 36-channel branches, small detectors and U-Nets other widths): for a 16-bit
+    channels-last convolution cuDNN pads such operands to the next multiple of 8 with
+    `nhwcAddPaddingKernel` and runs CUTLASS s16816 tiles instead of Hopper's implicit GEMMs
+    (timm's HRNet on the H100: 4 kernels per forward, 8-9 per backward; session 37). The grid is
+    generic: widths that are multiples of 4 (12, 20, 28, 44, 60) and of 2 only (14, 22, 30, 46,
+    54), none of them a width that profile had (18, 36), each as a 3x3 and a 1x1 convolution over
+    two maps, strided up to twice the width, down from twice the width, and out of 256 channels;
+    NCHW bf16 and channels-last fp32 (TF32) for the 3x3 / 1x1 ones, to see whether they pad too."""
+    shapes = []
+    for c in (12, 20, 28, 44, 60, 14, 22, 30, 46, 54):
+        for h in (56, 28):
+            shapes += [(c, c, h, 3, 1), (c, c, h, 1, 1), (c, 2 * c, h, 3, 2), (2 * c, c, h // 2, 1, 1)]
+        shapes.append((256, c, 56, 3, 1))
+        if c <= 22:
+            shapes.append((c, c, 112, 3, 1))
+    for layout, dtype in (("cl", "bf16"), ("nchw", "bf16"), ("cl", "fp32")):
+        for ci, co, h, k, s in shapes:
+            if (layout, dtype) != ("cl", "bf16") and not (ci == co and s == 1 and h in (56, 28)):
+                continue
+            n = 32 if h >= 112 else 64 if h >= 28 else 128
+            yield dict(fam="conv_unaligned", layout=layout, dtype=dtype, n=n, ci=ci, co=co, h=h, k=k, s=s,
+                       g=1), _conv_block
 
 
 def _conv_block(p):
@@ -905,7 +934,7 @@ FAMILIES = {"conv": conv_cases, "conv_grouped": grouped_conv_cases,
             "attention": attention_cases, "attention_bias": lambda: attention_cases(("bias",)), "norms": norm_cases, "norms_narrow": narrow_norm_cases,
             "reductions": reduction_cases, "reductions_cols": column_reduction_cases,
             "reductions_outer": outer_reduction_cases, "conv_grouped_1x1": pointwise_grouped_conv_cases,
-            "conv_dilated": dilated_conv_cases, "losses": loss_cases, "embedding": embedding_cases,
+            "conv_dilated": dilated_conv_cases, "conv_unaligned": unaligned_conv_cases, "losses": loss_cases, "embedding": embedding_cases,
             "optim": optim_cases, "rnn": rnn_cases, "conv_patch": patch_conv_cases, "attention_sr": sr_attention_cases,
             "conv_wide": wide_conv_cases, "conv_sr": sr_conv_cases, "norms_tiny": tiny_norm_cases,
             "pointwise_views": view_pointwise_cases, "upsample": upsample_cases, "spatial": spatial_cases,

@@ -26,7 +26,9 @@ fi
 mkdir -p "$out/traces"
 for m in ${cases//,/ }; do
   tmp=$(mktemp -d)
-  (cd "$H" && timeout 240 python3 zoo.py --model "$m" --steps 5 --profile-dir "$tmp") > "$out/profiled_$m.log" 2>&1
+  # the case's own arguments (compare.py CASES: Gemma-2 runs eager attention)
+  args=$(python3 -c "import sys; sys.path.insert(0, '$H'); import compare; print(' '.join(compare.CASES['$m'][1]))")
+  (cd "$H" && timeout 240 python3 zoo.py $args --steps 5 --profile-dir "$tmp") > "$out/profiled_$m.log" 2>&1
   rc=$?
   f=$(ls "$tmp"/*.pt.trace.json.gz 2>/dev/null | head -1)
   [ -n "$f" ] && cp "$f" "$out/traces/$m.pt.trace.json.gz"

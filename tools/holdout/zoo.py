@@ -150,6 +150,11 @@ def _hf_causal_lm(name: str, a):
                                num_hidden_layers=a.layers or 4, num_attention_heads=32, rotary_pct=0.25,
                                max_position_embeddings=a.seq)
         model = tf.GPTNeoXForCausalLM(cfg)
+    elif name == "hf_gemma2":  # blind set 13: Gemma-2-2B's layer (GeGLU, logit soft-capping, alternating sliding window)
+        cfg = tf.Gemma2Config(vocab_size=256000, hidden_size=a.dim or 2304, intermediate_size=9216,
+                              num_hidden_layers=a.layers or 2, num_attention_heads=8, num_key_value_heads=4,
+                              head_dim=256, max_position_embeddings=a.seq)
+        model = tf.Gemma2ForCausalLM(cfg)
     elif name == "hf_qwen3":  # RMSNorm on every head's queries and keys, GQA, SwiGLU, head_dim 128
         cfg = tf.Qwen3Config(vocab_size=32000, hidden_size=a.dim or 1024, intermediate_size=3072,
                              num_hidden_layers=a.layers or 8, num_attention_heads=16, num_key_value_heads=8,
@@ -198,14 +203,15 @@ def _vision_model(name: str):
                 "timm_maxvit": "maxvit_tiny_tf_224", "timm_levit": "levit_128s", "timm_nfnet": "eca_nfnet_l0",
                 "timm_bit": "resnetv2_50x1_bit", "timm_convnextv2": "convnextv2_tiny",
                 "timm_efficientvit": "efficientvit_b1", "timm_hrnet": "hrnet_w18", "timm_xcit": "xcit_tiny_12_p16_224",
-                "timm_vit_large": "vit_large_patch16_224"}[name]
+                "timm_vit_large": "vit_large_patch16_224", "timm_eva02": "eva02_base_patch14_224",
+                "timm_ghostnet": "ghostnet_100"}[name]
         return timm.create_model(arch, pretrained=False)
     tv = import_torchvision()
     arch = {"tv_resnet50": "resnet50", "tv_mobilenet": "mobilenet_v3_large",
             "tv_efficientnet": "efficientnet_b0", "tv_swin": "swin_t", "tv_densenet": "densenet121",
             "tv_shufflenet": "shufflenet_v2_x1_0", "tv_regnet_x": "regnet_x_1_6gf",
             "tv_vgg": "vgg11_bn", "tv_mnasnet": "mnasnet1_0", "tv_googlenet": "googlenet",
-            "tv_vit_b32": "vit_b_32", "tv_resnet152": "resnet152"}[name]
+            "tv_vit_b32": "vit_b_32", "tv_resnet152": "resnet152", "tv_convnext_base": "convnext_base"}[name]
     if arch == "googlenet":
         # without the auxiliary heads a training-mode GoogLeNet returns its logits as a tensor, so
         # _MainLogits passes them through; it stays because blind set 7's real runs
@@ -431,6 +437,11 @@ MODELS = {
     # 7-8B LLMs' layers at 8k tokens (a few layers, the full vocabulary), ViT-L/16, ResNet-152
     "hf_llama3_8b": (1, 8192), "hf_qwen25_7b": (1, 8192), "hf_pythia_7b": (2, 2048), "timm_vit_large": (64, 224),
     "tv_resnet152": (128, 224),
+    # blind set 13 (session 38): Gemma-2's soft-capped attention and 256k vocabulary, RoBERTa-large,
+    # EVA-02's rotary ViT with SwiGLU, GhostNet's cheap operations (convolutions over 12..100
+    # channels, not multiples of 8), torchvision's ConvNeXt-B
+    "hf_gemma2": (1, 4096), "hf_roberta": (8, 512), "timm_eva02": (64, 224), "timm_ghostnet": (256, 224),
+    "tv_convnext_base": (64, 224),
 }
 
 
@@ -473,13 +484,20 @@ def build(a: argparse.Namespace) -> tuple[torch.nn.Module, Callable[[int], None]
     name = a.model
     if name in ("hf_llama", "hf_mistral", "hf_qwen2", "hf_gpt2", "hf_gptneox", "hf_opt", "hf_phi", "hf_gemma",
                 "hf_starcoder2", "hf_olmo", "hf_falcon", "hf_qwen3", "hf_bloom", "hf_mixtral", "hf_llama3_8b",
-                "hf_qwen25_7b", "hf_pythia_7b"):
+                "hf_qwen25_7b", "hf_pythia_7b", "hf_gemma2"):
         model = _hf_causal_lm(name, a).to(dev)
         step = _hf_lm_step(model, a, dev)
     elif name == "hf_bert":
         import transformers as tf
 
         model = tf.BertForMaskedLM(tf.BertConfig(max_position_embeddings=a.seq, attn_implementation="sdpa")).to(dev)
+        step = _hf_bert_step(model, a, dev)
+    elif name == "hf_roberta":  # blind set 13: RoBERTa-large (24 layers x 1024, learned positions, GELU)
+        import transformers as tf
+
+        cfg = tf.RobertaConfig(vocab_size=50265, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+                               intermediate_size=4096, max_position_embeddings=a.seq + 2, attn_implementation="sdpa")
+        model = tf.RobertaForMaskedLM(cfg).to(dev)
         step = _hf_bert_step(model, a, dev)
     elif name == "hf_deberta":  # DeBERTa-v3-base-like: disentangled attention with relative positions
         import transformers as tf

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Session 38 on the GPU machine.
+#   a: the conv_unaligned kernel family (sweep sw16: dense convolutions over channel counts that are
+#      not multiples of 8, which cuDNN pads; blind set 11's HRNet was -40.6% in GPU time without
+#      them), then blind set 13 (compare.py ZOO_BLIND13, simulated first:
+#      real_h200/session38/blind13_simulated_*.json) timed once and profiled
+#   b: session 34's part e (host_interleaved.py with one profiled step per case, for --op-costs)
+# Usage: tools/holdout/device_session38.sh OUTDIR a|b WORKLOADS_DIR   (run's carry: tools/holdout/_wl)
+# Leaves OUTDIR.<part>.tgz (split in 15 MiB pieces when larger): everything the part wrote.
+out=$1; part=s38$2
+source "$(dirname "$0")/device_env.sh"
+start=$(date +%s)
+wl=$(cd "$3" && pwd)
+if [ "$2" = a ]; then
+  mkdir -p "$out/sweep"
+  timeout 150 python3 -m phantora_prof.measure.sweep_families --only conv_unaligned \
+    --out "$out/sweep/sw16.pt.trace.json.gz" > "$out/sweep/sw16.log" 2>&1
+  echo "sweep sw16 conv_unaligned rc=$? $(( $(date +%s) - start ))s" >> "$log"
+  timeout 400 bash "$H/device_blind.sh" "$out/blind13" blind13 "$(compare_py "','.join(compare.ZOO_BLIND13)")" \
+    --profiles > "$out/blind13.log" 2>&1
+  echo "blind13 rc=$? $(( $(date +%s) - start ))s" >> "$log"
+elif [ "$2" = b ]; then
+  bash "$H/device_session34.sh" "$out" e "$wl"
+  echo "part e done $(( $(date +%s) - start ))s" >> "$log"
+fi
+tar czf "$out.$2.tgz" -C "$(dirname "$out")" "$(basename "$out")" && rm -rf "$out"
+if [ "$(stat -c %s "$out.$2.tgz")" -gt 15728640 ]; then
+  split -b 15m -d "$out.$2.tgz" "$out.$2.tgz." && rm "$out.$2.tgz"
+fi
