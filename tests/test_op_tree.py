@@ -144,9 +144,9 @@ def test_table_lookup_order():
 def test_table_lookup_takes_the_inputs_layout_first():
     """A channels-last batch norm gets the children an NHWC one has on the GPU (a zeroed counter),
     not those of an NCHW one of the same size (reshape / view): the size classes carry the layout."""
-    assert op_children.ranks(["float"], [[64, 128, 14, 14]], [[25088, 196, 14, 1]]) == "20"
-    assert op_children.ranks(["float"], [[64, 128, 14, 14]], [[25088, 1, 1792, 128]]) == "20c"
-    assert op_children.ranks(["float"], [[64, 128, 14, 7]], [[25088, 196, 14, 2]]) == "19s"
+    assert op_children.ranks(["float"], [[64, 128, 14, 14]], [[25088, 196, 14, 1]]) == "20:4"
+    assert op_children.ranks(["float"], [[64, 128, 14, 14]], [[25088, 1, 1792, 128]]) == "20c:4"
+    assert op_children.ranks(["float"], [[64, 128, 14, 7]], [[25088, 196, 14, 2]]) == "19s:4"
     table = op_children.ChildTable({"trees": [[], [{"name": "aten::reshape", "args": [], "kids": []}],
                                               [{"name": "aten::zeros", "args": [], "kids": []}]],
                                     "ops": {"aten::bn": {"default": 0,
@@ -160,9 +160,9 @@ def test_a_2d_batch_norm_takes_the_channels_last_children():
     """ATen runs a contiguous (N, C) batch norm with the channels-last kernels (its dim 1 has
     stride 1), which zero a counter: LeViT's BatchNorm1d over tokens on the H200 has
     `aten::zeros` under every native_batch_norm. Only batch norm reads a 2-D input that way."""
-    assert op_children.ranks(["c10::BFloat16"], [[12544, 256]], [[256, 1]], "aten::native_batch_norm") == "21c"
-    assert op_children.ranks(["c10::BFloat16"], [[12544, 256]], [[256, 1]], "aten::mm") == "21"
-    assert op_children.ranks(["float"], [[64, 128, 14, 14]], [[25088, 196, 14, 1]], "aten::native_batch_norm") == "20"
+    assert op_children.ranks(["c10::BFloat16"], [[12544, 256]], [[256, 1]], "aten::native_batch_norm") == "21c:2"
+    assert op_children.ranks(["c10::BFloat16"], [[12544, 256]], [[256, 1]], "aten::mm") == "21:2"
+    assert op_children.ranks(["float"], [[64, 128, 14, 14]], [[25088, 196, 14, 1]], "aten::native_batch_norm") == "20:4"
 
 
 def _nesting(spans: list[Span]) -> dict[str, str]:
@@ -479,3 +479,27 @@ def test_cuda_build_paths_where_meta_kernels_differ(cli):
         assert len(gemms) == 4 and all("f32f32" in g for g in gemms)
     fast = trees[3]
     assert "aten::mm" not in fast and any("grouped_gemm" in n for n in fast)
+
+
+def _child_names(tree: list) -> list[str]:
+    out: list[str] = []
+    for node in tree:
+        if isinstance(node, dict):
+            out.append(node["name"])
+            out += _child_names(node["kids"])
+    return out
+
+
+def test_a_2d_convolution_never_takes_the_1d_template():
+    """A biased 2-D convolution runs `_convolution` -> cudnn_convolution + add_ on a CUDA build; a
+    1-D one unsqueezes its operands to 2-D first. The size classes carry each tensor's number of
+    dims, so RAFT's [8, 242, 46, 62] convolution (nearest in size to whisper's 1-D ones in the
+    table) no longer took the 1-D children (session 38: unsqueeze / squeeze, and a
+    cudnn_convolution whose inputs were its output's shape)."""
+    table = op_children.table()
+    types = ["c10::BFloat16"] * 3 + ["ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"]
+    two_d = table.lookup("aten::convolution", types, [[8, 242, 46, 62], [96, 242, 3, 3], [96]] + [[]] * 6)
+    one_d = table.lookup("aten::convolution", types, [[16, 80, 3000], [384, 80, 3], [384]] + [[]] * 6)
+    assert "aten::unsqueeze" not in _child_names(two_d) and "aten::cudnn_convolution" in _child_names(two_d)
+    assert _child_names(one_d).count("aten::unsqueeze") == 2
+    assert op_children.ranks(types[:2], [[8, 242, 46, 62], [96, 242, 3, 3]]) == "22:4,17:4"

@@ -256,7 +256,8 @@ def collect(paths: list[Path], clf: Classifier) -> dict:
                     kids = [k for k in n["kids"] if not (k["op"] and "::" not in k["e"]["name"])]
                     tmpl = _subtree({"kids": kids}, n, _list_len(e), clf.returns_list(name))
                     dims, types, _ = _args(e)
-                    rk = ranks(types, dims, e.get("args", {}).get("Input Strides"), e["name"])
+                    rk = ranks(types, dims, e.get("args", {}).get("Input Strides"), e["name"],
+                               e.get("args", {}).get("Concrete Inputs"))
                     counts[(name, tuple(types), rk)][json.dumps(tmpl, separators=(",", ":"))] += 1
                 else:
                     stack.extend(reversed(n["kids"]))

@@ -150,6 +150,34 @@ def _group_width(op, base: str) -> int | None:
     return cin // groups if 1 < groups < cin else None
 
 
+CHANNEL_ALIGNMENT = 8  # tensor-core convolutions take channel counts in multiples of 8 (16-bit)
+
+
+def unaligned_channels_part(cin: int, cout: int) -> str:
+    """"pad4", "pad2" or "pad1" for a dense convolution with a channel count of 8 or more that is not
+    a multiple of 8 (the largest power of two dividing every such count), "" otherwise.
+
+    cuDNN pads such channels-last 16-bit operands to the next multiple of 8
+    (`nhwcAddPaddingKernel`, one per padded operand) and runs CUTLASS s16816 kernels rather
+    than Hopper's implicit GEMMs; multiples of 4 also convert layouts (`convertTensor_kernel`):
+    timm's HRNet (18 / 36 channels) on the H100, session 37; sweep conv_unaligned. Fewer than 8
+    channels (an RGB stem, a mask head) are left to the classes the stems were measured in. A
+    class with no points of its own falls back to the aligned class of the same key
+    (cost/__init__.py's _family_class)."""
+    counts = [c for c in (cin, cout) if c >= CHANNEL_ALIGNMENT and c % CHANNEL_ALIGNMENT]
+    if not counts:
+        return ""
+    align = min(c & -c for c in counts)  # the lowest set bit: 4 for 36, 2 for 18, 1 for 45
+    return f"pad{align}"
+
+
+def without_unaligned_part(key: str) -> str | None:
+    """The class key without its pad part (unaligned_channels_part), or None when it has none."""
+    parts = key.split("|")
+    kept = [p for p in parts if not (p.startswith("pad") and p[3:].isdigit())]
+    return "|".join(kept) if len(kept) != len(parts) else None
+
+
 def _conv_key(op, base: str) -> list[str]:
     x, w, stride, groups, mask = _conv_args(op, base)
     if not isinstance(w, TensorArg) or not isinstance(x, TensorArg):
@@ -160,6 +188,10 @@ def _conv_key(op, base: str) -> list[str]:
     s = strides[-1] if nd == 1 else strides[0] if strides else 1
     if nd == 3 and len(w.shape) == 5:  # temporal x spatial kernel and stride: (3, 7, 7) / (1, 2, 2) -> 3x7, 1x2
         k, s = f"{w.shape[2]}x{k}", f"{strides[0]}x{strides[-1]}"
+    elif nd == 2 and len(w.shape) == 4 and w.shape[2] != w.shape[3]:
+        # a factorised 1 x 7 / 7 x 1 kernel (Inception): its own class, not the k x k one of its width
+        # (sweep conv_maps, session 38)
+        k = f"{w.shape[2]}x{w.shape[3]}"
     cin = x.shape[1] if len(x.shape) > 1 else 1
     g = groups if isinstance(groups, int) else 1
     # grouped: "g" for a power-of-two group width, "gn" for any other (24, 40, 56, ...): cuDNN
@@ -174,6 +206,10 @@ def _conv_key(op, base: str) -> list[str]:
         parts.insert(0, f"{nd}d")
     if k != 1 and _dilated(op, base):
         parts.append("dil")
+    if g <= 1 and len(w.shape) > 1:
+        pad = unaligned_channels_part(cin, w.shape[0] if w.shape[1] * g == cin else w.shape[1] * g)
+        if pad:
+            parts.append(pad)
     if mask is not None:
         parts.append("m" + "".join("1" if b else "0" for b in mask))
     return parts

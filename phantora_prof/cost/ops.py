@@ -298,6 +298,12 @@ def convolution(op, base, gpu, allow_tf32):
     cin = x.shape[1] if len(x.shape) > 2 else 1
     if dtype in ("bfloat16", "float16") and 0 < cin < 8:
         flops *= 8 / cin  # tensor-core convolutions pad input channels to 8 (an RGB stem: 2.7x)
+    elif dtype in ("bfloat16", "float16") and len(w.shape) > 1 and w.shape[1] == cin:
+        # dense, channels not multiples of 8: cuDNN pads them (families.unaligned_channels_part;
+        # the padding kernels themselves are only in the measured classes), so the tensor cores
+        # compute the padded GEMM: 18 -> 24 channels in and out, 1.78x
+        cout = w.shape[0]
+        flops *= (-(-cin // 8) * 8 / cin) * (-(-cout // 8) * 8 / cout if cout >= 8 else 1.0)
     cost = Cost(GEMM, eff, flops, io_bytes(op), gpu.peak_flops(dtype, allow_tf32), extra_ns=extra)
     if extra > 0:  # share the op's time: transposes by their own time, the rest to the convolutions
         main = max(op_time_ns(cost, gpu) - extra, 1.0) / len(names)

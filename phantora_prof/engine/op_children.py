@@ -54,11 +54,28 @@ def _layout(dims: list, strides: list | None, bn: bool = False) -> str:
     return "c" if dense_order(TensorArg(tuple(dims), tuple(strides), "float32", 0)) is not None else "s"
 
 
-def ranks(types: list, dims: list, strides: list | None = None, name: str = "") -> str:
+def _flag_list(value) -> str | None:
+    """"m" and the bits of a boolean list argument as the trace writes it ("[True, False, True]"
+    -> "m101"), None for anything else."""
+    if not isinstance(value, str) or not value.startswith("[") or not value.endswith("]"):
+        return None
+    items = [v.strip() for v in value[1:-1].split(",")]
+    if not items or any(v not in ("True", "False") for v in items):
+        return None
+    return "m" + "".join("1" if v == "True" else "0" for v in items)
+
+
+def ranks(types: list, dims: list, strides: list | None = None, name: str = "", concrete: list | None = None) -> str:
     """Size classes of an op's tensor inputs (log2 of their element counts, then "c" / "s" for a
-    channels-last / strided layout), as phantora_prof/calibrate/op_children.py keys the table
-    with this function ("13c,6,-,-"). `name` (the op's) decides whether a contiguous (N, C)
-    batch counts as channels-last, as it does for batch norm's kernels."""
+    channels-last / strided layout, then ":" and the tensor's number of dims), as
+    phantora_prof/calibrate/op_children.py keys the table with this function ("13c:4,6:1,-,-").
+    `name` (the op's) decides whether a contiguous (N, C) batch counts as channels-last, as it
+    does for batch norm's kernels. The number of dims tells a 1-D convolution (whose
+    `_convolution` unsqueezes its operands to 2-D) from a 2-D one of a similar size: without it
+    RAFT's biased 2-D convolutions took whisper's 1-D template (session 38). A boolean list
+    argument (`concrete`: the trace's Concrete Inputs) is its bits ("m110"): a convolution
+    backward that computes the bias gradient runs an `aten::sum` inside, one that does not has
+    none, and the output mask is all that tells them apart."""
     bn = name.partition("::")[2] in BN_OPS
     out = []
     for i, t in enumerate(types):
@@ -68,28 +85,43 @@ def ranks(types: list, dims: list, strides: list | None = None, name: str = "") 
             for d in dims[i]:
                 n *= d
             st = strides[i] if strides is not None and i < len(strides) else None
-            out.append(str(n.bit_length() - 1 if n > 0 else -1) + _layout(dims[i], st, bn))
+            out.append(f"{n.bit_length() - 1 if n > 0 else -1}{_layout(dims[i], st, bn)}:{len(dims[i])}")
         else:
-            out.append("L" if k == "TL" else "-")
+            flags = _flag_list(concrete[i]) if concrete is not None and i < len(concrete) else None
+            out.append(flags or ("L" if k == "TL" else "-"))
     return ",".join(out)
 
 
 def _classes(text: str) -> tuple:
+    """(log2 size, layout, number of dims) per tensor of a `ranks` string, ("m", bits, 0) per
+    boolean list, None for the others."""
     out = []
     for x in text.split(","):
+        if x.startswith("m") and x[1:].isdigit():
+            out.append(("m", x[1:], 0))
+            continue
+        x, _, nd = x.partition(":")
         body = x.rstrip("cs")
-        out.append((int(body), x[len(body):]) if body.lstrip("-").isdigit() else None)
+        out.append((int(body), x[len(body):], int(nd) if nd else -1) if body.lstrip("-").isdigit() else None)
     return tuple(out)
 
 
 _OTHER_LAYOUT = 64  # a layout mismatch weighs more than any size-class distance
+_OTHER_DIMS = 256  # and a tensor of another number of dims more than a layout mismatch
 
 
 def _distance(a: tuple, b: tuple) -> float:
     if len(a) != len(b):
         return float("inf")
-    return sum(abs(x[0] - y[0]) + (_OTHER_LAYOUT if x[1] != y[1] else 0)
-               for x, y in zip(a, b) if x is not None and y is not None)
+    total = 0.0
+    for x, y in zip(a, b):
+        if x is None or y is None:
+            continue
+        if x[0] == "m" or y[0] == "m":  # boolean lists: equal, or as far as another number of dims
+            total += 0 if x == y else _OTHER_DIMS
+            continue
+        total += abs(x[0] - y[0]) + (_OTHER_LAYOUT if x[1] != y[1] else 0) + (_OTHER_DIMS if x[2] != y[2] else 0)
+    return total
 
 
 class ChildTable:
@@ -112,14 +144,15 @@ class ChildTable:
         self._memo: dict[tuple, tuple[list | None, list]] = {}
         self._nearest: dict[tuple, list] = {}  # (name, Input type, size classes) -> tree
 
-    def lookup(self, name: str, types: list | None, dims: list | None = None, strides: list | None = None) -> list:
+    def lookup(self, name: str, types: list | None, dims: list | None = None, strides: list | None = None,
+               concrete: list | None = None) -> list:
         key = (name, None if types is None else tuple(types))
         entry = self._memo.get(key)
         if entry is None:
             entry = self._memo[key] = self._entry(name, key[1])
         sized, tree = entry
         if sized is not None and dims is not None:  # the nearest size classes seen on a GPU
-            rk = ranks(types, dims, strides, name)
+            rk = ranks(types, dims, strides, name, concrete)
             near = self._nearest.get(key + (rk,))
             if near is None:
                 want = _classes(rk)

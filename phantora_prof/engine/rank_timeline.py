@@ -431,7 +431,8 @@ class RankTimeline:
 
     def _children(self, op: OpCall, span: Span, launches: list, types: list | None) -> None:
         """What a CUDA build's kernel of `op` dispatches inside it (engine/op_children.py)."""
-        template = op_children.table().lookup(op.name, types, span.args.get("Input Dims"), span.args.get("Input Strides"))
+        template = op_children.table().lookup(op.name, types, span.args.get("Input Dims"), span.args.get("Input Strides"),
+                                              span.args.get("Concrete Inputs"))
         if template:
             self.spans.extend(op_children.expand(op, span, launches, template, self._next_child_id))
 

@@ -52,6 +52,8 @@ so the trace says which ops and kernels belong to which configuration. Families:
     conv_grouped_1x1  grouped 1x1 convolutions (group widths 8..64, powers of two and not):
                 cuDNN's per-group loop of slice, dgrad and wgrad kernels
     conv_dilated  dilated 3x3 convolutions (dilation 2..36: DeepLab's atrous stages and ASPP)
+    conv_maps   dense convolutions over maps the conv grid has not (odd and even sizes 9..75) and
+                asymmetric kernels (1x3 / 3x1, 1x5 / 5x1, 1x7 / 7x1: factorised convolutions)
     conv_unaligned  dense convolutions whose channel counts are not multiples of 8 (multiples of 4
                 and of 2: 12..60 channels), 3x3 / 1x1 / strided, in and out of aligned widths:
                 cuDNN pads 16-bit channels-last operands (nhwcAddPaddingKernel) and runs other kernels
@@ -202,6 +204,33 @@ def dilated_conv_cases():
                        d=d), _conv_block
 
 
+def map_conv_cases():
+    """Dense convolutions over map sizes the `conv` grid lacks (it has 7..112 in powers of two
+    times 7): cuDNN picks other kernels on some of them (on the H100, a 96 -> 96 3x3 convolution
+    over a 35 x 35 map ran an `implicit_gemm_indexed ... strided` data gradient and a CUTLASS
+    s16816 forward, 2.2x the time the 56 x 56 point scaled to it; session 38); and asymmetric
+    kernels (1 x k then k x 1, as factorised convolutions run), which no grid had. Generic maps,
+    odd and even (9..75), none of Inception-v3's (8, 17, 35, 71, 73, 147)."""
+    shapes = []
+    for h in (9, 13, 15, 19, 27, 33, 37, 45, 65, 75, 12, 20, 26, 34, 38, 46):
+        for ci, co in ((64, 96), (96, 96), (192, 192)):
+            shapes.append((ci, co, h, (3, 3)))
+        if h in (13, 19, 33, 37, 65, 20, 38):
+            shapes += [(256, 64, h, (1, 1)), (64, 256, h, (1, 1)), (48, 64, h, (5, 5))]
+    for h in (10, 13, 16, 19, 24, 33):
+        for ci, co in ((128, 128), (160, 192), (192, 192), (384, 384)):
+            if ci >= 384 and h > 19:
+                continue
+            for kh, kw in ((1, 7), (7, 1), (1, 3), (3, 1)):
+                shapes.append((ci, co, h, (kh, kw)))
+    for layout, dtype in (("cl", "bf16"), ("cl", "fp32")):
+        for ci, co, h, k in shapes:
+            if dtype == "fp32" and k[0] == k[1] and h not in (13, 33):
+                continue
+            yield dict(fam="conv_maps", layout=layout, dtype=dtype, n=64, ci=ci, co=co, h=h, k=list(k), s=1,
+                       g=1), _conv_block
+
+
 def unaligned_conv_cases():
     """Dense convolutions whose input or output channels are not a multiple of 8 (multi-resolution
     nets carry 18 / 36-channel branches, small detectors and U-Nets other widths): for a 16-bit
@@ -230,7 +259,8 @@ def unaligned_conv_cases():
 
 def _conv_block(p):
     d = p.get("d", 1)
-    conv = nn.Conv2d(p["ci"], p["co"] if p["g"] == 1 else p["ci"], p["k"], p["s"], d * (p["k"] // 2),
+    k = tuple(p["k"]) if isinstance(p["k"], list) else (p["k"], p["k"])
+    conv = nn.Conv2d(p["ci"], p["co"] if p["g"] == 1 else p["ci"], k, p["s"], (d * (k[0] // 2), d * (k[1] // 2)),
                      dilation=d, groups=p["g"], bias=False).to(DEV)
     bn = nn.BatchNorm2d(conv.out_channels).to(DEV)
     x = torch.randn(p["n"], p["ci"], p["h"], p["h"], device=DEV)
@@ -934,7 +964,8 @@ FAMILIES = {"conv": conv_cases, "conv_grouped": grouped_conv_cases,
             "attention": attention_cases, "attention_bias": lambda: attention_cases(("bias",)), "norms": norm_cases, "norms_narrow": narrow_norm_cases,
             "reductions": reduction_cases, "reductions_cols": column_reduction_cases,
             "reductions_outer": outer_reduction_cases, "conv_grouped_1x1": pointwise_grouped_conv_cases,
-            "conv_dilated": dilated_conv_cases, "conv_unaligned": unaligned_conv_cases, "losses": loss_cases, "embedding": embedding_cases,
+            "conv_dilated": dilated_conv_cases, "conv_unaligned": unaligned_conv_cases,
+            "conv_maps": map_conv_cases, "losses": loss_cases, "embedding": embedding_cases,
             "optim": optim_cases, "rnn": rnn_cases, "conv_patch": patch_conv_cases, "attention_sr": sr_attention_cases,
             "conv_wide": wide_conv_cases, "conv_sr": sr_conv_cases, "norms_tiny": tiny_norm_cases,
             "pointwise_views": view_pointwise_cases, "upsample": upsample_cases, "spatial": spatial_cases,

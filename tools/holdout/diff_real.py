@@ -28,7 +28,8 @@ from compare import CASES, HERE, REAL, REPO, _script, case_set
 TRACE_DIRS = (REAL / "traces", REAL / "zoo" / "traces", REAL / "session10" / "traces", REAL / "session11" / "traces",
               REAL / "session21" / "traces", REAL / "session25" / "traces",
               REAL / "session29" / "traces", REAL / "session32" / "traces", REAL / "session33" / "traces",
-              REAL / "session36" / "blind11" / "traces", REAL / "session37" / "blind12" / "traces")
+              REAL / "session36" / "blind11" / "traces", REAL / "session37" / "blind12" / "traces",
+              REAL / "session38" / "blind13" / "traces")
 CATEGORIES = ("gemm", "attention", "elementwise", "reduction", "normalization", "optimizer", "memcpy", "memset")
 
 
