@@ -479,3 +479,48 @@ def test_channels_last_bias_gradient_is_priced_as_the_column_sum_it_runs():
     # an NCHW map's per-channel sum is not a column sum: its own class
     nchw = call("aten::sum", [T((64, 192, 28, 28), "float32"), [0, 2, 3]], [T((192,), "float32")])
     assert F.class_key(nchw, "sum") != "float32|dense|outer"
+
+
+def _unaligned_conv(c: int, h: int):
+    x = CL(64, c, h, h)
+    w = T((c, c, 3, 3), "bfloat16", stride=(9 * c, 1, 3 * c, c))
+    fwd = call("aten::convolution", [x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1], [x])
+    bwd = call("aten::convolution_backward", [x, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
+                                              [True, True, False]], [x, w])
+    return fwd, bwd
+
+
+def test_channels_not_multiples_of_8_are_padded_as_cudnn_pads_them():
+    """timm's HRNet-W18 (held out: blind set 11, its H100 profile) convolves 18- and 36-channel
+    channels-last bf16 maps: cuDNN pads every such operand (nhwcAddPaddingKernel) and runs
+    CUTLASS / sm80 kernels; per call, median over the profile: forward 18 x 56 x 56 59.1 us and
+    6 kernels, backward 135.1 us and 14; forward 36 x 28 x 28 34.4 us and 6, backward 142.6 us and
+    11. The sweep (conv_unaligned, H200, session 38) has 14 / 22 / 20 / 28 channels, not these."""
+    fwd, bwd = _unaligned_conv(18, 56)
+    assert F.class_key(fwd, "convolution") == "bfloat16|k3|s1|1|cl|pad2"
+    assert F.class_key(_unaligned_conv(36, 28)[0], "convolution") == "bfloat16|k3|s1|1|cl|pad4"
+    assert F.class_key(_unaligned_conv(64, 28)[0], "convolution") == "bfloat16|k3|s1|1|cl"
+    for (c, h), (f_us, f_n), (b_us, b_n) in (((18, 56), (59.1, 6), (135.1, 14)), ((36, 28), (34.4, 6), (142.6, 11))):
+        fwd, bwd = _unaligned_conv(c, h)
+        f, b = estimate(fwd, "h100"), estimate(bwd, "h100")
+        assert sum("nhwcAddPaddingKernel" in k.name for k in f) >= 2
+        assert (len(f), len(b)) == (f_n, b_n)
+        assert total(f) / 1e3 == pytest.approx(f_us, rel=0.25)
+        assert total(b) / 1e3 == pytest.approx(b_us, rel=0.25)
+
+
+def test_an_unaligned_class_no_table_measured_takes_the_aligned_one():
+    """NCHW fp32 convolutions over 18 channels were not swept (conv_unaligned has NCHW bf16 and
+    channels-last fp32): they take the aligned class's points, as every convolution did before
+    the padded classes were measured, never nothing."""
+    from phantora_prof import cost as C
+
+    x, w = T((64, 18, 56, 56), "float32"), T((18, 18, 3, 3), "float32")
+    op = call("aten::convolution", [x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1], [x])
+    assert F.class_key(op, "convolution") == "float32|k3|s1|1|c|pad2"
+    _, ref, found = C._family_table(op, "convolution", get_gpu("h200"), O.convolution)
+    assert ref.key == "h200" and found[:2] == ("convolution", "float32|k3|s1|1|c")
+    assert F.unaligned_channels_part(18, 18) == "pad2" and F.unaligned_channels_part(3, 64) == ""
+    assert F.unaligned_channels_part(64, 45) == "pad1" and F.unaligned_channels_part(256, 36) == "pad4"
+    assert F.without_unaligned_part("float16|k3|s1|1|cl|pad2|m110") == "float16|k3|s1|1|cl|m110"
+    assert F.without_unaligned_part("float16|k3|s1|1|cl") is None

@@ -835,12 +835,16 @@ def _eca_conv(p):
 
 def upsample_cases():
     """F.interpolate as segmentation and detection heads use it (align_corners=False): one thread
-    per output element; the NHWC kernels and the backward's atomics run far below bandwidth."""
+    per output element; the NHWC kernels and the backward's atomics run far below bandwidth, the
+    more so the larger the scale (each input element takes scale^2 outputs' atomic adds: on the
+    H200 the NCHW fp32 backward ran at 5x its roofline time at x2, 10x at x4, 29x at x8), so the
+    scale is a feature of its own (families.shape_features). Since session 38 also 2- and
+    3-channel maps (optical flow, RGB), whose backward is all contention."""
     for layout in ("cl", "nchw"):
         for dtype in ("bf16", "fp32"):
             for mode in ("bilinear", "nearest"):
                 for scale in (2, 4, 8):
-                    for c, h in [(64, 56), (256, 32), (150, 128), (19, 64), (512, 16)]:
+                    for c, h in [(64, 56), (256, 32), (150, 128), (19, 64), (512, 16), (2, 64), (3, 32)]:
                         yield dict(fam="upsample", layout=layout, dtype=dtype, n=16, c=c, h=h, mode=mode,
                                    scale=scale), _upsample
 

@@ -5,9 +5,12 @@
 #      them), then blind set 13 (compare.py ZOO_BLIND13, simulated first:
 #      real_h200/session38/blind13_simulated_*.json) timed once and profiled
 #   b: session 34's part e (host_interleaved.py with one profiled step per case, for --op-costs)
+#   d: the upsample family again (sw18: with 2- and 3-channel maps; its points replace the H200
+#      table's upsample points, which lacked the scale as a feature: RAFT's x8 flow upsampling
+#      backward 156 us real against 34 us simulated)
 #   c: the conv_maps kernel family (sweep sw17: maps the conv grid lacks, asymmetric kernels;
 #      blind set 11's Inception-v3 was -23% in convolution time without them)
-# Usage: tools/holdout/device_session38.sh OUTDIR a|b|c WORKLOADS_DIR   (run's carry: tools/holdout/_wl)
+# Usage: tools/holdout/device_session38.sh OUTDIR a|b|c|d WORKLOADS_DIR   (run's carry: tools/holdout/_wl)
 # Leaves OUTDIR.<part>.tgz (split in 15 MiB pieces when larger): everything the part wrote.
 out=$1; part=s38$2
 source "$(dirname "$0")/device_env.sh"
@@ -26,6 +29,11 @@ elif [ "$2" = c ]; then
   timeout 200 python3 -m phantora_prof.measure.sweep_families --only conv_maps \
     --out "$out/sweep/sw17.pt.trace.json.gz" > "$out/sweep/sw17.log" 2>&1
   echo "sweep sw17 conv_maps rc=$? $(( $(date +%s) - start ))s" >> "$log"
+elif [ "$2" = d ]; then
+  mkdir -p "$out/sweep"
+  timeout 200 python3 -m phantora_prof.measure.sweep_families --only upsample \
+    --out "$out/sweep/sw18.pt.trace.json.gz" > "$out/sweep/sw18.log" 2>&1
+  echo "sweep sw18 upsample rc=$? $(( $(date +%s) - start ))s" >> "$log"
 elif [ "$2" = b ]; then
   bash "$H/device_session34.sh" "$out" e "$wl"
   echo "part e done $(( $(date +%s) - start ))s" >> "$log"
