@@ -48,7 +48,8 @@ from phantora_prof.engine.op_children import ARG_KINDS, kinds, ranks
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "phantora_prof" / "cost" / "data" / "op_children.json"
-ZOO_DEV = ("hf_llama", "hf_gpt2", "timm_vit", "tv_resnet50", "lstm")  # lstm: clip_grad_norm_'s _foreach_norm
+ZOO_DEV = ("hf_llama", "hf_gpt2", "timm_vit", "tv_resnet50", "lstm", "timm_convnext")  # lstm: clip_grad_norm_'s _foreach_norm;
+# timm_convnext (session 38): convolution backwards with a bias gradient (an aten::sum inside), 4-D
 REFERENCE_RUNS = ("gpt_b32", "gpt_ddp1", "gpt_small", "gpt_small_memory", "streams")
 
 
