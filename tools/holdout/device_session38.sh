@@ -10,7 +10,7 @@
 #      backward 156 us real against 34 us simulated)
 #   c: the conv_maps kernel family (sweep sw17: maps the conv grid lacks, asymmetric kernels;
 #      blind set 11's Inception-v3 was -23% in convolution time without them)
-# Usage: tools/holdout/device_session38.sh OUTDIR a|b|c|d WORKLOADS_DIR   (run's carry: tools/holdout/_wl)
+# Usage: tools/holdout/device_session38.sh OUTDIR a|b|c|d|cd WORKLOADS_DIR   (run's carry: tools/holdout/_wl)
 # Leaves OUTDIR.<part>.tgz (split in 15 MiB pieces when larger): everything the part wrote.
 out=$1; part=s38$2
 source "$(dirname "$0")/device_env.sh"
@@ -24,12 +24,13 @@ if [ "$2" = a ]; then
   timeout 400 bash "$H/device_blind.sh" "$out/blind13" blind13 "$(compare_py "','.join(compare.ZOO_BLIND13)")" \
     --profiles > "$out/blind13.log" 2>&1
   echo "blind13 rc=$? $(( $(date +%s) - start ))s" >> "$log"
-elif [ "$2" = c ]; then
+elif [ "$2" = c ] || [ "$2" = cd ]; then
   mkdir -p "$out/sweep"
   timeout 200 python3 -m phantora_prof.measure.sweep_families --only conv_maps \
     --out "$out/sweep/sw17.pt.trace.json.gz" > "$out/sweep/sw17.log" 2>&1
   echo "sweep sw17 conv_maps rc=$? $(( $(date +%s) - start ))s" >> "$log"
-elif [ "$2" = d ]; then
+fi
+if [ "$2" = d ] || [ "$2" = cd ]; then
   mkdir -p "$out/sweep"
   timeout 200 python3 -m phantora_prof.measure.sweep_families --only upsample \
     --out "$out/sweep/sw18.pt.trace.json.gz" > "$out/sweep/sw18.log" 2>&1
