@@ -524,3 +524,21 @@ def test_an_unaligned_class_no_table_measured_takes_the_aligned_one():
     assert F.unaligned_channels_part(64, 45) == "pad1" and F.unaligned_channels_part(256, 36) == "pad4"
     assert F.without_unaligned_part("float16|k3|s1|1|cl|pad2|m110") == "float16|k3|s1|1|cl|m110"
     assert F.without_unaligned_part("float16|k3|s1|1|cl") is None
+
+
+def test_a_strided_batch_norm_backward_runs_one_block_per_channel():
+    """GhostNet's ghost modules backpropagate through `cat(...)[:, :oup]`: the batch norm backward
+    gets a channel slice of a channels-last gradient (dense in no order), and ATen runs its
+    generic kernels, a reduction with one block per channel and an element-wise pass. On the H200
+    ([256, 12, 56, 56] bf16, 24-channel pixel stride) 698 + 36 us; the bandwidth roofline said
+    39 us. Fitted on that profile's 11 strided shapes (profiles/h200.json `backward_reduce`)."""
+    g = T((256, 12, 56, 56), "bfloat16", stride=(24 * 56 * 56, 1, 24 * 56, 24))
+    x, v = CL(256, 12, 56, 56), T((12,), "float32")
+    op = call("aten::native_batch_norm_backward", [g, x, v, v, v, v, v, True, 1e-5, [True, True, True]], [x, v, v])
+    ks = estimate(op, "h200")
+    assert [k.name.split("<")[0] for k in ks] == ["void at::native::batch_norm_backward_reduce_kernel",
+                                                  "void at::native::batch_norm_backward_elemt_kernel"]
+    assert ks[0].grid == (12, 1, 1)
+    assert total(ks) / 1e3 == pytest.approx(698 + 36, rel=0.15)
+    dense = call("aten::native_batch_norm_backward", [x, x, v, v, v, v, v, True, 1e-5, [True, True, True]], [x, v, v])
+    assert total(estimate(dense, "h200")) < total(ks) / 5  # the channels-last kernels: all SMs busy

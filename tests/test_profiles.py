@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 NOT_GPU_CONSTANTS = {
     "phantora_prof/cost/__init__.py": {"_CACHE_MAX", "BLAS_OPERANDS", "CONTIGUOUS_OPERANDS", "CONV_OPERANDS"},  # argument positions
     "phantora_prof/cost/errorband.py": {"Z90", "HOST_SIGMA", "BAND_SCALE", "STEP_BAND_SCALE", "ROOFLINE_NOTE_SHARE", "DEFAULT_SIGMA", "MIN_SAMPLES"},
-    "phantora_prof/cost/families.py": {"BANDWIDTH", "DIM_BANDWIDTH", "OUTER_COLUMNS_BANDWIDTH", "_NORMALIZED_SHAPE_ARG"},
+    "phantora_prof/cost/families.py": {"BANDWIDTH", "DIM_BANDWIDTH", "OUTER_COLUMNS_BANDWIDTH", "_NORMALIZED_SHAPE_ARG",
+                                        "CHANNEL_ALIGNMENT"},  # interpolation; the tensor cores' channel multiple
     "phantora_prof/cost/gpus.py": {"TFLOP", "TB", "GB", "MiB"},  # datasheet units
     "phantora_prof/cost/kernels.py": {"CHUNK", "MAX_TENSORS", "MAX_BLOCKS", "MULTI_TENSOR_ELEMS_PER_ITER", "_ITEMSIZE", "_ALL_TYPES_CASE", "_WHERE_CASE", "_CLAMP_CASE"},  # ATen facts
     "phantora_prof/cost/measured.py": {"ROW_EXTRAPOLATE", "GEMM_K", "GEMM_POWER", "ATTN_K", "ATTN_POWER",
@@ -36,7 +37,7 @@ NOT_GPU_CONSTANTS = {
     "phantora_prof/engine/collectives.py": {"_RANKS_SHOWN"},  # torch.profiler's kTruncatLength (trace format)
     "phantora_prof/engine/host_layout.py": {"_NO_KEY", "_MAX_SHIFT_NS", "_CLOSE_NS"},
     "phantora_prof/engine/kineto_args.py": {"TENSOR_LIST_DISPLAY_LENGTH_LIMIT"},
-    "phantora_prof/engine/op_children.py": {"_CARVE", "_OTHER_LAYOUT"},  # trace layout, template lookup weight
+    "phantora_prof/engine/op_children.py": {"_CARVE", "_OTHER_LAYOUT", "_OTHER_DIMS"},  # trace layout, template lookup weight
     "phantora_prof/engine/representatives.py": {"AUTO_ALL_LIVE_UP_TO"},  # a run policy (--live-ranks auto)
     "phantora_prof/engine/rank_timeline.py": {"_HIDDEN_DEPTH"},
 }

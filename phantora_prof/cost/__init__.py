@@ -590,17 +590,15 @@ def _family_table(op, base, gpu, handler):
     2,883 column sums of 39 H200 profiles at 1.01x their real time in the median, 0.99x in
     total, where the H200's own warm points said 0.89x and 0.84x; session 33).
 
-    A convolution over channel counts that are not multiples of 8 that no table measured takes
-    the aligned class of the same key (what every convolution took before the padded classes
-    were measured, families.unaligned_channels_part); one table's padded class answers before
-    any table's aligned one."""
+    A class no table measured may have a stand-in that runs the same kernels
+    (families.stand_in_keys: a padded convolution's aligned class); the class itself, in any
+    table, answers before a stand-in."""
     tables = [(get_gpu(g), _FAM.model(g)) for g in sorted(_FAM.measured_gpus(), key=lambda k: k != gpu.key)]
     tables = [(ref, fam) for ref, fam in tables if fam is not None and ref.arch == gpu.arch]
     if not tables:
         return None, None, None
     key = _FAM.class_key(op, base)
-    aligned = _FAM.without_unaligned_part(key) if base in _FAM.CONV_OPS else None
-    for k in (key, aligned) if aligned is not None else (key,):
+    for k in (key, *_FAM.stand_in_keys(base, key)):
         first = None
         for ref, fam in tables:
             found = _family_class(fam, base, k, handler)
@@ -659,8 +657,8 @@ def _family(op, base, gpu, allow_tf32, handler, cost, specs, total, hit: tuple) 
     if len(specs) == 1 and specs[0].kind == _K.KIND_MEMCPY:
         return None  # a plain DtoD copy: the copy model's bandwidth curve
     if handler is _ops.batch_group_norm and base.startswith("native_batch_norm") and \
-            _ops.bn_nchw_training(op, base, op.args[1] if "backward" in base else op.args[0]):
-        return None  # NCHW batch norm: the channel-block model (ops.batch_norm_nchw) follows C, w does not
+            _ops.bn_channel_block_training(op, base):
+        return None  # NCHW / strided batch norm: the channel-block model (ops.batch_norm_nchw) follows C, w does not
     fam, ref, found = hit
     if found is None:
         return None

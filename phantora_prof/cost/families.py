@@ -171,6 +171,16 @@ def unaligned_channels_part(cin: int, cout: int) -> str:
     return f"pad{align}"
 
 
+def stand_in_keys(base: str, key: str) -> tuple[str, ...]:
+    """Classes that answer for `key` where no table measured it, because a CUDA build runs the
+    same kernels for them: a convolution over channel counts that are not multiples of 8 takes
+    its aligned class (what every convolution took before the padded classes were measured)."""
+    if base in CONV_OPS:
+        aligned = without_unaligned_part(key)
+        return (aligned,) if aligned is not None else ()
+    return ()
+
+
 def without_unaligned_part(key: str) -> str | None:
     """The class key without its pad part (unaligned_channels_part), or None when it has none."""
     parts = key.split("|")

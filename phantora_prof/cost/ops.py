@@ -456,6 +456,49 @@ def bn_nchw_training(op, base, x: TensorArg) -> bool:
     return bool(arg(op, base, "training", True))
 
 
+def bn_strided_training(op, base, x: TensorArg) -> bool:
+    """A training-mode batch norm backward whose input or output gradient is dense in no memory order (a
+    channel slice of a channels-last map: GhostNet's ghost modules backpropagate through
+    `cat(...)[:, :oup]`): ATen's channels-last kernels need both dense, so it runs the generic
+    ones, a reduction with one block per channel and an element-wise pass (on the H200,
+    [256, 12, 56, 56] bf16 with a 24-channel pixel stride: `batch_norm_backward_reduce_kernel` on
+    12 blocks 698 us, `elementwise_kernel` 36 us; the bandwidth roofline said 39 us in all)."""
+    if len(x.shape) < 3 or "cudnn" in base:
+        return False
+    if "backward" not in base:
+        return False  # a strided forward: not seen in a profile yet, left to the generic path below
+    tensors = [x] + ([op.args[0]] if isinstance(op.args[0], TensorArg) else [])
+    if not any(dense_order(t) is None for t in tensors):
+        return False
+    return bool(arg(op, base, "train", True))
+
+
+def bn_channel_block_training(op, base) -> bool:
+    """Whether a batch norm runs ATen's kernels with one block per channel (NCHW or strided)."""
+    x = op.args[1] if "backward" in base else op.args[0]
+    return isinstance(x, TensorArg) and (bn_nchw_training(op, base, x) or bn_strided_training(op, base, x))
+
+
+def _bn_strided(op, base, gpu, x: TensorArg):
+    """A strided training batch norm backward (bn_strided_training): the channel-block model for
+    its gradient sums (ATen's generic reduce kernel, ~2x the fused NCHW backward kernel's rate
+    per element: it does not also write the input's gradient) and a bandwidth pass for the
+    element-wise kernel that does, under the generic kernels' names."""
+    t = K.cpp(x.dtype)
+    c = x.shape[1]
+    acc = f"at::GenericPackedTensorAccessor<{t}, 3ul, at::RestrictPtrTraits, long>"
+    e = eff_for("norm", gpu)
+    moved = 3 * tensor_bytes(x)  # the gradient and the input read, the input's gradient written
+    elemt = e.t0_ns + moved / (hbm_bw(gpu) * e.mem) * 1e9
+    reduce_ns = _bn_channel_blocks_ns(x, gpu, "backward_reduce")
+    names = (f"void at::native::batch_norm_backward_reduce_kernel<{t}, float, float, long>({acc})",
+             f"void at::native::batch_norm_backward_elemt_kernel<{t}, float, float, long>({acc})")
+    specs = [KernelSpec(K.KIND_KERNEL, names[0], (c, 1, 1), (512, 1, 1), 32, 0, weight=reduce_ns),
+             KernelSpec(K.KIND_KERNEL, names[1], (max(1, -(-x.numel // 512)), 1, 1), (128, 1, 1), 32, 0,
+                        weight=elemt)]
+    return Cost(NORM, "norm", 0.0, moved, extra_ns=reduce_ns), specs
+
+
 def _bn_channel_blocks_ns(x: TensorArg, gpu, phase: str) -> float:
     c = x.shape[1]
     per_channel = x.numel // max(c, 1)
@@ -529,6 +572,8 @@ def batch_group_norm(op, base, gpu, allow_tf32):
     x = op.args[1] if "backward" in base else op.args[0]
     if "batch_norm" in base and "cudnn" not in base and bn_nchw_training(op, base, x):
         return batch_norm_nchw(op, base, gpu, x)
+    if "batch_norm" in base and bn_strided_training(op, base, x):
+        return _bn_strided(op, base, gpu, x)
     t = K.cpp(x.dtype)
     c = x.shape[1] if len(x.shape) > 1 else 1
     if "group" in base:
