@@ -542,3 +542,34 @@ def test_a_strided_batch_norm_backward_runs_one_block_per_channel():
     assert total(ks) / 1e3 == pytest.approx(698 + 36, rel=0.15)
     dense = call("aten::native_batch_norm_backward", [x, x, v, v, v, v, v, True, 1e-5, [True, True, True]], [x, v, v])
     assert total(estimate(dense, "h200")) < total(ks) / 5  # the channels-last kernels: all SMs busy
+
+
+def test_the_table_with_the_nearest_point_answers():
+    """The H100 table holds 3x3 convolutions over maps of 9..75 (sweep conv_maps, session 38); the
+    H200's full grid holds 56 x 56 and others. An H100 query takes the H100's points where they
+    are nearest (Inception-v3's 96 -> 96 over 35 x 35: 176 us per backward in its H100 profile,
+    79 us from the H200 grid's 56 x 56 points, scaled) and the H200's, carried, elsewhere."""
+    from phantora_prof import cost as C
+
+    def bwd(n, c, h):
+        x = CL(n, c, h, h)
+        w = T((c, c, 3, 3), "bfloat16", stride=(9 * c, 1, 3 * c, c))
+        return call("aten::convolution_backward", [x, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
+                                                   [True, True, False]], [x, w])
+
+    _, ref, _ = C._family_table(bwd(64, 96, 35), "convolution_backward", get_gpu("h100"), O.convolution)
+    assert ref.key == "h100"
+    _, ref, _ = C._family_table(bwd(128, 256, 56), "convolution_backward", get_gpu("h100"), O.convolution)
+    assert ref.key == "h200"
+    assert total(estimate(bwd(64, 96, 35), "h100")) / 1e3 == pytest.approx(176, rel=0.3)
+
+
+def test_upsampling_is_interpolated_over_its_scale():
+    """RAFT's flow upsampling (x8, 2 channels, fp32 NCHW, align_corners): its backward's atomic adds
+    pile scale^2 onto each input element, 156 us per call in RAFT's H100 profile; sized like a x2
+    map of many channels the sweep said 34 us. The scale is a feature of its own (sweep upsample
+    again with 2- and 3-channel maps on the H100, session 38)."""
+    g, x = T((8, 2, 368, 496), "float32"), T((8, 2, 46, 62), "float32")
+    op = call("aten::upsample_bilinear2d_backward", [g, [368, 496], [8, 2, 46, 62], True, None, None], [x])
+    assert F.shape_features(op, "upsample_bilinear2d_backward") == (8, 2, 368, 496, 8)
+    assert total(estimate(op, "h100")) / 1e3 == pytest.approx(156, rel=0.2)

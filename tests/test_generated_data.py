@@ -165,7 +165,7 @@ def test_h100_family_table_is_its_sweep():
 
     doc = families.read(DATA / "h100_families.json.gz")
     assert doc["gpu"] == "h100" and doc["ops_kept"]
-    kept = [HOLDOUT / "session32", HOLDOUT / "session33" / "sweep"]
+    kept = [HOLDOUT / "session32", HOLDOUT / "session33" / "sweep", HOLDOUT / "session38" / "sweep"]
     paths = [next(d / s for d in kept if (d / s).exists()) for s in doc["sources"]]
     points, _ = families.collect(paths, "h100")
     points = [p for p in points if p["op"] in set(doc["ops_kept"])]

@@ -300,7 +300,7 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
         if res is not None:
             return res
     total = _R.op_time_ns(cost, gpu)
-    hit = _family_table(op, base, gpu, handler) if use_family and specs else (None, None, None)
+    hit = _family_table(op, base, gpu, handler, allow_tf32) if use_family and specs else (None, None, None)
     if _answers_first(hit, gpu):
         # measured on this GPU, or cold, in training context: before the H200's isolated sweep
         res = _family(op, base, gpu, allow_tf32, handler, cost, specs, total, hit)
@@ -577,7 +577,7 @@ def _family_class(fam, base: str, key: str, handler) -> tuple[str, str, tuple | 
     return None
 
 
-def _family_table(op, base, gpu, handler):
+def _family_table(op, base, gpu, handler, allow_tf32: bool = False):
     """(family model, the GPU it was measured on, what answers in it) for the op: this GPU's own
     table first, then the reference H200's, then any other of the same architecture (another
     GPU's times are carried below, roofline.carried_time_ns); (None, None, None) when none covers it. Library
@@ -599,17 +599,35 @@ def _family_table(op, base, gpu, handler):
         return None, None, None
     key = _FAM.class_key(op, base)
     for k in (key, *_FAM.stand_in_keys(base, key)):
-        first = None
+        hits = []
         for ref, fam in tables:
             found = _family_class(fam, base, k, handler)
             if found is None:
                 continue
             if fam.cold(found[0], found[1]):
                 return fam, ref, found
-            first = first or (fam, ref, found)
-        if first is not None:
-            return first
+            hits.append((fam, ref, found))
+        if hits:
+            return _nearest_table(op, base, handler, allow_tf32, hits)
     return None, None, None
+
+
+def _nearest_table(op, base, handler, allow_tf32: bool, hits: list[tuple]) -> tuple:
+    """Of the tables that measured an op's class, the one whose nearest point is nearest the
+    op: this GPU's own table first only where it measured something as near as another's. An
+    H100 sweep of a few sizes of a class (conv_maps: 3x3 convolutions over maps of 9..75, session
+    38) then answers for those sizes, and the H200's full grid, carried, for the rest."""
+    if len(hits) == 1 or any(h[2][2] is not None for h in hits):  # composed attention: the first
+        return hits[0]
+    best, best_d = hits[0], float("inf")
+    for fam, ref, found in hits:
+        name, key, _ = found
+        rc = _cost_on(handler, op, base, ref, allow_tf32)
+        w = _R.op_time_ns(rc, ref)
+        d = fam.nearest_distance(name, key, w, _FAM.shape_features(op, name))
+        if d < best_d:
+            best, best_d = (fam, ref, found), d
+    return best
 
 
 def _as_column_sum(op: OpCall, base: str) -> OpCall | None:

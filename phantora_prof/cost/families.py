@@ -52,6 +52,7 @@ GPU_KEY = "h200"
 BANDWIDTH = 0.35  # natural-log units of roofline time (a factor of ~1.4)
 DIM_BANDWIDTH = 0.5  # natural-log units of each dimension of the first tensor (a factor of ~1.6)
 OUTER_COLUMNS_BANDWIDTH = 0.1  # a column sum's column count (see _dim_bandwidths; ~10%)
+UPSAMPLE_SCALE_BANDWIDTH = 0.15  # an upsampling's scale factor (see shape_features; x2 / x4 apart)
 
 CONV_OPS = frozenset(("convolution", "convolution_backward", "cudnn_convolution", "_convolution"))
 ATTN_OPS = frozenset((
@@ -504,21 +505,23 @@ class FamilyModel:
         entry = self.points.get((op_name, key))
         return entry is not None and all(p.get("cold") for p in entry[1])
 
-    def predict(self, op_name: str, key: str, w_ns: float, shape: tuple = ()) -> tuple[float, dict] | None:
-        """(time in ns, nearest point) for an op of roofline time w_ns whose first tensor has
-        `shape`, or None when not covered."""
+    def _distances(self, op_name: str, key: str, w_ns: float, shape: tuple,
+                   clamp: bool = True) -> tuple[list[float], float] | None:
+        """Each point's squared distance from the query in bandwidths (roofline time, clamped to
+        the measured range unless `clamp` is off, then the shape features), and the query's log
+        roofline time; None when not covered."""
         entry = self.points.get((op_name, key))
         if entry is None or not w_ns > 0:
             return None
-        feats, pts = entry
+        feats, _ = entry
         lw = math.log(w_ns)
         lo, hi = feats[0][0], feats[-1][0]
         q = _features(w_ns, shape)
-        q = (min(max(lw, lo), hi),) + q[1:]  # outside the range: the ratio at the nearest end
-        best, best_d = 0, float("inf")
-        num = den = 0.0
+        if clamp:
+            q = (min(max(lw, lo), hi),) + q[1:]  # outside the range: the ratio at the nearest end
         dim_bw = _dim_bandwidths(op_name, key, len(q) - 1)
-        for i, f in enumerate(feats):
+        out = []
+        for f in feats:
             d2 = ((f[0] - q[0]) / BANDWIDTH) ** 2
             if len(f) == len(q):
                 d2 += sum(((a - b) / bw) ** 2 for a, b, bw in zip(f[1:], q[1:], dim_bw))
@@ -527,6 +530,28 @@ class FamilyModel:
                 # dimension to compare, so it counts as a neighbour one bandwidth off in each
                 # of the query's dimensions, never nearer than a same-rank point of equal size
                 d2 += len(q) - 1
+            out.append(d2)
+        return out, lw
+
+    def nearest_distance(self, op_name: str, key: str, w_ns: float, shape: tuple = ()) -> float:
+        """The squared distance (in bandwidths) of the class's point nearest the query; inf when
+        not covered. Tells which of two tables measured something closer to it, so the roofline
+        time is not clamped to the table's range (a query beyond it is far from every point)."""
+        got = self._distances(op_name, key, w_ns, shape, clamp=False)
+        return min(got[0]) if got is not None else float("inf")
+
+    def predict(self, op_name: str, key: str, w_ns: float, shape: tuple = ()) -> tuple[float, dict] | None:
+        """(time in ns, nearest point) for an op of roofline time w_ns whose first tensor has
+        `shape`, or None when not covered."""
+        got = self._distances(op_name, key, w_ns, shape)
+        if got is None:
+            return None
+        dists, lw = got
+        feats, pts = self.points[(op_name, key)]
+        lo = feats[0][0]
+        best, best_d = 0, float("inf")
+        num = den = 0.0
+        for i, d2 in enumerate(dists):
             if d2 < best_d:
                 best, best_d = i, d2
             if d2 > 72:
@@ -655,6 +680,8 @@ def _dim_bandwidths(op_name: str, key: str, n: int) -> tuple[float, ...]:
     for itself, not averaged with its neighbours."""
     if n == 2 and op_name in _REDUCTIONS and key.endswith(("|outer", "|outer_u")):
         return (OUTER_COLUMNS_BANDWIDTH, DIM_BANDWIDTH)
+    if op_name in UPSAMPLE_OPS and n >= 2:
+        return (DIM_BANDWIDTH,) * (n - 1) + (UPSAMPLE_SCALE_BANDWIDTH,)
     return (DIM_BANDWIDTH,) * n
 
 
@@ -662,6 +689,8 @@ def _features(w_ns: float, shape) -> tuple[float, ...]:
     return (math.log(w_ns),) + tuple(math.log(max(int(d), 1)) for d in shape)
 
 
+UPSAMPLE_OPS = frozenset(("upsample_bilinear2d", "upsample_bilinear2d_backward", "upsample_nearest2d",
+                          "upsample_nearest2d_backward"))
 NORM_OPS = frozenset(("native_layer_norm", "native_layer_norm_backward", "_fused_rms_norm",
                       "_fused_rms_norm_backward"))
 RNN_OPS = frozenset(("_cudnn_rnn", "_cudnn_rnn_backward"))
@@ -684,6 +713,10 @@ def shape_features(op, base: str) -> tuple:
         gw = _group_width(op, base)
         if gw is not None:
             return tuple(t.shape) + (gw,)
+    if base in UPSAMPLE_OPS:
+        scale = _upsample_scale(op, base, t)
+        if scale is not None:
+            return tuple(t.shape) + (scale,)
     if base in NORM_OPS:
         x = _arg(op, 1) if base.endswith("_backward") else t
         ns = _arg(op, _NORMALIZED_SHAPE_ARG[base])
@@ -700,6 +733,19 @@ def shape_features(op, base: str) -> tuple:
                 r *= t.shape[d]
             return (max(t.numel // max(r, 1), 1), r)
     return tuple(t.shape)
+
+
+def _upsample_scale(op, base: str, t: TensorArg) -> int | None:
+    """An upsampling's scale factor (output height over input height, at least 1): the backward's
+    atomic adds contend scale^2 to an input element, so its time per byte grows with it (sweep
+    `upsample`: 5x / 10x / 29x the roofline at x2 / x4 / x8, NCHW fp32 on the H200), which the
+    tensors' sizes alone do not tell apart (a x8 map of 64 channels is a x2 map of 1,024 in
+    size). The first tensor is the input forward, the output's gradient backward."""
+    out = op.outputs[0] if op.outputs and isinstance(op.outputs[0], TensorArg) else None
+    if out is None or len(out.shape) != 4 or len(t.shape) != 4:
+        return None
+    big, small = (out.shape[2], t.shape[2]) if not base.endswith("_backward") else (t.shape[2], out.shape[2])
+    return max(1, round(big / max(small, 1)))
 
 
 def data_path(gpu_key: str = GPU_KEY) -> Path:
