@@ -578,9 +578,10 @@ def _family_class(fam, base: str, key: str, handler) -> tuple[str, str, tuple | 
 
 
 def _family_table(op, base, gpu, handler, allow_tf32: bool = False):
-    """(family model, the GPU it was measured on, what answers in it) for the op: this GPU's own
-    table first, then the reference H200's, then any other of the same architecture (another
-    GPU's times are carried below, roofline.carried_time_ns); (None, None, None) when none covers it. Library
+    """(family model, the GPU it was measured on, what answers in it) for the op: of the tables of
+    GPUs of this architecture that measured its class (this GPU's own, the reference H200's, any
+    other; another GPU's times are carried below, roofline.carried_time_ns), the one with the
+    point nearest the op (_nearest_table); (None, None, None) when none covers it. Library
     kernels differ per architecture, so another architecture (A100) takes none (the roofline's
     own efficiencies).
 

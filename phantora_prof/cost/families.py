@@ -158,13 +158,13 @@ def unaligned_channels_part(cin: int, cout: int) -> str:
     """"pad4", "pad2" or "pad1" for a dense convolution with a channel count of 8 or more that is not
     a multiple of 8 (the largest power of two dividing every such count), "" otherwise.
 
-    cuDNN pads such channels-last 16-bit operands to the next multiple of 8
-    (`nhwcAddPaddingKernel`, one per padded operand) and runs CUTLASS s16816 kernels rather
-    than Hopper's implicit GEMMs; multiples of 4 also convert layouts (`convertTensor_kernel`):
+    cuDNN pads such channels-last operands to the next multiple of 8 (`nhwcAddPaddingKernel`, one
+    per padded operand; bf16 and TF32 alike) and runs CUTLASS s16816 / sm80 kernels rather than
+    Hopper's implicit GEMMs (NCHW bf16 ones run Winograd kernels instead); multiples of 4 also
+    convert layouts (`convertTensor_kernel`):
     timm's HRNet (18 / 36 channels) on the H100, session 37; sweep conv_unaligned. Fewer than 8
     channels (an RGB stem, a mask head) are left to the classes the stems were measured in. A
-    class with no points of its own falls back to the aligned class of the same key
-    (cost/__init__.py's _family_class)."""
+    class no table measured falls back to the aligned class of the same key (stand_in_keys)."""
     counts = [c for c in (cin, cout) if c >= CHANNEL_ALIGNMENT and c % CHANNEL_ALIGNMENT]
     if not counts:
         return ""
