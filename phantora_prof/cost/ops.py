@@ -457,19 +457,22 @@ def bn_nchw_training(op, base, x: TensorArg) -> bool:
 
 
 def bn_strided_training(op, base, x: TensorArg) -> bool:
-    """A training-mode batch norm backward whose input or output gradient is dense in no memory order (a
-    channel slice of a channels-last map: GhostNet's ghost modules backpropagate through
-    `cat(...)[:, :oup]`): ATen's channels-last kernels need both dense, so it runs the generic
-    ones, a reduction with one block per channel and an element-wise pass (on the H200,
-    [256, 12, 56, 56] bf16 with a 24-channel pixel stride: `batch_norm_backward_reduce_kernel` on
-    12 blocks 698 us, `elementwise_kernel` 36 us; the bandwidth roofline said 39 us in all)."""
+    """A training-mode batch norm backward whose input and output gradient are not in one memory
+    format: one dense in no order (a channel slice of a channels-last map: GhostNet's ghost
+    modules backpropagate through `cat(...)[:, :oup]`), or one contiguous and the other
+    channels-last. ATen's NCHW and channels-last kernels each need both in their format, so it
+    runs the generic ones, a reduction with one block per channel and an element-wise pass (on
+    the H200, [256, 12, 56, 56] bf16 with a 24-channel pixel stride: `batch_norm_backward_reduce_
+    kernel` on 12 blocks 698 us, `elementwise_kernel` 36 us, where the bandwidth roofline said 39
+    us in all; [256, 24, 56, 56] with an NCHW gradient and a channels-last input 656 + 86 us)."""
     if len(x.shape) < 3 or "cudnn" in base:
         return False
     if "backward" not in base:
         return False  # a strided forward: not seen in a profile yet, left to the generic path below
-    tensors = [x] + ([op.args[0]] if isinstance(op.args[0], TensorArg) else [])
-    if not any(dense_order(t) is None for t in tensors):
-        return False
+    grad = op.args[0] if isinstance(op.args[0], TensorArg) else x
+    orders = (dense_order(x), dense_order(grad))
+    if None not in orders and orders[0] == orders[1]:
+        return False  # both in one memory format: the NCHW or the channels-last kernels
     return bool(arg(op, base, "train", True))
 
 
