@@ -54,6 +54,7 @@ so the trace says which ops and kernels belong to which configuration. Families:
     conv_dilated  dilated 3x3 convolutions (dilation 2..36: DeepLab's atrous stages and ASPP)
     conv_maps   dense convolutions over maps the conv grid has not (odd and even sizes 9..75) and
                 asymmetric kernels (1x3 / 3x1, 1x5 / 5x1, 1x7 / 7x1: factorised convolutions)
+    upsample_pool  bilinear upsampling from pooled grids (1..32 -> x10..x64: ASPP / pyramid pooling)
     conv_unaligned  dense convolutions whose channel counts are not multiples of 8 (multiples of 4
                 and of 2: 12..60 channels), 3x3 / 1x1 / strided, in and out of aligned widths:
                 cuDNN pads 16-bit channels-last operands (nhwcAddPaddingKernel) and runs other kernels
@@ -849,6 +850,20 @@ def upsample_cases():
                                    scale=scale), _upsample
 
 
+def pooled_upsample_cases():
+    """Bilinear upsampling from pooled grids back to a feature map (DeepLab's ASPP image pooling:
+    1 x 1 -> 64 x 64; PSPNet's pyramid: 1 / 2 / 3 / 6 -> 60; decoders' x16 / x32 heads): scales of
+    10..64 the `upsample` points (x2 / x4 / x8) do not reach, whose backward piles up to scale^2
+    atomic adds on each input element (DeepLabV3 on the H100: [16, 256, 1, 1] -> 64 x 64,
+    channels-last fp32, 2.2 ms per backward; the x8 points extrapolated said 32 us)."""
+    for layout in ("cl", "nchw"):
+        for dtype in ("fp32", "bf16"):
+            for c, h, scale in [(256, 1, 64), (256, 1, 32), (512, 1, 16), (512, 2, 30), (512, 3, 20), (512, 6, 10),
+                                (64, 1, 56), (21, 16, 32), (150, 8, 16), (19, 32, 16)]:
+                yield dict(fam="upsample_pool", layout=layout, dtype=dtype, n=16, c=c, h=h, mode="bilinear",
+                           scale=scale), _upsample
+
+
 def _upsample(p):
     x = _square_map(p)
     x.requires_grad_(True)
@@ -969,7 +984,7 @@ FAMILIES = {"conv": conv_cases, "conv_grouped": grouped_conv_cases,
             "reductions": reduction_cases, "reductions_cols": column_reduction_cases,
             "reductions_outer": outer_reduction_cases, "conv_grouped_1x1": pointwise_grouped_conv_cases,
             "conv_dilated": dilated_conv_cases, "conv_unaligned": unaligned_conv_cases,
-            "conv_maps": map_conv_cases, "losses": loss_cases, "embedding": embedding_cases,
+            "conv_maps": map_conv_cases, "upsample_pool": pooled_upsample_cases, "losses": loss_cases, "embedding": embedding_cases,
             "optim": optim_cases, "rnn": rnn_cases, "conv_patch": patch_conv_cases, "attention_sr": sr_attention_cases,
             "conv_wide": wide_conv_cases, "conv_sr": sr_conv_cases, "norms_tiny": tiny_norm_cases,
             "pointwise_views": view_pointwise_cases, "upsample": upsample_cases, "spatial": spatial_cases,

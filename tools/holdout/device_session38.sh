@@ -8,9 +8,11 @@
 #   d: the upsample family again (sw18: with 2- and 3-channel maps; its points replace the H200
 #      table's upsample points, which lacked the scale as a feature: RAFT's x8 flow upsampling
 #      backward 156 us real against 34 us simulated)
+#   e: upsampling from pooled grids (sw19: x10..x64; DeepLabV3's ASPP pooling branch, 2.2 ms real
+#      per backward against 32 us from the x8 points)
 #   c: the conv_maps kernel family (sweep sw17: maps the conv grid lacks, asymmetric kernels;
 #      blind set 11's Inception-v3 was -23% in convolution time without them)
-# Usage: tools/holdout/device_session38.sh OUTDIR a|b|c|d|cd WORKLOADS_DIR   (run's carry: tools/holdout/_wl)
+# Usage: tools/holdout/device_session38.sh OUTDIR a|b|c|d|cd|e WORKLOADS_DIR   (run's carry: tools/holdout/_wl)
 # Leaves OUTDIR.<part>.tgz (split in 15 MiB pieces when larger): everything the part wrote.
 out=$1; part=s38$2
 source "$(dirname "$0")/device_env.sh"
@@ -35,6 +37,11 @@ if [ "$2" = d ] || [ "$2" = cd ]; then
   timeout 200 python3 -m phantora_prof.measure.sweep_families --only upsample \
     --out "$out/sweep/sw18.pt.trace.json.gz" > "$out/sweep/sw18.log" 2>&1
   echo "sweep sw18 upsample rc=$? $(( $(date +%s) - start ))s" >> "$log"
+elif [ "$2" = e ]; then
+  mkdir -p "$out/sweep"
+  timeout 120 python3 -m phantora_prof.measure.sweep_families --only upsample_pool \
+    --out "$out/sweep/sw19.pt.trace.json.gz" > "$out/sweep/sw19.log" 2>&1
+  echo "sweep sw19 upsample_pool rc=$? $(( $(date +%s) - start ))s" >> "$log"
 elif [ "$2" = b ]; then
   bash "$H/device_session34.sh" "$out" e "$wl"
   echo "part e done $(( $(date +%s) - start ))s" >> "$log"
