@@ -1,8 +1,10 @@
 # Sourced by the tools/holdout/device_*.sh scripts once they have set `out` (the output folder)
 # and `part`: the output folder, the repository on PYTHONPATH, `H` (this folder), `log` (the
-# part's log) opened with the torch and Triton versions of the GPU machine; and two helpers:
+# part's log) opened with the torch and Triton versions of the GPU machine; and helpers:
 # `compare_py EXPR` prints a value of compare.py's (its case lists), `host_bound_phases FILE` appends
-# each host-bound run's unprofiled phases (phases.py) to FILE.
+# each host-bound run's unprofiled phases (phases.py) to FILE, `sweep NUMBER FAMILY SECONDS` runs one
+# sweep_families family into sweep/sw<NUMBER>.*, `pack_output PART` turns the output folder into
+# OUTDIR.PART.tgz (the device tool returns a limited number of files, at most 16 MiB each).
 mkdir -p "$out"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 H=$PWD/tools/holdout
@@ -18,4 +20,17 @@ host_bound_phases() {
     p=$(cd "$H" && timeout 60 python3 phases.py zoo.py $args --steps 10 2>&1 | grep '^PHASES ')
     echo "$case $p" >> "$1"
   done
+}
+sweep() {
+  mkdir -p "$out/sweep"
+  timeout "$3" python3 -m phantora_prof.measure.sweep_families --only "$2" \
+    --out "$out/sweep/sw$1.pt.trace.json.gz" > "$out/sweep/sw$1.log" 2>&1
+  echo "sweep sw$1 $2 rc=$? $(( $(date +%s) - start ))s" >> "$log"
+}
+pack_output() {
+  tar czf "$out.$1.tgz" -C "$(dirname "$out")" "$(basename "$out")" && rm -rf "$out"
+  # a larger archive travels in 15 MiB pieces (cat them to rebuild it)
+  if [ "$(stat -c %s "$out.$1.tgz")" -gt 15728640 ]; then
+    split -b 15m -d "$out.$1.tgz" "$out.$1.tgz." && rm "$out.$1.tgz"
+  fi
 }

@@ -15,13 +15,6 @@ out=$1; part=s33$2
 source "$(dirname "$0")/device_env.sh"
 start=$(date +%s)
 blind=hf_mixtral,tv_deeplabv3,hf_swinv2,timm_convnextv2,timm_efficientvit
-# sweep NUMBER FAMILY SECONDS: one sweep_families family into sweep/sw<NUMBER>.*
-sweep() {
-  mkdir -p "$out/sweep"
-  timeout "$3" python3 -m phantora_prof.measure.sweep_families --only "$2" \
-    --out "$out/sweep/sw$1.pt.trace.json.gz" > "$out/sweep/sw$1.log" 2>&1
-  echo "sweep sw$1 $2 rc=$? $(( $(date +%s) - start ))s" >> "$log"
-}
 if [ "$2" = a ]; then
   bash "$H/device_blind.sh" "$out" blind10 "$blind" >> "$log" 2>&1
   sweep 12 reductions_outer 150

@@ -35,10 +35,4 @@ elif [ "$2" = b ]; then
   bash "$H/device_session34.sh" "$out" e "$wl"
   echo "part e done $(( $(date +%s) - start ))s" >> "$log"
 fi
-# The device tool returns a limited number of files from $OUT (session 36's first run lost most of
-# its logs, every trace and the JSON): the part's output travels as one archive.
-tar czf "$out.$2.tgz" -C "$(dirname "$out")" "$(basename "$out")" && rm -rf "$out"
-# at most 16 MiB a file comes back: a larger archive travels in 15 MiB pieces (cat them to rebuild it)
-if [ "$(stat -c %s "$out.$2.tgz")" -gt 15728640 ]; then
-  split -b 15m -d "$out.$2.tgz" "$out.$2.tgz." && rm "$out.$2.tgz"
-fi
+pack_output "$2"

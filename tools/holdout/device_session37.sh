@@ -14,8 +14,4 @@ start=$(date +%s)
 timeout 560 bash "$H/device_blind.sh" "$out/blind12" blind12 "$(compare_py "','.join(compare.ZOO_BLIND12)")" \
   --profiles > "$out/blind12.log" 2>&1
 echo "blind12 rc=$? $(( $(date +%s) - start ))s" >> "$log"
-tar czf "$out.$2.tgz" -C "$(dirname "$out")" "$(basename "$out")" && rm -rf "$out"
-# at most 16 MiB a file comes back: a larger archive travels in 15 MiB pieces (cat them to rebuild it)
-if [ "$(stat -c %s "$out.$2.tgz")" -gt 15728640 ]; then
-  split -b 15m -d "$out.$2.tgz" "$out.$2.tgz." && rm "$out.$2.tgz"
-fi
+pack_output "$2"

@@ -18,35 +18,18 @@ out=$1; part=s38$2
 source "$(dirname "$0")/device_env.sh"
 start=$(date +%s)
 wl=$(cd "$3" && pwd)
-if [ "$2" = a ]; then
-  mkdir -p "$out/sweep"
-  timeout 150 python3 -m phantora_prof.measure.sweep_families --only conv_unaligned \
-    --out "$out/sweep/sw16.pt.trace.json.gz" > "$out/sweep/sw16.log" 2>&1
-  echo "sweep sw16 conv_unaligned rc=$? $(( $(date +%s) - start ))s" >> "$log"
-  timeout 400 bash "$H/device_blind.sh" "$out/blind13" blind13 "$(compare_py "','.join(compare.ZOO_BLIND13)")" \
-    --profiles > "$out/blind13.log" 2>&1
-  echo "blind13 rc=$? $(( $(date +%s) - start ))s" >> "$log"
-elif [ "$2" = c ] || [ "$2" = cd ]; then
-  mkdir -p "$out/sweep"
-  timeout 200 python3 -m phantora_prof.measure.sweep_families --only conv_maps \
-    --out "$out/sweep/sw17.pt.trace.json.gz" > "$out/sweep/sw17.log" 2>&1
-  echo "sweep sw17 conv_maps rc=$? $(( $(date +%s) - start ))s" >> "$log"
-fi
-if [ "$2" = d ] || [ "$2" = cd ]; then
-  mkdir -p "$out/sweep"
-  timeout 200 python3 -m phantora_prof.measure.sweep_families --only upsample \
-    --out "$out/sweep/sw18.pt.trace.json.gz" > "$out/sweep/sw18.log" 2>&1
-  echo "sweep sw18 upsample rc=$? $(( $(date +%s) - start ))s" >> "$log"
-elif [ "$2" = e ]; then
-  mkdir -p "$out/sweep"
-  timeout 120 python3 -m phantora_prof.measure.sweep_families --only upsample_pool \
-    --out "$out/sweep/sw19.pt.trace.json.gz" > "$out/sweep/sw19.log" 2>&1
-  echo "sweep sw19 upsample_pool rc=$? $(( $(date +%s) - start ))s" >> "$log"
-elif [ "$2" = b ]; then
-  bash "$H/device_session34.sh" "$out" e "$wl"
-  echo "part e done $(( $(date +%s) - start ))s" >> "$log"
-fi
-tar czf "$out.$2.tgz" -C "$(dirname "$out")" "$(basename "$out")" && rm -rf "$out"
-if [ "$(stat -c %s "$out.$2.tgz")" -gt 15728640 ]; then
-  split -b 15m -d "$out.$2.tgz" "$out.$2.tgz." && rm "$out.$2.tgz"
-fi
+case $2 in
+  a)
+    sweep 16 conv_unaligned 150
+    timeout 400 bash "$H/device_blind.sh" "$out/blind13" blind13 "$(compare_py "','.join(compare.ZOO_BLIND13)")" \
+      --profiles > "$out/blind13.log" 2>&1
+    echo "blind13 rc=$? $(( $(date +%s) - start ))s" >> "$log" ;;
+  b)
+    bash "$H/device_session34.sh" "$out" e "$wl"
+    echo "part e done $(( $(date +%s) - start ))s" >> "$log" ;;
+  c) sweep 17 conv_maps 200 ;;
+  d) sweep 18 upsample 200 ;;
+  cd) sweep 17 conv_maps 200; sweep 18 upsample 200 ;;
+  e) sweep 19 upsample_pool 120 ;;
+esac
+pack_output "$2"
