@@ -11,16 +11,14 @@ sees it. Nothing here is simulator-specific.
 """
 from __future__ import annotations
 
-import json
 import math
-import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from loop import base_parser
+from loop import base_parser, run_loop
 
 
 class SyntheticText(Dataset):
@@ -210,23 +208,9 @@ def main() -> None:
         dl, step = _trainer_case(a)
     else:
         dl, step = _pyheavy_case(a)
-    times = []
     it = iter(dl)
-    for i in range(a.steps):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        batch = next(it)
-        step(batch)
-        torch.cuda.synchronize()
-        dt = (time.perf_counter() - t0) * 1e3
-        times.append(dt)
-        print(f"step {i} time_ms {dt:.3f}", flush=True)
-    steady = sorted(times[3:]) if len(times) > 4 else sorted(times)
-    print("RESULT " + json.dumps({"workload": f"hostbound:{a.case}", "step_ms": times,
-                                  "median_steady_ms": steady[len(steady) // 2],
-                                  "peak_mem_bytes": torch.cuda.max_memory_allocated(),
-                                  **{k: v for k, v in vars(a).items() if k != "profile_dir"}}), flush=True)
-
+    run_loop(a, lambda i: step(next(it)), {"workload": f"hostbound:{a.case}",
+                                           **{k: v for k, v in vars(a).items() if k != "profile_dir"}})
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,126 @@
+"""DataLoader-bound loops held out from every host-time fit (issue #15), chosen on 2026-12-06
+before any real run of them; simulated first (real_h200/session39/), then measured once.
+
+    python tools/holdout/loader_heldout.py --case dict_text    # dict batches (3 tensors), 2 workers, pin_memory
+    python tools/holdout/loader_heldout.py --case many_small   # 17 tensors per batch, 2 workers, no pinning
+    python tools/holdout/loader_heldout.py --case images_nopin # 128 px crops, 4 workers, no pinning
+
+Plain PyTorch; a step is one batch of the loop including taking it from the DataLoader (as in
+hostbound.py), printed as `step N time_ms X` and a RESULT line.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from hostbound import TinyLM  # this folder's
+from loop import base_parser, run_loop
+
+
+class DictText(Dataset):
+    """Tokenised text as HF-style dict samples: input ids, attention mask, labels."""
+
+    def __init__(self, n: int, seq: int, vocab: int):
+        self.n, self.seq, self.vocab = n, seq, vocab
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        ids = [(i * 131 + j * 7919) % self.vocab for j in range(self.seq + 1)]
+        t = torch.tensor(ids, dtype=torch.long)
+        length = self.seq - (i % 17)
+        mask = torch.ones(self.seq, dtype=torch.long)
+        mask[length:] = 0
+        return {"input_ids": t[:-1], "attention_mask": mask, "labels": t[1:]}
+
+
+class ManySmall(Dataset):
+    """Tabular-style samples: 16 small feature tensors and a label."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        g = torch.Generator().manual_seed(i)
+        return tuple(torch.randn(32, generator=g) for _ in range(16)) + (i % 10,)
+
+
+class Crops(Dataset):
+    """Random 128 px crops and flips of a fixed image, normalised."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.base = torch.rand(3, 192, 192, generator=torch.Generator().manual_seed(1))
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        o = (i * 13) % 64
+        img = self.base[:, o:o + 128, o:o + 128]
+        if i % 3 == 0:
+            img = img.flip(-2)
+        return ((img - 0.5) / 0.25).contiguous(), i % 100
+
+
+def build(case: str, steps: int):
+    n_batches = steps + 8
+    if case == "dict_text":
+        ds = DictText(16 * n_batches, 256, 8192)
+        dl = DataLoader(ds, batch_size=16, num_workers=2, pin_memory=True, persistent_workers=True)
+        model = TinyLM(8192, 256, 3).cuda()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+        def step(b):
+            x, m, y = (b[k].cuda(non_blocking=True) for k in ("input_ids", "attention_mask", "labels"))
+            logits = model(x)
+            loss = (F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1), reduction="none") * m.view(-1)).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    elif case == "many_small":
+        ds = ManySmall(64 * n_batches)
+        dl = DataLoader(ds, batch_size=64, num_workers=2, pin_memory=False, persistent_workers=True)
+        model = nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)).cuda()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+        def step(b):
+            x = torch.cat([t.cuda() for t in b[:-1]], dim=1)
+            loss = F.cross_entropy(model(x), b[-1].cuda())
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    else:
+        ds = Crops(32 * n_batches)
+        dl = DataLoader(ds, batch_size=32, num_workers=4, pin_memory=False, persistent_workers=True)
+        model = nn.Sequential(nn.Conv2d(3, 32, 3, 2, 1), nn.ReLU(), nn.Conv2d(32, 64, 3, 2, 1), nn.ReLU(),
+                              nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 100)).cuda()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(b):
+            x, y = b[0].cuda(), b[1].cuda()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    return dl, step
+
+
+def main() -> None:
+    p = base_parser(__doc__)
+    p.add_argument("--case", required=True, choices=("dict_text", "many_small", "images_nopin"))
+    a = p.parse_args()
+    torch.manual_seed(0)
+    a.steps = max(a.steps, 16)
+    dl, step = build(a.case, a.steps)
+    it = iter(dl)
+    run_loop(a, lambda i: step(next(it)), {"workload": f"loader_heldout:{a.case}", "case": a.case})
+
+if __name__ == "__main__":
+    main()
