@@ -121,6 +121,7 @@ def _apply(table: dict, prof: dict) -> dict:
                             for impl, per in t["optimizer_steps"].items() if impl != "comment"}
     t["pin_memory"]["base_ns"] *= cpu
     t["pin_memory"]["bytes_per_ns"] /= cpu
+    t["dataloader_ipc"] = {k: float(v) * cpu for k, v in t["dataloader_ipc"].items() if k != "comment"}
     t["cpu_ops"]["per_op_ns"] = {k: v * cpu for k, v in t["cpu_ops"].get("per_op_ns", {}).items() if k != "comment"}
     t["cpu_ops"]["per_listed_tensor_ns"] = t["cpu_ops"].get("per_listed_tensor_ns", 0) * cpu
     # measured against a plain op of the reference host (measure/host_lists.py): the host's speed applies
@@ -309,6 +310,9 @@ def tensor_list_ns(op_name: str, args: tuple, kwargs: dict, n_outputs: int) -> i
 # DataLoader's pinning thread (runtime/host/dataloader.py).
 PIN_BASE_NS: float = TABLE["pin_memory"]["base_ns"]
 PIN_BYTES_PER_NS: float = TABLE["pin_memory"]["bytes_per_ns"]
+# Moving a batch between a DataLoader worker and the training process (host_model.json
+# "dataloader_ipc", runtime/host/dataloader.py): shared memory in the worker, unpickling on the receiver.
+DATALOADER_IPC: dict[str, float] = TABLE["dataloader_ipc"]
 
 # Host-side duration of each CUDA API call (unprofiled).
 API_NS: dict[str, int] = TABLE["api_ns"]

@@ -474,7 +474,7 @@ class Slow(Dataset):
         return 64
     def __getitem__(self, i):
         acc = 0
-        for j in range(3000):   # per-sample Python work
+        for j in range(20000):   # per-sample Python work
             acc += len(str(j))
         return torch.full((16,), float(i))
 
@@ -515,12 +515,64 @@ def test_dataloader_workers_overlap_the_training_loop(tmp_path):
     inline, four = run(0), run(4)
     # inline, each step pays for fetching its batch (4 samples of Python); with 4 workers the
     # fetches overlap the loop and each other: the loop waits for a quarter of a fetch per step
-    assert inline > 1.0
+    # (and receives the batch from the worker's process: ~1.5 ms, test_taking_a_workers_batch...)
+    assert inline > 5.0
     assert four < inline / 2
     # deterministic: every step to the ns, whatever order the OS delivered the workers' batches
     # in (the float difference of two clock reads carries the start time's rounding: compare ns)
     run(4)
     assert steps[4][0] == steps[4][1]
+
+
+TAKE = """
+import sys, time, torch
+from torch.utils.data import DataLoader, Dataset
+
+class Parts(Dataset):
+    def __init__(self, k):
+        self.k = k
+    def __len__(self):
+        return 64
+    def __getitem__(self, i):
+        return tuple(torch.full((256,), float(i + j)) for j in range(self.k))
+
+k, pin = int(sys.argv[1]), sys.argv[2] == "pin"
+it = iter(DataLoader(Parts(k), batch_size=8, num_workers=1, pin_memory=pin))
+takes = []
+for step in range(6):
+    time.sleep(0.05)  # the worker is far ahead: the batch is ready when taken
+    t0 = time.perf_counter_ns()
+    batch = next(it)
+    takes.append(time.perf_counter_ns() - t0)
+print("take_ns", takes[-1], len(batch))
+"""
+
+
+def test_taking_a_workers_batch_costs_its_receiving():
+    """A batch from a worker process is unpickled by the receiving thread, which fetches and
+    maps each of its storages (hostcost.DATALOADER_IPC, measured with
+    tools/holdout/dataloader_probe.py): the training thread pays it when pin_memory is off; with
+    pinning, the pinning thread does and the loop pays only the queue."""
+    from phantora_prof import hostcost
+    from phantora_prof.runtime.host.dataloader import receive_ns
+
+    c = hostcost.DATALOADER_IPC
+
+    def take(k: int, pin: str) -> int:
+        r = subprocess.run([sys.executable, "-m", "phantora_prof", "--no-trace", "python", "-c", TAKE, str(k), pin],
+                           env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        line = next(line for line in r.stdout.splitlines() if line.startswith("take_ns")).split()
+        assert int(line[2]) == k
+        return int(line[1])
+
+    one, nine = take(1, "nopin"), take(9, "nopin")
+    # each of the k tensors is one stacked storage of 8 x 256 floats
+    assert one >= receive_ns(1, 8 * 256 * 4)
+    assert nine - one == receive_ns(9, 9 * 8 * 256 * 4) - receive_ns(1, 8 * 256 * 4)
+    pinned = take(1, "pin")
+    assert take(9, "pin") == pinned  # the storages are the pinning thread's work
+    assert c["pinned_take_ns"] <= pinned < c["pinned_take_ns"] + 20_000  # plus __next__'s counted Python
 
 
 def test_the_simulators_dataclass_methods_are_labelled_as_its_own_code():

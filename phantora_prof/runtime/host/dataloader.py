@@ -14,7 +14,14 @@ real, so batches, their order and the user's code are unchanged):
   starts a batch when it has the indices and has finished its previous one, so batch i is
   ready at max(sent_i, ready of the worker's previous batch) + fetch_i, and then pinned
   (`pin_memory=True`: one pinning thread, bytes at the host's copy bandwidth);
-- when the loop takes batch i it waits, in simulated time, until it is ready.
+- moving the batch between processes costs what the counted Python and CPU ops do not see
+  (`hostcost.DATALOADER_IPC`, measured with tools/holdout/dataloader_probe.py): the worker puts
+  each storage in a fresh shared-memory segment (part of its fetch); the receiving thread
+  unpickles the batch, fetching each storage's file descriptor from the worker and mapping it:
+  the training thread itself, or with `pin_memory=True` the pinning thread before its copy (the
+  training thread then only takes the batch from a thread queue);
+- when the loop takes batch i it waits, in simulated time, until it is ready, then pays its
+  share of the receiving.
 
 Approximate: worker start-up (process fork, imports) is not simulated; workers started with
 the `spawn`/`forkserver` methods run outside the simulator and their batches cost nothing
@@ -35,14 +42,17 @@ _STATE: dict[str, Any] = {}
 
 
 class CostedBatch:
-    """A batch and the simulated ns its worker spent producing it (crosses the worker queue)."""
+    """A batch, the simulated ns its worker spent producing it, and what the receiving side pays
+    for it (its storages and bytes); crosses the worker queue."""
 
-    __slots__ = ("data", "cost_ns", "pin_ns")
+    __slots__ = ("data", "cost_ns", "pin_ns", "storages", "nbytes")
 
-    def __init__(self, data: Any, cost_ns: int):
+    def __init__(self, data: Any, cost_ns: int, storages: int = 0, nbytes: int = 0):
         self.data = data
         self.cost_ns = cost_ns
         self.pin_ns = 0
+        self.storages = storages
+        self.nbytes = nbytes
 
     def pin_memory(self, device: Any = None) -> "CostedBatch":
         """Called by DataLoader's pinning thread: pin the batch, and account the copy.
@@ -55,11 +65,43 @@ class CostedBatch:
         return self
 
     def __reduce__(self):
-        return (_rebuild, (self.data, self.cost_ns))
+        return (_rebuild, (self.data, self.cost_ns, self.storages, self.nbytes))
 
 
-def _rebuild(data: Any, cost_ns: int) -> CostedBatch:
-    return CostedBatch(data, cost_ns)
+def _rebuild(data: Any, cost_ns: int, storages: int = 0, nbytes: int = 0) -> CostedBatch:
+    return CostedBatch(data, cost_ns, storages, nbytes)
+
+
+def batch_storages(data: Any) -> tuple[int, int]:
+    """The distinct CPU tensor storages of a batch and their bytes: what crosses the process
+    boundary (one shared-memory segment and one file descriptor each). Containers are walked as
+    torch's pytree walks them (dicts, lists, tuples, named tuples); tensors that are views of one
+    storage count once."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    seen: dict[int, int] = {}
+    for leaf in tree_leaves(data):
+        if isinstance(leaf, torch.Tensor) and leaf.device.type == "cpu":
+            st = leaf.untyped_storage()
+            seen.setdefault(st.data_ptr(), st.nbytes())
+    return len(seen), sum(seen.values())
+
+
+def worker_ipc_ns(storages: int, nbytes: int) -> int:
+    """A worker's cost of putting a batch's storages into fresh shared memory."""
+    from phantora_prof import hostcost
+
+    c = hostcost.DATALOADER_IPC
+    return int(c["shm_base_ns"] + nbytes * c["shm_ns_per_byte"]) if storages else 0
+
+
+def receive_ns(storages: int, nbytes: int) -> int:
+    """The receiving thread's cost of unpickling a batch: fetching and mapping each storage."""
+    from phantora_prof import hostcost
+
+    c = hostcost.DATALOADER_IPC
+    return int(c["recv_base_ns"] + storages * c["recv_per_storage_ns"] + nbytes * c["recv_ns_per_byte"])
 
 
 def _pin_ns(data: Any) -> int:
@@ -106,7 +148,9 @@ def install(clock: Any, pyhost: Any = None) -> None:
         def costed_fetch(index):
             t0 = clock.now_ns
             data = run_as_program(_STATE.get("pyhost"), fetch, index)  # the dataset's and collate's Python
-            return CostedBatch(data, clock.now_ns - t0)
+            storages, nbytes = batch_storages(data)
+            clock.advance(worker_ipc_ns(storages, nbytes))
+            return CostedBatch(data, clock.now_ns - t0, storages, nbytes)
 
         fetcher.fetch = costed_fetch
         return fetcher
@@ -119,17 +163,25 @@ def install(clock: Any, pyhost: Any = None) -> None:
             _sent(self)[worker].append(clock.now_ns)
 
     def process_data(self, data, worker_idx):
+        from phantora_prof import hostcost
+
         if isinstance(data, CostedBatch):
             sent = _sent(self)[worker_idx]
             sent_ns = sent.popleft() if sent else clock.now_ns
             free = _free(self)
             ready = max(sent_ns, free.get(worker_idx, 0)) + data.cost_ns
             free[worker_idx] = ready
-            if data.pin_ns:
-                pin_free = max(ready, getattr(self, "_phantora_pin_free", 0)) + data.pin_ns
+            recv = receive_ns(data.storages, data.nbytes)
+            if self._pin_memory:
+                # the pinning thread unpickles the batch, then copies it; the loop takes it from a queue
+                take = int(hostcost.DATALOADER_IPC["pinned_take_ns"])
+                pin_free = max(ready, getattr(self, "_phantora_pin_free", 0)) + max(0, recv - take) + data.pin_ns
                 self._phantora_pin_free = pin_free
-                ready = pin_free
-            clock.advance_to(ready)
+                clock.advance_to(pin_free)
+                clock.advance(take)
+            else:
+                clock.advance_to(ready)
+                clock.advance(recv)
             data = data.data
         elif not _STATE.get("warned") and type(data).__name__ not in ("ExceptionWrapper",
                                                                         "_IterableDatasetStopIteration"):
