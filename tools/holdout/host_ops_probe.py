@@ -65,7 +65,31 @@ def cases(dev: str) -> dict:
     out.update(step_cases(dev, r))
     out.update(copy_cases(dev))
     out.update(sequence_cases(dev, r))
+    out.update(gpt_cases(dev))
     return out
+
+
+# cases whose one call launches hundreds of kernels: fewer calls per round, so that a busy round
+# stays within CUDA's launch queue (1,022 launches) and behind the GPU sleep
+CALLS = {"gpt_b1_forward": 2}
+
+
+def gpt_cases(dev: str) -> dict:
+    """The reference gpt.py's training forward at batch 1 x 64 (bf16 autocast), where its
+    folder (the device scripts' tools/holdout/_wl) is present."""
+    import os
+    import sys
+
+    wl = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_wl")
+    if not os.path.exists(os.path.join(wl, "gpt.py")):
+        return {}
+    sys.path.insert(0, wl)
+    from gpt import GPT
+
+    model = GPT(50304, 64, 768, 12, 12).to(dev)
+    x = torch.randint(0, 50304, (1, 64), device=dev)
+    y = torch.randint(0, 50304, (1, 64), device=dev)
+    return {"gpt_b1_forward": lambda: _autocast(lambda: model(x, y))}
 
 
 def copy_cases(dev: str) -> dict:
@@ -146,12 +170,17 @@ def _autocast(fn):
         return fn()
 
 
-def measure(fn, calls: int = 100, rounds: int = 7) -> float:
+def measure(fn, calls: int = 100, rounds: int = 7, busy: bool = False) -> float:
+    """Host us per call, median over rounds. `busy`: each round's launches queue behind a long
+    GPU sleep (as in a GPU-bound step, where the host runs ahead of a busy GPU), instead of
+    reaching an idle GPU (a host-bound step)."""
     for _ in range(20):
         fn()
     torch.cuda.synchronize()
     per = []
     for _ in range(rounds):
+        if busy:
+            torch.cuda._sleep(BUSY_CYCLES)
         t0 = time.perf_counter()
         for _ in range(calls):
             fn()
@@ -160,17 +189,26 @@ def measure(fn, calls: int = 100, rounds: int = 7) -> float:
     return statistics.median(per)
 
 
+BUSY_CYCLES = 200_000_000  # ~0.1 s of GPU sleep: longer than any round here
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=None)
+    p.add_argument("--busy", action="store_true", help="also time each case behind a busy GPU (not under the simulator)")
     a = p.parse_args()
-    res = {}
+    res, busy = {}, {}
     for name, fn in cases("cuda").items():
-        res[name] = round(measure(fn), 2)
-        print(f"{name:28s} {res[name]:8.2f} us", flush=True)
+        calls = CALLS.get(name, 100)
+        res[name] = round(measure(fn, calls), 2)
+        line = f"{name:28s} {res[name]:8.2f} us"
+        if a.busy and name not in ("item", "synchronize", "mlp_step_item"):  # these wait for the GPU
+            busy[name] = round(measure(fn, calls, busy=True), 2)
+            line += f"  busy GPU {busy[name]:8.2f} us"
+        print(line, flush=True)
     if a.out:
         with open(a.out, "w") as f:
-            json.dump({"us_per_call": res, "torch": torch.__version__}, f, indent=1)
+            json.dump({"us_per_call": res, "us_per_call_busy_gpu": busy, "torch": torch.__version__}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -197,6 +197,7 @@ def _pyheavy_case(a):
 def main() -> None:
     p = base_parser(__doc__)
     p.add_argument("--case", required=True, choices=("loader0", "loader4", "trainer", "pyheavy"))
+    p.add_argument("--fixed-batch", action="store_true", help="reuse the first batch (no DataLoader during the steps)")
     p.add_argument("--batch", type=int, default=None)
     p.add_argument("--seq", type=int, default=256)
     a = p.parse_args()
@@ -209,6 +210,10 @@ def main() -> None:
     else:
         dl, step = _pyheavy_case(a)
     it = iter(dl)
+    if a.fixed_batch:  # one batch, then the workers are shut down: the step without data loading beside it
+        batch = next(it)
+        del it
+        it = iter(lambda: batch, None)
     run_loop(a, lambda i: step(next(it)), {"workload": f"hostbound:{a.case}",
                                            **{k: v for k, v in vars(a).items() if k != "profile_dir"}})
 

@@ -115,11 +115,16 @@ def build(case: str, steps: int):
 def main() -> None:
     p = base_parser(__doc__)
     p.add_argument("--case", required=True, choices=("dict_text", "many_small", "images_nopin"))
+    p.add_argument("--fixed-batch", action="store_true", help="reuse the first batch (no DataLoader during the steps)")
     a = p.parse_args()
     torch.manual_seed(0)
     a.steps = max(a.steps, 16)
     dl, step = build(a.case, a.steps)
     it = iter(dl)
+    if a.fixed_batch:  # one batch, then the workers are shut down: the step without data loading beside it
+        batch = next(it)
+        del it
+        it = iter(lambda: batch, None)
     run_loop(a, lambda i: step(next(it)), {"workload": f"loader_heldout:{a.case}", "case": a.case})
 
 if __name__ == "__main__":
