@@ -122,6 +122,7 @@ def _apply(table: dict, prof: dict) -> dict:
     t["pin_memory"]["base_ns"] *= cpu
     t["pin_memory"]["bytes_per_ns"] /= cpu
     t["dataloader_ipc"] = {k: float(v) * cpu for k, v in t["dataloader_ipc"].items() if k != "comment"}
+    t["autograd_engine"] = {k: float(v) * speed for k, v in t["autograd_engine"].items() if k != "comment"}
     t["cpu_ops"]["per_op_ns"] = {k: v * cpu for k, v in t["cpu_ops"].get("per_op_ns", {}).items() if k != "comment"}
     t["cpu_ops"]["per_listed_tensor_ns"] = t["cpu_ops"].get("per_listed_tensor_ns", 0) * cpu
     # measured against a plain op of the reference host (measure/host_lists.py): the host's speed applies
@@ -313,6 +314,9 @@ PIN_BYTES_PER_NS: float = TABLE["pin_memory"]["bytes_per_ns"]
 # Moving a batch between a DataLoader worker and the training process (host_model.json
 # "dataloader_ipc", runtime/host/dataloader.py): shared memory in the worker, unpickling on the receiver.
 DATALOADER_IPC: dict[str, float] = TABLE["dataloader_ipc"]
+# The autograd engine's hand-offs around a backward call (host_model.json "autograd_engine",
+# runtime/host/autograd_engine.py).
+AUTOGRAD_ENGINE: dict[str, float] = TABLE["autograd_engine"]
 
 # Host-side duration of each CUDA API call (unprofiled).
 API_NS: dict[str, int] = TABLE["api_ns"]

@@ -594,3 +594,59 @@ def test_the_simulators_dataclass_methods_are_labelled_as_its_own_code():
 
     assert Elsewhere.__init__.__code__.co_filename.startswith("<")
     assert protocol.OpCall(0, 1, "aten::mm", (), {}, (), 0, 0, 0, 7, 0).launch_wait_ns == 0  # still works
+
+
+ENGINE = """
+import torch
+p = torch.ones(64, device="cuda", requires_grad=True)
+q = torch.ones(64, device="cuda", requires_grad=True)
+for _ in range(2):
+    loss = ((p * 2 + q) * 3).sum()   # SumBackward0, MulBackward0, AddBackward0, MulBackward0, 2 x AccumulateGrad
+    loss.backward()
+torch.cuda.synchronize()
+"""
+
+
+def test_the_autograd_engine_hand_offs_cost_host_time(tmp_path):
+    """`backward()` is charged the engine's graph task and thread hand-offs on the calling thread
+    (runtime/host/autograd_engine.py): in the trace, the script thread's last op before the
+    backward and the backward thread's first op are start_ns + start_per_node_ns * nodes apart,
+    and the backward's end and the script thread's next op end_ns + end_per_node_ns * nodes."""
+    import gzip
+    import json
+
+    import torch
+
+    from phantora_prof import hostcost
+    from phantora_prof.runtime.host.autograd_engine import graph_nodes
+
+    p = torch.ones(3, requires_grad=True)
+    q = torch.ones(3, requires_grad=True)
+    y = ((p * 2 + q) * 3).sum()
+    assert graph_nodes(y) == 6
+    assert graph_nodes([y, y]) == 6  # shared nodes once
+    assert graph_nodes(torch.autograd.graph.GradientEdge(y.grad_fn, 0)) == 6
+    assert graph_nodes(torch.ones(2)) == 0
+
+    (tmp_path / "engine.py").write_text(ENGINE)
+    r = subprocess.run([sys.executable, "-m", "phantora_prof", "--out", str(tmp_path / "tr"), "python", "engine.py"],
+                       cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    trace = json.load(gzip.open(tmp_path / "tr" / "rank0.pt.trace.json.gz"))
+    ops = sorted((e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cpu_op"),
+                 key=lambda e: e["ts"])
+    main = ops[0]["tid"]
+    bwd = [e for e in ops if e["tid"] != main]
+    assert bwd, "no backward thread ops"
+    c = hostcost.AUTOGRAD_ENGINE
+    first = bwd[0]
+    before = max(e["ts"] + e["dur"] for e in ops if e["tid"] == main and e["ts"] < first["ts"])
+    # the main thread's Python between its last op and the engine's entry is counted too: a few us at most
+    gap_us = first["ts"] - before
+    want_us = (c["start_ns"] + c["start_per_node_ns"] * 6) / 1e3
+    assert want_us - 0.01 <= gap_us < want_us + 15
+    nxt = min(e["ts"] for e in ops if e["tid"] == main and e["ts"] > first["ts"])  # the script thread's next op
+    backward_end = max(e["ts"] + e["dur"] for e in bwd if e["ts"] < nxt)
+    want_end_us = (c["end_ns"] + c["end_per_node_ns"] * 6) / 1e3
+    assert want_end_us - 0.01 <= nxt - backward_end < want_end_us + 15

@@ -391,6 +391,27 @@ def test_composite_bodies_run_as_on_a_cuda_build(cli):
     assert len(strided) == 1  # mask[:7, 7:] = 1.0; the contiguous fills stay vectorized
 
 
+def test_torchs_python_cuda_kernels_run_as_on_a_cuda_build(cli):
+    """A non-ATen op whose CUDA kernel is torch's own Python (FSDP2's fsdp:: ops) runs that Python,
+    as a CUDA build does: the ops it calls are captured inside it (they were one faked op with one
+    kernel), as the real FSDP2 profile (tests/data/real/h200x2/traces/fsdp_rank0) shows them."""
+    import torch
+
+    from phantora_prof.runtime.dispatch.cuda_dispatch import python_cuda_kernel
+
+    assert not python_cuda_kernel(torch.ops.aten.mm.default)
+    assert not python_cuda_kernel(torch.ops.c10d.allreduce_.default)  # a C++ kernel
+    r = cli("--no-trace", sys.executable, str(ROOT / "tests" / "scripts" / "torch_python_kernels.py"), "trace.json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads((cli.cwd / "trace.json").read_text())
+    (copy_in,) = _subtrees(doc, "fsdp::all_gather_copy_in")
+    assert "aten::narrow" in copy_in and "aten::split_with_sizes" in copy_in and "aten::_foreach_copy_" in copy_in
+    (copy_out,) = _subtrees(doc, "fsdp::split_with_sizes_copy")
+    assert copy_out[0] == "aten::split_with_sizes_copy" and any(n.startswith("-> ") for n in copy_out)
+    (chunk,) = _subtrees(doc, "fsdp::chunk_cat")
+    assert chunk[0] == "aten::_chunk_cat" and any(n.startswith("-> ") for n in chunk)
+
+
 # Cases of tools/holdout/composite_probe.py whose simulated op tree differs from the H200's, and
 # why: torch 2.13's autograd formulas call the out-of-place ops (index_put, index_add, scatter_add)
 # where 2.11's call the in-place ones (gather_backward, index_select_backward, index_put_*), or its

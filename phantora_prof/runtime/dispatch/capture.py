@@ -484,6 +484,11 @@ class CaptureMode(TorchDispatchMode):
             r = self._as_parts(tls, lambda: func.decompose(*args, **kwargs))
             if r is not NotImplemented:
                 return r
+        if route.python_cuda:
+            # A CUDA build runs this op's CUDA kernel, Python of torch's own: run it under this
+            # mode (its ops captured and recorded inside the op), its Python counted as the host's
+            return self._as_parts(tls, lambda: pyhost.run_as_program(
+                self.st.pyhost, func._op_dk, torch._C.DispatchKey.CUDA, *args, **kwargs))
         body = route.body
         if body is not None:
             # A CUDA build runs this op's composite C++ body (cuda_dispatch.COMPOSITE_BODIES):
@@ -1133,7 +1138,7 @@ class _Route:
     Python and dict lookups keyed by the op ran it ~9 times per captured op (issue #18)."""
 
     __slots__ = ("func", "name", "namespace", "decompose", "body", "query", "fast", "returns_nothing", "conv",
-                 "special")
+                 "python_cuda", "special")
 
     def __init__(self, func) -> None:
         self.func = func
@@ -1152,7 +1157,9 @@ class _Route:
         # is skipped
         self.returns_nothing = not func._schema.returns
         self.conv = func in conv_layout.CONV_OPS
-        self.special = (self.decompose or self.body is not None or self.query is not None
+        # a non-ATen op whose CUDA kernel is torch's own Python (FSDP2's copy-in / copy-out ops)
+        self.python_cuda = cuda_dispatch.python_cuda_kernel(func)
+        self.special = (self.decompose or self.body is not None or self.query is not None or self.python_cuda
                         or self.namespace == "_c10d_functional"
                         or any(func is f for f in (_LOCAL_SCALAR_DENSE, _ROLL, _EQUAL, _GROUPED_MM, _RECORD_STREAM,
                                                    _IS_PINNED)))

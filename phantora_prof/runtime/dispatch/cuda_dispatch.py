@@ -193,3 +193,46 @@ def composite_body_key(func):
                 break
     _BODY_KEY[func] = key
     return key
+
+
+# Ops outside ATen whose CUDA kernel torch itself implements in Python (torch.library `impl` or
+# `custom_op` in a file of the installed torch): FSDP2's fsdp::all_gather_copy_in,
+# fsdp::split_with_sizes_copy and fsdp::chunk_cat. A CUDA build runs that Python, which calls
+# ATen ops (narrow, split_with_sizes, _foreach_copy_, a pinned H2D copy of the sizes, ...): the
+# capture mode runs it under itself, so each op it calls is captured and recorded inside the
+# custom op and its Python costs host time, instead of faking the whole op from its Meta kernel
+# as one op with one kernel. Kernels registered from files outside torch (a user's or another
+# library's custom ops) keep the faked path: their Python may launch kernels of its own (Triton)
+# or read tensor data, which fake tensors cannot serve.
+_TORCH_DIR = str(Path(torch.__file__).resolve().parent)
+_PY_CUDA: dict = {}
+
+
+def python_cuda_kernel(func) -> bool:
+    """Whether `func` (an OpOverload) is a non-ATen op whose CUDA kernel is torch's own Python."""
+    r = _PY_CUDA.get(func)
+    if r is None:
+        r = _PY_CUDA[func] = _python_cuda_kernel(func)
+    return r
+
+
+def _python_cuda_kernel(func) -> bool:
+    if func.namespace in ("aten", "prim", "prims"):
+        return False
+    name = func.name()
+    try:
+        if not torch._C._dispatch_has_kernel_for_dispatch_key(name, "CUDA"):
+            return False
+        dump = torch._C._dispatch_dump(name)
+    except RuntimeError:
+        return False
+    for line in dump.splitlines():
+        if line.startswith("CUDA:"):
+            where = line.split("registered at ", 1)[-1].split(" ", 1)[0].rsplit(":", 1)[0]
+            if not where.endswith(".py"):
+                return False
+            try:
+                return str(Path(where).resolve()).startswith(_TORCH_DIR + "/")
+            except OSError:
+                return False
+    return False

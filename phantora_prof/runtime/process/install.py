@@ -97,7 +97,7 @@ def _cost_model(config: RankConfig, gpu) -> CostModel:
 def _install_host_python(st: RuntimeState, clock: _clock.VirtualClock) -> None:
     """The interpreter's work and DataLoader workers in simulated time (runtime/host/pyhost.py, dataloader.py)."""
     from phantora_prof import hostcost
-    from phantora_prof.runtime.host import dataloader, pyhost
+    from phantora_prof.runtime.host import autograd_engine, dataloader, pyhost
 
     if st.config.host_python:
         host = pyhost.install(hostcost.PY_CALL_NS, hostcost.OPCODE_NS, hostcost.SUBCLASS_OPCODE_NS)
@@ -109,6 +109,7 @@ def _install_host_python(st: RuntimeState, clock: _clock.VirtualClock) -> None:
 
             allocator.set_simulator_section(host.native.pause, host.native.resume)
     dataloader.install(clock, st.pyhost)
+    autograd_engine.install(clock)
 
 
 def check_real_cuda(device_count: int, cuda_version: str | None, real_gpus: int, torch_version: str) -> None:
