@@ -4,6 +4,8 @@ before any real run of them; simulated first (real_h200/session39/), then measur
     python tools/holdout/loader_heldout.py --case dict_text    # dict batches (3 tensors), 2 workers, pin_memory
     python tools/holdout/loader_heldout.py --case many_small   # 17 tensors per batch, 2 workers, no pinning
     python tools/holdout/loader_heldout.py --case images_nopin # 128 px crops, 4 workers, no pinning
+    python tools/holdout/loader_heldout.py --case custom_collate   # padding collate_fn, 3 workers (second set)
+    python tools/holdout/loader_heldout.py --case pinned_features  # 9 tensors per batch, 6 workers, pinning (second set)
 
 Plain PyTorch; a step is one batch of the loop including taking it from the DataLoader (as in
 hostbound.py), printed as `step N time_ms X` and a RESULT line.
@@ -69,6 +71,44 @@ class Crops(Dataset):
         return ((img - 0.5) / 0.25).contiguous(), i % 100
 
 
+class VarLenText(Dataset):
+    """Variable-length token lists, padded per batch by a custom collate_fn (session 39, second set)."""
+
+    def __init__(self, n: int, vocab: int):
+        self.n, self.vocab = n, vocab
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        length = 96 + (i * 37) % 160
+        return [(i * 17 + j * 101) % self.vocab for j in range(length)]
+
+
+def pad_collate(samples):
+    """Pads to the longest sample: a plain tensor (not in shared memory; pickling moves it there)."""
+    longest = max(len(s) for s in samples)
+    ids = torch.zeros(len(samples), longest, dtype=torch.long)
+    mask = torch.zeros(len(samples), longest, dtype=torch.long)
+    for k, s in enumerate(samples):
+        ids[k, :len(s)] = torch.tensor(s)
+        mask[k, :len(s)] = 1
+    return ids, mask
+
+
+class Features(Dataset):
+    """Per-sample dict of eight small feature tensors (a recommender-style batch)."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        return {f"f{k}": torch.full((16,), float(i + k)) for k in range(8)} | {"y": i % 2}
+
+
 def build(case: str, steps: int):
     n_batches = steps + 8
     if case == "dict_text":
@@ -96,6 +136,31 @@ def build(case: str, steps: int):
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
+    elif case == "custom_collate":
+        ds = VarLenText(32 * n_batches, 8192)
+        dl = DataLoader(ds, batch_size=32, num_workers=3, collate_fn=pad_collate, persistent_workers=True)
+        model = TinyLM(8192, 192, 2).cuda()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+        def step(b):
+            x, m = b[0].cuda(), b[1].cuda()
+            logits = model(x)
+            loss = (F.cross_entropy(logits.view(-1, logits.size(-1)), x.view(-1), reduction="none") * m.view(-1)).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    elif case == "pinned_features":
+        ds = Features(256 * n_batches)
+        dl = DataLoader(ds, batch_size=256, num_workers=6, pin_memory=True, persistent_workers=True)
+        model = nn.Sequential(nn.Linear(128, 256), nn.ReLU(), nn.Linear(256, 1)).cuda()
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+        def step(b):
+            x = torch.cat([b[f"f{k}"].cuda(non_blocking=True) for k in range(8)], dim=1)
+            loss = F.binary_cross_entropy_with_logits(model(x).squeeze(1), b["y"].cuda(non_blocking=True).float())
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
     else:
         ds = Crops(32 * n_batches)
         dl = DataLoader(ds, batch_size=32, num_workers=4, pin_memory=False, persistent_workers=True)
@@ -114,7 +179,7 @@ def build(case: str, steps: int):
 
 def main() -> None:
     p = base_parser(__doc__)
-    p.add_argument("--case", required=True, choices=("dict_text", "many_small", "images_nopin"))
+    p.add_argument("--case", required=True, choices=("dict_text", "many_small", "images_nopin", "custom_collate", "pinned_features"))
     p.add_argument("--fixed-batch", action="store_true", help="reuse the first batch (no DataLoader during the steps)")
     a = p.parse_args()
     torch.manual_seed(0)
