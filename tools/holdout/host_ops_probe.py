@@ -71,7 +71,7 @@ def cases(dev: str) -> dict:
 
 # cases whose one call launches hundreds of kernels: fewer calls per round, so that a busy round
 # stays within CUDA's launch queue (1,022 launches) and behind the GPU sleep
-CALLS = {"gpt_b1_forward": 2}
+CALLS = {"gpt_b1_forward": 2, "gpt_b8_forward": 2, "gpt_b1_forward_nograd": 2}
 
 
 def gpt_cases(dev: str) -> dict:
@@ -86,10 +86,20 @@ def gpt_cases(dev: str) -> dict:
     sys.path.insert(0, wl)
     from gpt import GPT
 
-    model = GPT(50304, 64, 768, 12, 12).to(dev)
+    model = GPT(50304, 1024, 768, 12, 12).to(dev)
     x = torch.randint(0, 50304, (1, 64), device=dev)
     y = torch.randint(0, 50304, (1, 64), device=dev)
-    return {"gpt_b1_forward": lambda: _autocast(lambda: model(x, y))}
+    x8 = torch.randint(0, 50304, (8, 1024), device=dev)
+    y8 = torch.randint(0, 50304, (8, 1024), device=dev)
+
+    def nograd():
+        with torch.no_grad():
+            return _autocast(lambda: model(x, y))
+    # batch 8 x 1024: the host's time for the same ops at the reference step's sizes (its GPU work
+    # per forward, ~7.5 ms, runs behind it; two calls stay within the launch queue)
+    return {"gpt_b1_forward": lambda: _autocast(lambda: model(x, y)),
+            "gpt_b8_forward": lambda: _autocast(lambda: model(x8, y8)),
+            "gpt_b1_forward_nograd": nograd}
 
 
 def copy_cases(dev: str) -> dict:
