@@ -85,3 +85,19 @@ def test_profile_memory_window_has_memory_events(cli):
     peak = max(e["args"]["Total Allocated"] for e in mem)
     real_peak = max(e["args"]["Total Allocated"] for e in real_mem)
     assert abs(peak - real_peak) <= 0.001 * real_peak
+
+
+def test_a_window_ending_inside_open_ranges_records_them(cli):
+    """Kineto keeps a range still open when a profiling cycle stops (the real 2 x H200 profiles
+    of tests/data/real/h200x2, stepped from an optimizer post-hook, hold the last
+    `Optimizer.step#AdamW.step`); the simulated window records it ending at the window's end, once."""
+    r = cli("--no-trace", PY, str(SCRIPTS / "profiler_open_range.py"), "trace.json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = load_trace(cli.cwd / "trace.json")
+    names = _annotations(doc)
+    assert names.count("Optimizer.step#AdamW.step") == 2, names
+    assert names.count("train_step") == 2, names
+    ends = [e["ts"] + e["dur"] for e in doc["traceEvents"] if e.get("cat") in ("user_annotation", "cpu_op")]
+    last_step = max((e for e in doc["traceEvents"] if e.get("name") == "Optimizer.step#AdamW.step"
+                     and e.get("cat") == "user_annotation"), key=lambda e: e["ts"])
+    assert last_step["ts"] + last_step["dur"] >= max(ends) - 0.01  # ends with the window

@@ -32,6 +32,24 @@ def _stack() -> list:
     return s
 
 
+def _flushed() -> set:
+    """ids of this thread's open ranges already recorded by a profiler window's end (flush_open)."""
+    f = getattr(_stacks, "flushed", None)
+    if f is None:
+        f = _stacks.flushed = set()
+    return f
+
+
+def _send(st, entry: tuple) -> None:
+    """Record a closed range, unless a profiler window's end already recorded it."""
+    flushed = _flushed()
+    if id(entry) in flushed:
+        flushed.discard(id(entry))
+        return
+    name, start, ext = entry
+    st.channel.send(Annotation(st.config.rank, name, st.tid(), start, st.clock.now_ns, ext))
+
+
 # Host cost of entering/leaving a range (record_function / nvtx push+pop on the real host).
 RANGE_NS = 1_000
 
@@ -51,9 +69,9 @@ def range_pop() -> int:
     if not s:
         return -1
     _boundary(st)
-    name, start, ext = s.pop()
+    entry = s.pop()
     st.clock.advance(RANGE_NS)
-    st.channel.send(Annotation(st.config.rank, name, st.tid(), start, st.clock.now_ns, ext))
+    _send(st, entry)
     return len(s)
 
 
@@ -78,12 +96,23 @@ def range_end(handle: tuple) -> None:
         range_pop()  # opened on another thread: close this thread's innermost, as before
         return
     _boundary(st)
-    name, start, ext = s.pop(i)
+    entry = s.pop(i)
     st.clock.advance(RANGE_NS)
-    st.channel.send(Annotation(st.config.rank, name, st.tid(), start, st.clock.now_ns, ext))
+    _send(st, entry)
 
 
 def flush_open() -> None:
-    """Nothing to do yet: ranges are sent when they close. (A profiler window that ends inside
-    an open range records it only if it closes inside the window, as Kineto does.)"""
-    return None
+    """A profiler window ends inside ranges this thread has open: record them now, ending here.
+
+    Kineto keeps a range that is still open when a cycle stops: the real FSDP2 / TP profiles of
+    tests/data/real/h200x2, whose profiler steps from an optimizer post-hook (capture_real.py),
+    hold the last `Optimizer.step#AdamW.step` around the stop (ending after the trace's export,
+    which runs inside it). Here such a range ends at the window's end; when it closes later it is
+    not sent again. Until session 39 it was dropped."""
+    st = _state.get()
+    flushed = _flushed()
+    for entry in _stack():
+        if id(entry) not in flushed:
+            name, start, ext = entry
+            st.channel.send(Annotation(st.config.rank, name, st.tid(), start, st.clock.now_ns, ext))
+            flushed.add(id(entry))
