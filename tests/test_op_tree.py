@@ -401,6 +401,10 @@ def test_torchs_python_cuda_kernels_run_as_on_a_cuda_build(cli):
 
     assert not python_cuda_kernel(torch.ops.aten.mm.default)
     assert not python_cuda_kernel(torch.ops.c10d.allreduce_.default)  # a C++ kernel
+    import torch.distributed._symmetric_memory  # noqa: F401  (defines symm_mem's Python ops)
+
+    # CUDA-only Python kernels keep the faked path: symmetric memory needs the devices' buffers
+    assert not python_cuda_kernel(torch.ops.symm_mem.fused_all_gather_matmul.default)
     r = cli("--no-trace", sys.executable, str(ROOT / "tests" / "scripts" / "torch_python_kernels.py"), "trace.json")
     assert r.returncode == 0, r.stderr[-3000:]
     doc = json.loads((cli.cwd / "trace.json").read_text())

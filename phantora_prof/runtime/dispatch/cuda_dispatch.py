@@ -195,25 +195,36 @@ def composite_body_key(func):
     return key
 
 
-# Ops outside ATen whose CUDA kernel torch itself implements in Python (torch.library `impl` or
-# `custom_op` in a file of the installed torch): FSDP2's fsdp::all_gather_copy_in,
-# fsdp::split_with_sizes_copy and fsdp::chunk_cat. A CUDA build runs that Python, which calls
-# ATen ops (narrow, split_with_sizes, _foreach_copy_, a pinned H2D copy of the sizes, ...): the
-# capture mode runs it under itself, so each op it calls is captured and recorded inside the
-# custom op and its Python costs host time, instead of faking the whole op from its Meta kernel
-# as one op with one kernel. Kernels registered from files outside torch (a user's or another
-# library's custom ops) keep the faked path: their Python may launch kernels of its own (Triton)
-# or read tensor data, which fake tensors cannot serve.
+# Ops outside ATen whose CUDA kernel torch itself implements in Python, device-generically: the
+# same torch.library registration in a file of the installed torch serves CUDA and CPU (FSDP2's
+# fsdp::all_gather_copy_in, fsdp::split_with_sizes_copy, fsdp::chunk_cat, fsdp::copy_). A CUDA
+# build runs that Python, which calls ATen ops (narrow, split_with_sizes, _foreach_copy_, a pinned
+# H2D copy of the sizes, ...): the capture mode runs it under itself, so each op it calls is
+# captured and recorded inside the custom op and its Python costs host time, instead of faking
+# the whole op from its Meta kernel as one op with one kernel. A CUDA-only Python kernel keeps
+# the faked path: torch's own are DSL kernels (torch._native: Triton / CuTe launches) and
+# symmetric-memory collectives (symm_mem::, which need the devices' shared buffers), and kernels
+# registered outside torch (a user's or another library's custom ops) may launch kernels of
+# their own or read tensor data, which fake tensors cannot serve.
 _TORCH_DIR = str(Path(torch.__file__).resolve().parent)
 _PY_CUDA: dict = {}
 
 
 def python_cuda_kernel(func) -> bool:
-    """Whether `func` (an OpOverload) is a non-ATen op whose CUDA kernel is torch's own Python."""
+    """Whether `func` (an OpOverload) is a non-ATen op whose CUDA kernel is torch's own
+    device-generic Python (registered for the CPU at the same site)."""
     r = _PY_CUDA.get(func)
     if r is None:
         r = _PY_CUDA[func] = _python_cuda_kernel(func)
     return r
+
+
+def _registration_site(dump: str, key: str) -> str | None:
+    """Where `torch._C._dispatch_dump` says `key`'s kernel was registered (file:line), or None."""
+    for line in dump.splitlines():
+        if line.startswith(key + ":") and "registered at " in line:
+            return line.split("registered at ", 1)[1].split(" ", 1)[0]
+    return None
 
 
 def _python_cuda_kernel(func) -> bool:
@@ -226,13 +237,13 @@ def _python_cuda_kernel(func) -> bool:
         dump = torch._C._dispatch_dump(name)
     except RuntimeError:
         return False
-    for line in dump.splitlines():
-        if line.startswith("CUDA:"):
-            where = line.split("registered at ", 1)[-1].split(" ", 1)[0].rsplit(":", 1)[0]
-            if not where.endswith(".py"):
-                return False
-            try:
-                return str(Path(where).resolve()).startswith(_TORCH_DIR + "/")
-            except OSError:
-                return False
-    return False
+    cuda, cpu = _registration_site(dump, "CUDA"), _registration_site(dump, "CPU")
+    if cuda is None or cuda != cpu:
+        return False
+    where = cuda.rsplit(":", 1)[0]
+    if not where.endswith(".py"):
+        return False
+    try:
+        return str(Path(where).resolve()).startswith(_TORCH_DIR + "/")
+    except OSError:
+        return False
