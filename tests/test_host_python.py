@@ -650,3 +650,19 @@ def test_the_autograd_engine_hand_offs_cost_host_time(tmp_path):
     backward_end = max(e["ts"] + e["dur"] for e in bwd if e["ts"] < nxt)
     want_end_us = (c["end_ns"] + c["end_per_node_ns"] * 6) / 1e3
     assert want_end_us - 0.01 <= nxt - backward_end < want_end_us + 15
+
+
+def test_a_batchs_storages_are_counted_through_any_mapping():
+    """What crosses from a worker: one storage per distinct CPU tensor storage, found through any
+    Mapping (HF's BatchEncoding is a UserDict), lists, tuples and named tuples; views count once."""
+    import collections
+
+    import torch
+
+    from phantora_prof.runtime.host.dataloader import batch_storages
+
+    a, b = torch.zeros(4, 8), torch.zeros(16, dtype=torch.long)
+    Pair = collections.namedtuple("Pair", "x y")
+    batch = collections.UserDict({"ids": b, "parts": [a, a[1:]], "pair": Pair(a.t(), "text"), "n": 3})
+    assert batch_storages(batch) == (2, 4 * 8 * 4 + 16 * 8)
+    assert batch_storages("no tensors") == (0, 0)

@@ -75,16 +75,24 @@ def _rebuild(data: Any, cost_ns: int, storages: int = 0, nbytes: int = 0) -> Cos
 def batch_storages(data: Any) -> tuple[int, int]:
     """The distinct CPU tensor storages of a batch and their bytes: what crosses the process
     boundary (one shared-memory segment and one file descriptor each). Containers are walked as
-    torch's pytree walks them (dicts, lists, tuples, named tuples); tensors that are views of one
-    storage count once."""
+    DataLoader's collate and pinning walk them: any Mapping (dicts, HF's BatchEncoding, a
+    UserDict), lists, tuples and named tuples; tensors that are views of one storage count once."""
+    import collections.abc
+
     import torch
-    from torch.utils._pytree import tree_leaves
 
     seen: dict[int, int] = {}
-    for leaf in tree_leaves(data):
-        if isinstance(leaf, torch.Tensor) and leaf.device.type == "cpu":
-            st = leaf.untyped_storage()
-            seen.setdefault(st.data_ptr(), st.nbytes())
+    stack = [data]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, torch.Tensor):
+            if x.device.type == "cpu":
+                st = x.untyped_storage()
+                seen.setdefault(st.data_ptr(), st.nbytes())
+        elif isinstance(x, collections.abc.Mapping):
+            stack.extend(x.values())
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x)
     return len(seen), sum(seen.values())
 
 
