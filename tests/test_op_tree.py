@@ -411,9 +411,13 @@ def test_torchs_python_cuda_kernels_run_as_on_a_cuda_build(cli):
     (copy_in,) = _subtrees(doc, "fsdp::all_gather_copy_in")
     assert "aten::narrow" in copy_in and "aten::split_with_sizes" in copy_in and "aten::_foreach_copy_" in copy_in
     (copy_out,) = _subtrees(doc, "fsdp::split_with_sizes_copy")
-    assert copy_out[0] == "aten::split_with_sizes_copy" and any(n.startswith("-> ") for n in copy_out)
     (chunk,) = _subtrees(doc, "fsdp::chunk_cat")
-    assert chunk[0] == "aten::_chunk_cat" and any(n.startswith("-> ") for n in chunk)
+    # the sizes go to the GPU in the copy_ child (a pinned HtoD memcpy), then the copy kernel runs
+    for tree, op in ((copy_out, "aten::split_with_sizes_copy"), (chunk, "aten::_chunk_cat")):
+        assert tree[0] == op
+        launched = [n for n in tree if n.startswith("-> ")]
+        assert launched[0] == "-> Memcpy HtoD (Pinned -> Device)" and len(launched) == 2
+        assert tree.index(launched[0]) == tree.index("aten::copy_") + 1
 
 
 # Cases of tools/holdout/composite_probe.py whose simulated op tree differs from the H200's, and

@@ -548,8 +548,36 @@ def _expanded_strides(t: TensorArg, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(0 if n == 1 and d != 1 else st for n, st, d in zip(sizes, strides, shape))
 
 
+_SIZES_COPIED = "_phantora_sizes_copied"  # a kwarg marking the kernel part of a _sizes_copy_split
+
+
+def _sizes_copy_split(op: OpCall) -> tuple[OpCall, OpCall] | None:
+    """`split_with_sizes_copy` and `_chunk_cat` (FSDP2's copy-out and reduce-scatter copy-in) as
+    the two things their CUDA kernels launch: the per-tensor pointers and sizes, packed on the
+    host, copied to the GPU from pinned memory (a `to` / `copy_` child with a Memcpy HtoD in the
+    real FSDP2 profile, tests/data/real/h200x2/traces/fsdp_rank0), then the copy kernel.
+    Approximate: the metadata's size is taken as three int64s per tensor of the list."""
+    import dataclasses
+
+    if op.kwargs.get(_SIZES_COPIED):
+        return None
+    lists = [a for a in (*op.args, *op.kwargs.values()) if isinstance(a, (list, tuple)) and a
+             and all(isinstance(t, TensorArg) for t in a)]
+    gpu = _R.first_tensor(op)
+    if not lists or gpu is None:
+        return None
+    n = 3 * max(len(x) for x in lists)
+    meta = TensorArg((n,), (1,), "int64", -1, True)
+    dst = TensorArg((n,), (1,), "int64", gpu.device)
+    copy = dataclasses.replace(op, name="aten::copy_", args=(dst, meta), kwargs={}, outputs=(dst,),
+                               kind=OpKind.MEMCPY)
+    kernel = dataclasses.replace(op, kwargs={**op.kwargs, _SIZES_COPIED: True})
+    return copy, kernel
+
+
 _SPLITS = {"convolution": _conv_forward_bias_split, "_convolution": _conv_forward_bias_split,
-           "convolution_backward": _conv_bias_split, "baddbmm": _baddbmm_self_split}
+           "convolution_backward": _conv_bias_split, "baddbmm": _baddbmm_self_split,
+           "split_with_sizes_copy": _sizes_copy_split, "_chunk_cat": _sizes_copy_split}
 
 
 def _family_class(fam, base: str, key: str, handler) -> tuple[str, str, tuple | None] | None:
