@@ -44,6 +44,7 @@ import math
 from functools import lru_cache
 from pathlib import Path
 
+from phantora_prof.cost.roofline import CHANNEL_ALIGNMENT
 from phantora_prof.protocol import TensorArg
 
 DATA = Path(__file__).parent / "data" / "h200_families.json.gz"
@@ -151,7 +152,6 @@ def _group_width(op, base: str) -> int | None:
     return cin // groups if 1 < groups < cin else None
 
 
-CHANNEL_ALIGNMENT = 8  # tensor-core convolutions take channel counts in multiples of 8 (16-bit)
 
 
 def unaligned_channels_part(cin: int, cout: int) -> str:

@@ -17,9 +17,9 @@ from phantora_prof.cost import split_k
 from phantora_prof.cost.kernels import KernelSpec
 from phantora_prof.cost.profiles import profile_for
 from phantora_prof.cost.roofline import (
-    ATTENTION, COPY, ELEMENTWISE, GEMM, INDEX, MEMSET, NORM, OPTIMIZER, REDUCTION, Cost,
+    ATTENTION, CHANNEL_ALIGNMENT, COPY, ELEMENTWISE, GEMM, INDEX, MEMSET, NORM, OPTIMIZER, REDUCTION, Cost,
     all_inputs, arg, bn_channels_last_batch, conv_flops, dense_order, eff_for, first_tensor, hbm_bw, io_bytes,
-    is_contiguous, iter_tensors, mm_flops, one_dense_layout, op_time_ns, sdpa_flops, tensor_bytes,
+    is_contiguous, iter_tensors, mm_flops, one_dense_layout, op_time_ns, padded_channels, sdpa_flops, tensor_bytes,
 )
 from phantora_prof.protocol import TensorArg
 
@@ -296,14 +296,14 @@ def convolution(op, base, gpu, allow_tf32):
     if dtype in ("bfloat16", "float16") and len(x.shape) == 4 and is_contiguous(x) and x.shape[1] > 1:
         extra = _nchw_transposes(op, base, x, w, names, gpu, specs)
     cin = x.shape[1] if len(x.shape) > 2 else 1
-    if dtype in ("bfloat16", "float16") and 0 < cin < 8:
-        flops *= 8 / cin  # tensor-core convolutions pad input channels to 8 (an RGB stem: 2.7x)
+    if dtype in ("bfloat16", "float16") and 0 < cin < CHANNEL_ALIGNMENT:
+        flops *= padded_channels(cin) / cin  # tensor-core convolutions pad input channels to 8 (an RGB stem: 2.7x)
     elif dtype in ("bfloat16", "float16") and len(w.shape) > 1 and w.shape[1] == cin:
         # dense, channels not multiples of 8: cuDNN pads them (families.unaligned_channels_part;
         # the padding kernels themselves are only in the measured classes), so the tensor cores
         # compute the padded GEMM: 18 -> 24 channels in and out, 1.78x
         cout = w.shape[0]
-        flops *= (-(-cin // 8) * 8 / cin) * (-(-cout // 8) * 8 / cout if cout >= 8 else 1.0)
+        flops *= (padded_channels(cin) / cin) * (padded_channels(cout) / cout if cout >= CHANNEL_ALIGNMENT else 1.0)
     cost = Cost(GEMM, eff, flops, io_bytes(op), gpu.peak_flops(dtype, allow_tf32), extra_ns=extra)
     if extra > 0:  # share the op's time: transposes by their own time, the rest to the convolutions
         main = max(op_time_ns(cost, gpu) - extra, 1.0) / len(names)

@@ -37,6 +37,14 @@ from pathlib import Path
 from phantora_prof.cost.profiles import Eff, profile_for
 from phantora_prof.protocol import TensorArg
 
+CHANNEL_ALIGNMENT = 8  # tensor-core convolutions take channel counts in multiples of 8 (16-bit)
+
+
+def padded_channels(c: int) -> int:
+    """A channel count rounded up to CHANNEL_ALIGNMENT, as cuDNN pads 16-bit operands (ops.convolution;
+    families.unaligned_channels_part names the classes that pad)."""
+    return -(-c // CHANNEL_ALIGNMENT) * CHANNEL_ALIGNMENT
+
 # op classes (also the calibration report's rows)
 GEMM = "gemm"
 ATTENTION = "attention"

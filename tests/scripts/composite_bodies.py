@@ -4,7 +4,7 @@ import sys
 
 import torch
 import torch.nn.functional as F
-from torch.profiler import ProfilerActivity, profile, schedule
+from one_step_profile import profile_one_step
 
 dev = "cuda"
 qkv = torch.randn(3, 8, 4, 49, 32, device=dev, dtype=torch.bfloat16, requires_grad=True)
@@ -27,8 +27,4 @@ def step():
     torch.cuda.synchronize()
 
 
-with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], schedule=schedule(wait=0, warmup=1, active=1),
-             record_shapes=True, on_trace_ready=lambda p: p.export_chrome_trace(sys.argv[1])) as prof:
-    for _ in range(2):
-        step()
-        prof.step()
+profile_one_step(step, sys.argv[1])

@@ -8,7 +8,7 @@ step (test_op_tree reads the trace; the script prints the strides it saw):
 import sys
 
 import torch
-from torch.profiler import ProfilerActivity, profile, schedule
+from one_step_profile import profile_one_step
 
 dev = "cuda"
 tokens = torch.randn(64, 32, device=dev, requires_grad=True)
@@ -29,8 +29,4 @@ def step():
     torch.cuda.synchronize()
 
 
-with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], schedule=schedule(wait=0, warmup=1, active=1),
-             record_shapes=True, on_trace_ready=lambda p: p.export_chrome_trace(sys.argv[1])) as prof:
-    for _ in range(2):
-        step()
-        prof.step()
+profile_one_step(step, sys.argv[1])

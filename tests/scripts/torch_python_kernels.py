@@ -5,7 +5,7 @@ import sys
 
 import torch
 import torch.distributed.fsdp._fully_shard._fsdp_collectives  # noqa: F401  (defines the fsdp ops)
-from torch.profiler import ProfilerActivity, profile, schedule
+from one_step_profile import profile_one_step
 
 dev = "cuda"
 inputs = [torch.randn(n, device=dev) for n in (1024, 3072, 4096)]
@@ -16,15 +16,11 @@ chunked = torch.empty(2, (64 * 32 + 64) // 2, device=dev)
 
 
 def step():
-    inp, full = torch.ops.fsdp.all_gather_copy_in(inputs, out, sizes, sum(sizes), 1)
+    _, full = torch.ops.fsdp.all_gather_copy_in(inputs, out, sizes, sum(sizes), 1)
     parts = [torch.empty(2, n, device=dev) for n in sizes]
     torch.ops.fsdp.split_with_sizes_copy(full.view(2, -1), sizes, dim=1, out=parts)
     torch.ops.fsdp.chunk_cat(grads, 0, 2, out=chunked)
     torch.cuda.synchronize()
 
 
-with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], schedule=schedule(wait=0, warmup=1, active=1),
-             record_shapes=True, on_trace_ready=lambda p: p.export_chrome_trace(sys.argv[1])) as prof:
-    for _ in range(2):
-        step()
-        prof.step()
+profile_one_step(step, sys.argv[1])

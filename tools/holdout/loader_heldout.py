@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import nn
-from torch.utils.data import DataLoader, Dataset
-
 from hostbound import TinyLM  # this folder's
 from loop import base_parser, run_loop
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
 
 
 class DictText(Dataset):
@@ -109,6 +108,13 @@ class Features(Dataset):
         return {f"f{k}": torch.full((16,), float(i + k)) for k in range(8)} | {"y": i % 2}
 
 
+def update(loss, opt) -> None:
+    """Every case's backward and optimizer step."""
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
 def build(case: str, steps: int):
     n_batches = steps + 8
     if case == "dict_text":
@@ -121,9 +127,7 @@ def build(case: str, steps: int):
             x, m, y = (b[k].cuda(non_blocking=True) for k in ("input_ids", "attention_mask", "labels"))
             logits = model(x)
             loss = (F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1), reduction="none") * m.view(-1)).mean()
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            update(loss, opt)
     elif case == "many_small":
         ds = ManySmall(64 * n_batches)
         dl = DataLoader(ds, batch_size=64, num_workers=2, pin_memory=False, persistent_workers=True)
@@ -133,9 +137,7 @@ def build(case: str, steps: int):
         def step(b):
             x = torch.cat([t.cuda() for t in b[:-1]], dim=1)
             loss = F.cross_entropy(model(x), b[-1].cuda())
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            update(loss, opt)
     elif case == "custom_collate":
         ds = VarLenText(32 * n_batches, 8192)
         dl = DataLoader(ds, batch_size=32, num_workers=3, collate_fn=pad_collate, persistent_workers=True)
@@ -146,9 +148,7 @@ def build(case: str, steps: int):
             x, m = b[0].cuda(), b[1].cuda()
             logits = model(x)
             loss = (F.cross_entropy(logits.view(-1, logits.size(-1)), x.view(-1), reduction="none") * m.view(-1)).mean()
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            update(loss, opt)
     elif case == "pinned_features":
         ds = Features(256 * n_batches)
         dl = DataLoader(ds, batch_size=256, num_workers=6, pin_memory=True, persistent_workers=True)
@@ -158,9 +158,7 @@ def build(case: str, steps: int):
         def step(b):
             x = torch.cat([b[f"f{k}"].cuda(non_blocking=True) for k in range(8)], dim=1)
             loss = F.binary_cross_entropy_with_logits(model(x).squeeze(1), b["y"].cuda(non_blocking=True).float())
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            update(loss, opt)
     else:
         ds = Crops(32 * n_batches)
         dl = DataLoader(ds, batch_size=32, num_workers=4, pin_memory=False, persistent_workers=True)
@@ -171,9 +169,7 @@ def build(case: str, steps: int):
         def step(b):
             x, y = b[0].cuda(), b[1].cuda()
             loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            update(loss, opt)
     return dl, step
 
 

@@ -40,14 +40,19 @@ def _flushed() -> set:
     return f
 
 
+def _record(st, entry: tuple) -> None:
+    """Send a range (name, start, external id) ending now."""
+    name, start, ext = entry
+    st.channel.send(Annotation(st.config.rank, name, st.tid(), start, st.clock.now_ns, ext))
+
+
 def _send(st, entry: tuple) -> None:
     """Record a closed range, unless a profiler window's end already recorded it."""
     flushed = _flushed()
     if id(entry) in flushed:
         flushed.discard(id(entry))
         return
-    name, start, ext = entry
-    st.channel.send(Annotation(st.config.rank, name, st.tid(), start, st.clock.now_ns, ext))
+    _record(st, entry)
 
 
 # Host cost of entering/leaving a range (record_function / nvtx push+pop on the real host).
@@ -113,6 +118,5 @@ def flush_open() -> None:
     flushed = _flushed()
     for entry in _stack():
         if id(entry) not in flushed:
-            name, start, ext = entry
-            st.channel.send(Annotation(st.config.rank, name, st.tid(), start, st.clock.now_ns, ext))
+            _record(st, entry)
             flushed.add(id(entry))

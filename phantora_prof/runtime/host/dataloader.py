@@ -32,6 +32,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from phantora_prof.runtime.host.pyhost import run_as_program
@@ -72,27 +73,33 @@ def _rebuild(data: Any, cost_ns: int, storages: int = 0, nbytes: int = 0) -> Cos
     return CostedBatch(data, cost_ns, storages, nbytes)
 
 
-def batch_storages(data: Any) -> tuple[int, int]:
-    """The distinct CPU tensor storages of a batch and their bytes: what crosses the process
-    boundary (one shared-memory segment and one file descriptor each). Containers are walked as
-    DataLoader's collate and pinning walk them: any Mapping (dicts, HF's BatchEncoding, a
-    UserDict), lists, tuples and named tuples; tensors that are views of one storage count once."""
+def batch_tensors(data: Any) -> Iterator[Any]:
+    """A batch's tensors, its containers walked as DataLoader's collate and pinning walk them:
+    any Mapping (dicts, HF's BatchEncoding, a UserDict), lists, tuples and named tuples."""
     import collections.abc
 
     import torch
 
-    seen: dict[int, int] = {}
     stack = [data]
     while stack:
         x = stack.pop()
         if isinstance(x, torch.Tensor):
-            if x.device.type == "cpu":
-                st = x.untyped_storage()
-                seen.setdefault(st.data_ptr(), st.nbytes())
+            yield x
         elif isinstance(x, collections.abc.Mapping):
             stack.extend(x.values())
         elif isinstance(x, (list, tuple)):
             stack.extend(x)
+
+
+def batch_storages(data: Any) -> tuple[int, int]:
+    """The distinct CPU tensor storages of a batch and their bytes: what crosses the process
+    boundary (one shared-memory segment and one file descriptor each); tensors that are views
+    of one storage count once."""
+    seen: dict[int, int] = {}
+    for t in batch_tensors(data):
+        if t.device.type == "cpu":
+            st = t.untyped_storage()
+            seen.setdefault(st.data_ptr(), st.nbytes())
     return len(seen), sum(seen.values())
 
 
@@ -121,15 +128,7 @@ def _pin_ns(data: Any) -> int:
 
 
 def _nbytes(data: Any) -> int:
-    import torch
-
-    if isinstance(data, torch.Tensor):
-        return data.numel() * data.element_size()
-    if isinstance(data, dict):
-        return sum(_nbytes(v) for v in data.values())
-    if isinstance(data, (list, tuple)):
-        return sum(_nbytes(v) for v in data)
-    return 0
+    return sum(t.numel() * t.element_size() for t in batch_tensors(data))
 
 
 def install(clock: Any, pyhost: Any = None) -> None:
