@@ -173,9 +173,41 @@ def test_fsdp2_tensor_and_pipeline_parallel_examples_run(cli, example):
     elif example == "tp":  # tensor parallel: functional all-reduces of the row-parallel outputs
         assert "allreduce" in colls
         assert validate_trace(doc) == []
+        _check_functional_all_reduce_as_on_cuda(doc)
     else:  # pipeline: activations and gradients sent between the stages, batched as NCCL groups
         assert {"send", "recv"} <= colls
         assert validate_trace(doc) == []
+
+
+def _check_functional_all_reduce_as_on_cuda(doc: dict) -> None:
+    """`_c10d_functional::all_reduce` as the real 2 x H200 TP profile shows it
+    (tests/data/real/h200x2/traces/tp_rank0): the C++ kernel's clone of the input (a
+    device-to-device copy) before c10d's in-place all-reduce, an AsyncCollectiveTensor made by
+    `_wrap_tensor_autograd`, and its `wait_tensor` dispatched at first use."""
+    ops = sorted((e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cpu_op"),
+                 key=lambda e: (e["tid"], e["ts"], -e["dur"]))
+
+    def inside(outer, name):
+        return [e for e in ops if e["tid"] == outer["tid"] and e["name"] == name and outer["ts"] <= e["ts"]
+                and e["ts"] + e["dur"] <= outer["ts"] + outer["dur"]]
+
+    reduces = [e for e in ops if e["name"] == "_c10d_functional::all_reduce"]
+    assert reduces
+    for op in reduces:
+        clone, inplace = inside(op, "aten::clone"), inside(op, "c10d::allreduce_")
+        assert len(clone) == 1 and len(inplace) == 1 and clone[0]["ts"] < inplace[0]["ts"], op
+    copies = [e for e in doc["traceEvents"] if e.get("cat") == "gpu_memcpy" and "DtoD" in e["name"]]
+    assert len(copies) >= len(reduces)
+    waits = [e for e in ops if e["name"] == "_c10d_functional::wait_tensor"]
+    wraps = [e for e in ops if e["name"] == "_c10d_functional::_wrap_tensor_autograd"]
+    assert len(waits) == len(wraps) == len(reduces)
+    # as in the real profile: the forward's at the residual add (the subclass's dispatch), the
+    # backward's in DTensor's from_local backward
+    def waits_in(name):
+        return {id(w) for o in ops if o["name"] == name for w in inside(o, "_c10d_functional::wait_tensor")}
+
+    forward, backward = waits_in("PythonSubclass"), waits_in("_FromTorchTensorBackward")
+    assert forward and backward and forward | backward == {id(w) for w in waits}
 
 
 @pytest.mark.slow

@@ -304,6 +304,8 @@ def complete(tl: Any, call: CollectiveCall, start_ns: int, end_ns: int, algorith
     ann = _ANNOTATION.get(call.op, f"nccl:{call.op}")
     if call.coll_name == "recv":
         ann = "nccl:recv"
+    elif call.coll_name == "barrier":
+        ann = "nccl:all_reduce_barrier"  # ProcessGroupNCCL::barrier's range, as the real pp profile shows it
     tl.spans.append(Span("user_annotation", ann, tid, rpc_start + rpc_dur // 8, rpc_dur * 5 // 8, {
         "External id": ext + 2, "Record function id": 0, "Concrete Inputs": [""],
         "Input type": [_ANNOTATION_TYPE.get(call.dtype, call.dtype)], "Input Strides": [[1]], "Input Dims": dims[:1]}))

@@ -509,7 +509,7 @@ class CaptureMode(TorchDispatchMode):
         if route.namespace == "_c10d_functional":  # DTensor / tensor-parallel collectives
             from phantora_prof.runtime.distributed.backend import functional
 
-            return functional(self, func, args, kwargs)
+            return functional(self, func, args, kwargs, tls)
         if func is _RECORD_STREAM:
             return None
         if func is _IS_PINNED:

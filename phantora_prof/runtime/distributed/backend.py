@@ -498,13 +498,15 @@ class PhantoraProcessGroup(dist.ProcessGroup):
         return self._launch("send_recv", "recv", [], list(tensors), nb, n, n, None, peer=self._global_ranks[src_rank])
 
     def barrier(self, opts=None):
-        """NCCL's barrier: a one-element all-reduce on the device, and the host waits for it."""
+        """NCCL's barrier: a one-element all-reduce on the device, and the host waits for it.
+        The element is `at::zeros` (ProcessGroupNCCL::barrier): its fill kernel runs before the
+        all-reduce, as the real profile shows."""
         st = _state.get()
         from phantora_prof.runtime.device.streams import host_sync
 
         device = st.current_device
         with torch.no_grad():
-            t = torch.empty(1, dtype=torch.float32, device=f"cuda:{device}")
+            t = torch.zeros(1, dtype=torch.float32, device=f"cuda:{device}")
         self._launch("all_reduce", "barrier", [t], [t], 4, 1, 1, None)
         _pending.clear(t)
         host_sync(SyncKind.STREAM, self._comm_stream(device), device)
@@ -566,11 +568,20 @@ _FUNCTIONAL = {
     "all_to_all_single": ("all_to_all", "all_to_all"),
     "broadcast": ("broadcast", "broadcast"), "broadcast_": ("broadcast", "broadcast"),
 }
+# The out-of-place ops whose C++ kernel (torch/csrc/distributed/c10d/Functional.cpp) clones its
+# input(s) (`clone(MemoryFormat::Contiguous)`: a device-to-device copy) and runs the in-place
+# collective on the clone; a real profile shows aten::clone inside the op, before c10d's record.
+_CLONES_INPUT = frozenset(("all_reduce", "all_reduce_coalesced", "broadcast"))
+_WRAP_TENSOR_AUTOGRAD = "_wrap_tensor_autograd"
 
 
-def functional(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
-    """`_c10d_functional.*` on CUDA tensors: the output comes from the op's fake kernel, the
-    collective goes to the coordinator; `wait_tensor` makes the current stream wait."""
+def functional(mode: Any, func: Any, args: tuple, kwargs: dict, tls: Any = None) -> Any:
+    """`_c10d_functional.*` on CUDA tensors, as a CUDA build runs them: the output is the clone
+    the op's C++ kernel makes (all_reduce, broadcast: the clone is captured as an op of its own)
+    or comes from the op's fake kernel, and the collective goes to the coordinator;
+    `_wrap_tensor_autograd` runs its own kernel (torch's Python: the output is an
+    AsyncCollectiveTensor, whose first use dispatches `wait_tensor`, as on the GPU);
+    `wait_tensor` makes the current stream wait."""
     from torch.distributed import distributed_c10d as c10d
 
     name = func._schema.name.split("::", 1)[1]
@@ -581,11 +592,19 @@ def functional(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
         if PENDING:
             consume_pending((t,), st.stream_of(dev), dev)
         return t
+    if name == _WRAP_TENSOR_AUTOGRAD:
+        return _wrapped(mode, func, args, kwargs)
     spec = _FUNCTIONAL.get(name)
-    with mode.fake_mode:
-        out = func(*args, **kwargs)
-    mode._track_memory(out)
-    if spec is None:  # helpers such as _wrap_tensor_autograd: no communication
+    if name in _CLONES_INPUT:
+        if isinstance(args[0], (list, tuple)):
+            out = mode._as_parts(tls, lambda: [t.clone(memory_format=torch.contiguous_format) for t in args[0]])
+        else:
+            out = mode._as_parts(tls, lambda: args[0].clone(memory_format=torch.contiguous_format))
+    else:
+        with mode.fake_mode:
+            out = func(*args, **kwargs)
+        mode._track_memory(out)
+    if spec is None:  # other helpers: no communication
         return out
     group_name = args[-1] if args and isinstance(args[-1], str) else kwargs.get("group_name")
     pg = c10d._resolve_process_group(group_name) if group_name is not None else None
@@ -609,3 +628,13 @@ def functional(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     opts.reduceOp = reduce_op
     pg._launch(op, coll, inputs, outputs, nbytes, n_in, n_out, opts, root=root)
     return out
+
+
+def _wrapped(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """`_wrap_tensor_autograd(t)`: its kernel (CompositeExplicitAutograd, torch's own Python)
+    wraps `t` in an AsyncCollectiveTensor, counted as the program's Python like any torch
+    Python that a CUDA build runs. No new memory: the wrapper shares `t`'s storage."""
+    from phantora_prof.runtime.host import pyhost
+
+    key = torch._C.DispatchKey.CompositeExplicitAutograd
+    return pyhost.run_as_program(_state.get().pyhost, func._op_dk, key, *args, **kwargs)
