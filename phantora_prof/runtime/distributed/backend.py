@@ -593,7 +593,7 @@ def functional(mode: Any, func: Any, args: tuple, kwargs: dict, tls: Any = None)
             consume_pending((t,), st.stream_of(dev), dev)
         return t
     if name == _WRAP_TENSOR_AUTOGRAD:
-        return _wrapped(mode, func, args, kwargs)
+        return _wrapped(func, args, kwargs)
     spec = _FUNCTIONAL.get(name)
     if name in _CLONES_INPUT:
         if isinstance(args[0], (list, tuple)):
@@ -630,7 +630,7 @@ def functional(mode: Any, func: Any, args: tuple, kwargs: dict, tls: Any = None)
     return out
 
 
-def _wrapped(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+def _wrapped(func: Any, args: tuple, kwargs: dict) -> Any:
     """`_wrap_tensor_autograd(t)`: its kernel (CompositeExplicitAutograd, torch's own Python)
     wraps `t` in an AsyncCollectiveTensor, counted as the program's Python like any torch
     Python that a CUDA build runs. No new memory: the wrapper shares `t`'s storage."""
