@@ -322,8 +322,6 @@ def _conv_forward_bias_split(op: OpCall) -> tuple[OpCall, OpCall] | None:
     without the bias (`cudnn_convolution` takes none), then `output.add_(bias.view(1, C, 1, 1))`
     (ATen's _convolution; measured in the H200 traces of timm's ViT patch embedding and
     ConvNeXt's depthwise convolutions). None without a bias tensor."""
-    import dataclasses
-
     bias = op.args[2] if len(op.args) > 2 else None
     out = op.outputs[0] if op.outputs and isinstance(op.outputs[0], TensorArg) else None
     if not isinstance(bias, TensorArg) or out is None or len(out.shape) < 3:
@@ -344,8 +342,6 @@ def _conv_bias_split(op: OpCall) -> tuple[OpCall, OpCall] | None:
     convolution backward without the bias (the family sweep measured that) followed by that
     sum (measured as a reduction). Returns None when the op has no bias gradient to compute.
     """
-    import dataclasses
-
     mask = op.args[10] if len(op.args) > 10 else None
     grad = op.args[0] if op.args else None
     if not isinstance(mask, (tuple, list)) or len(mask) < 3 or not mask[2] or not isinstance(grad, TensorArg) \
@@ -505,8 +501,6 @@ def _operand_copies(op: OpCall, base: str) -> list[OpCall] | None:
     (contiguous; cuDNN's format for a convolution), then the op on the clones. Measured on the H200: a clone and a
     transient allocation of the operand's size inside the op (session 20's memory traces, session
     21's whisper profile). None when every operand is usable."""
-    import dataclasses
-
     positions = copied_operands(op.name, op.args)
     if not positions:
         return None
@@ -529,8 +523,6 @@ def _baddbmm_self_split(op: OpCall) -> tuple[OpCall, OpCall] | None:
     attention scores on the H200 (session 29): a 0.54 ms broadcast copy and a 0.42 ms GEMM per
     layer for (64, 2048, 2048) bf16, where the same bmm without C takes 0.16 ms. None for beta 0
     or for the GEMM part itself (its self is the result)."""
-    import dataclasses
-
     out = op.outputs[0] if op.outputs and isinstance(op.outputs[0], TensorArg) else None
     c = op.args[0] if op.args else None
     if out is None or not isinstance(c, TensorArg) or c is out or _R.arg(op, "baddbmm", "beta", 1) == 0:
@@ -557,8 +549,6 @@ def _sizes_copy_split(op: OpCall) -> tuple[OpCall, OpCall] | None:
     host, copied to the GPU from pinned memory (a `to` / `copy_` child with a Memcpy HtoD in the
     real FSDP2 profile, tests/data/real/h200x2/traces/fsdp_rank0), then the copy kernel.
     Approximate: the metadata's size is taken as three int64s per tensor of the list."""
-    import dataclasses
-
     if op.kwargs.get(_SIZES_COPIED):
         return None
     lists = [a for a in (*op.args, *op.kwargs.values()) if isinstance(a, (list, tuple)) and a
@@ -782,8 +772,6 @@ def _list_op_roofline(op, base, handler, ref, allow_tf32) -> float:
     (calibrate.families.to_opcall; the trace does not record outputs), which the roofline prices
     differently from the real output (7.6 against 13.7 us for cat([empty, keys]) of (16, 8, 1500,
     64) bf16). Costed the same way here, the measured time / roofline ratios apply as measured."""
-    import dataclasses
-
     lst = next((a for a in op.args if isinstance(a, tuple) and a and isinstance(a[0], TensorArg)), None)
     cal = op if lst is None else dataclasses.replace(op, outputs=lst)
     c, sp = handler(cal, base, ref, allow_tf32)
@@ -794,8 +782,6 @@ def _foreach_launches(op, base, gpu, cost, specs) -> list[Kernel] | None:
     """A foreach op's launches, each timed by the multi_tensor_apply launch model
     (cost/multi_tensor.py: the latency of its largest chunk against its bytes), source
     "launches"; None when the launches do not line up with the op's kernel specs."""
-    import dataclasses
-
     from phantora_prof.cost.multi_tensor import foreach_launch_times
 
     lists, depth = _ops.foreach_lists(op, base)

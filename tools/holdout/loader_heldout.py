@@ -20,14 +20,22 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 
-class DictText(Dataset):
-    """Tokenised text as HF-style dict samples: input ids, attention mask, labels."""
+class Sized(Dataset):
+    """A map-style dataset of `n` samples (every case's datasets)."""
 
-    def __init__(self, n: int, seq: int, vocab: int):
-        self.n, self.seq, self.vocab = n, seq, vocab
+    def __init__(self, n: int):
+        self.n = n
 
     def __len__(self) -> int:
         return self.n
+
+
+class DictText(Sized):
+    """Tokenised text as HF-style dict samples: input ids, attention mask, labels."""
+
+    def __init__(self, n: int, seq: int, vocab: int):
+        super().__init__(n)
+        self.seq, self.vocab = seq, vocab
 
     def __getitem__(self, i: int):
         ids = [(i * 131 + j * 7919) % self.vocab for j in range(self.seq + 1)]
@@ -38,29 +46,20 @@ class DictText(Dataset):
         return {"input_ids": t[:-1], "attention_mask": mask, "labels": t[1:]}
 
 
-class ManySmall(Dataset):
+class ManySmall(Sized):
     """Tabular-style samples: 16 small feature tensors and a label."""
-
-    def __init__(self, n: int):
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
 
     def __getitem__(self, i: int):
         g = torch.Generator().manual_seed(i)
         return tuple(torch.randn(32, generator=g) for _ in range(16)) + (i % 10,)
 
 
-class Crops(Dataset):
+class Crops(Sized):
     """Random 128 px crops and flips of a fixed image, normalised."""
 
     def __init__(self, n: int):
-        self.n = n
+        super().__init__(n)
         self.base = torch.rand(3, 192, 192, generator=torch.Generator().manual_seed(1))
-
-    def __len__(self) -> int:
-        return self.n
 
     def __getitem__(self, i: int):
         o = (i * 13) % 64
@@ -70,14 +69,12 @@ class Crops(Dataset):
         return ((img - 0.5) / 0.25).contiguous(), i % 100
 
 
-class VarLenText(Dataset):
+class VarLenText(Sized):
     """Variable-length token lists, padded per batch by a custom collate_fn (session 39, second set)."""
 
     def __init__(self, n: int, vocab: int):
-        self.n, self.vocab = n, vocab
-
-    def __len__(self) -> int:
-        return self.n
+        super().__init__(n)
+        self.vocab = vocab
 
     def __getitem__(self, i: int):
         length = 96 + (i * 37) % 160
@@ -95,14 +92,8 @@ def pad_collate(samples):
     return ids, mask
 
 
-class Features(Dataset):
+class Features(Sized):
     """Per-sample dict of eight small feature tensors (a recommender-style batch)."""
-
-    def __init__(self, n: int):
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
 
     def __getitem__(self, i: int):
         return {f"f{k}": torch.full((16,), float(i + k)) for k in range(8)} | {"y": i % 2}

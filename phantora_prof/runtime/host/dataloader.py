@@ -32,7 +32,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from phantora_prof.runtime.host.pyhost import run_as_program
@@ -76,8 +76,6 @@ def _rebuild(data: Any, cost_ns: int, storages: int = 0, nbytes: int = 0) -> Cos
 def batch_tensors(data: Any) -> Iterator[Any]:
     """A batch's tensors, its containers walked as DataLoader's collate and pinning walk them:
     any Mapping (dicts, HF's BatchEncoding, a UserDict), lists, tuples and named tuples."""
-    import collections.abc
-
     import torch
 
     stack = [data]
@@ -85,7 +83,7 @@ def batch_tensors(data: Any) -> Iterator[Any]:
         x = stack.pop()
         if isinstance(x, torch.Tensor):
             yield x
-        elif isinstance(x, collections.abc.Mapping):
+        elif isinstance(x, Mapping):
             stack.extend(x.values())
         elif isinstance(x, (list, tuple)):
             stack.extend(x)
