@@ -49,24 +49,67 @@ def layout(spans: list[Span]) -> None:
         _layout_thread(items)
 
 
+def _order(s: Span) -> tuple:
+    """A host span's place in the walk: its simulated start, then its begin order (`_key`)."""
+    k = s.key
+    if k is None:
+        k = _key(s)
+    return (s.ts_ns, k)
+
+
 def _layout_thread(items: list[Span]) -> None:
-    items.sort(key=lambda s: (s.ts_ns, _key(s)))
-    events: list[tuple[Span, bool]] = []  # (span, is_end) in the order they happened
+    items.sort(key=_order)
+    # The walk meets the begin and end events in the order they happened and draws each one as it
+    # meets it (`_draw`'s rule, inline: this loop runs twice per host span of the trace). A span's
+    # simulated times are read only before its end is drawn, so drawing in place changes nothing.
     stack: list[Span] = []
     keys_on_stack: dict[Any, int] = {}
+    starts: dict[int, int] = {}  # id(span) -> its drawn begin
+    prev: int | None = None  # the last drawn event's time
+
+    def pop() -> None:
+        """Close the span on top of the stack and draw its end."""
+        x = stack.pop()
+        k = x.key
+        if k is not None:
+            n = keys_on_stack.get(k, 0) - 1
+            if n > 0:
+                keys_on_stack[k] = n
+            else:
+                keys_on_stack.pop(k, None)
+        draw_end(x)
+
+    def draw_end(x: Span) -> None:
+        nonlocal prev
+        t = x.ts_ns + x.dur_ns
+        if prev is None or t > prev:
+            prev = t
+        elif prev - _MAX_SHIFT_NS < t:
+            t = prev = prev + 1
+        start = starts.pop(id(x))
+        x.ts_ns = start
+        x.dur_ns = t - start
+
     for s in items:
         while stack and stack[-1].cat in _CALLS:  # runtime calls are leaves
-            _pop(stack, keys_on_stack, events)
+            pop()
         parent = s.parent
+        ts = s.ts_ns
         if parent is not None and parent in keys_on_stack:
             while stack and stack[-1].key != parent:
-                _pop(stack, keys_on_stack, events)
+                pop()
         elif parent == TOP:  # no recorded call around it: only annotations (record_function) may be
             while stack and (stack[-1].parent is not None or _ends_before(stack[-1], s)):
-                _pop(stack, keys_on_stack, events)
+                pop()
         else:
-            while stack and _ends_before(stack[-1], s):
-                _pop(stack, keys_on_stack, events)
+            later = s.dur_ns > 0
+            while stack:  # _ends_before(stack[-1], s), inline
+                top = stack[-1]
+                top_end = top.ts_ns + top.dur_ns
+                if top_end < ts or (top_end == ts and later):
+                    pop()
+                else:
+                    break
         if len(stack) > 1 and _any_ended(stack, s):
             # ranges that overlap rather than nest (a ProfilerStep#N opened inside an optimizer
             # step's range outlives it, as in Kineto): close those that ended
@@ -81,43 +124,25 @@ def _layout_thread(items: list[Span]) -> None:
                     # calls inside x that end a few ns after it (clock reads of the range's end and
                     # of its last call's end): they close first, x's end moves past them
                     while stack[-1] is not x:
-                        _pop(stack, keys_on_stack, events)
-                    _pop(stack, keys_on_stack, events)
+                        pop()
+                    pop()
                     continue
                 stack.remove(x)
                 if x.key is not None:
                     keys_on_stack.pop(x.key, None)
-                events.append((x, True))
+                draw_end(x)
         stack.append(s)
-        if s.key is not None:
-            keys_on_stack[s.key] = keys_on_stack.get(s.key, 0) + 1
-        events.append((s, False))
+        k = s.key
+        if k is not None:
+            keys_on_stack[k] = keys_on_stack.get(k, 0) + 1
+        if prev is None or ts > prev:
+            prev = ts
+        elif prev - _MAX_SHIFT_NS < ts:
+            ts = prev = prev + 1
+        starts[id(s)] = ts
     while stack:
-        _pop(stack, keys_on_stack, events)
-    _draw(events)
+        pop()
     _close_around(items)
-
-
-def _draw(events: list[tuple[Span, bool]]) -> None:
-    """Each begin/end event at max(its simulated time, the previous event's + 1 ns) (an end
-    more than _MAX_SHIFT_NS before the previous event stays: an overlapping range's)."""
-    prev = None
-    begin: dict[int, int] = {}
-    for s, is_end in events:
-        t = s.ts_ns + s.dur_ns if is_end else s.ts_ns
-        if prev is None:
-            prev = t
-        elif prev - _MAX_SHIFT_NS < t <= prev:
-            t = prev + 1
-            prev = t
-        elif t > prev:
-            prev = t
-        if is_end:
-            start = begin.pop(id(s))
-            s.ts_ns = start
-            s.dur_ns = t - start
-        else:
-            begin[id(s)] = t
 
 
 def _close_around(items: list[Span]) -> None:
@@ -161,14 +186,3 @@ def _ends_before(top: Span, s: Span) -> bool:
     `top` ends is taken to be inside it)."""
     end = top.ts_ns + top.dur_ns
     return end < s.ts_ns or (end == s.ts_ns and s.dur_ns > 0)
-
-
-def _pop(stack: list[Span], keys: dict, events: list) -> None:
-    s = stack.pop()
-    if s.key is not None:
-        n = keys.get(s.key, 0) - 1
-        if n > 0:
-            keys[s.key] = n
-        else:
-            keys.pop(s.key, None)
-    events.append((s, True))
