@@ -4,8 +4,9 @@ The C compiler builds each one once per source and interpreter into the cache
 (`cache_paths.cache_base()/native/<name>/<key>/`); concurrent builders (ranks starting
 together) each write a temporary file and rename it into place. Without a compiler, or when a
 build fails, `load` returns None and the caller falls back to its Python path (a warning says
-what failed). Used for the host model's trace hook (native/pyhost/pyhost.c) and the Perfetto
-event encoder (native/perfetto/perfetto_events.c).
+what failed). Used for the host model's trace hook (native/pyhost/pyhost.c), the Perfetto
+event encoder (native/perfetto/perfetto_events.c) and the Kineto event renderer
+(native/kineto/kineto_events.c).
 """
 from __future__ import annotations
 

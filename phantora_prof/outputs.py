@@ -17,6 +17,8 @@ log = logging.getLogger(__name__)
 TRACE_FORMATS = ("kineto", "perfetto", "both")
 PERFETTO_ENCODER_SOURCE = "native/perfetto/perfetto_events.c"
 ENV_PYTHON_PERFETTO = "PHANTORA_PYTHON_PERFETTO"  # =1: encode the .pftrace in Python (same bytes, slower)
+KINETO_RENDERER_SOURCE = "native/kineto/kineto_events.c"
+ENV_PYTHON_KINETO = "PHANTORA_PYTHON_KINETO"  # =1: render the Kineto JSON's events in Python (same bytes, slower)
 
 
 def use_native_perfetto_encoder() -> bool:
@@ -32,6 +34,23 @@ def use_native_perfetto_encoder() -> bool:
     if os.environ.get(ENV_PYTHON_PERFETTO) != "1":
         module = c_extensions.load(PERFETTO_ENCODER_SOURCE, "phantora_perfetto")
     use_native_encoder(module)
+    return module is not None
+
+
+def use_native_kineto_renderer() -> bool:
+    """Render the Kineto files' events with the compiled renderer (built with the C compiler on
+    first use; the same bytes as the Python renderer, ~5x faster) unless PHANTORA_PYTHON_KINETO=1
+    or it cannot be built. Returns whether it is in use. Set before the forked writers start
+    (forked_writes.py): they inherit it."""
+    import os
+
+    from phantora_prof import c_extensions
+    from tracing.kineto import use_native_renderer
+
+    module = None
+    if os.environ.get(ENV_PYTHON_KINETO) != "1":
+        module = c_extensions.load(KINETO_RENDERER_SOURCE, "phantora_kineto")
+    use_native_renderer(module)
     return module is not None
 
 
@@ -120,6 +139,8 @@ def write_traces(coord: Any, world: int, epoch_ns: int, out_dir: Path, trace_for
 
     out_dir.mkdir(parents=True, exist_ok=True)
     kineto = trace_format in ("kineto", "both")
+    if kineto:
+        use_native_kineto_renderer()
     paths: dict[int, Path] = {}
     kept: dict[int, RankTrace] = {}
 

@@ -38,14 +38,17 @@ import functools
 import gzip
 import hashlib
 import json
+import logging
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
 from tracing.atomic import atomic_file
 from tracing.model import RankTrace
+
+log = logging.getLogger(__name__)
 
 __all__ = ["TraceFormatError", "write_kineto", "render_kineto", "load_trace", "format_us"]
 
@@ -119,79 +122,23 @@ def render_kineto(trace: RankTrace, trace_name: str | None = None) -> bytes:
     base = trace.base_time_ns if trace.trace_base_ns is None else trace.trace_base_ns
     shift = trace.base_time_ns - base  # simulated ns -> ns relative to baseTimeNanoseconds
     host_pid = trace.host_pid
-
-    names: dict[str, str] = {}
-
-    def qname(n: str) -> str:
-        q = names.get(n)
-        if q is None:
-            q = names[n] = _dumps(n)
-        return q
+    spans, flows, instants = trace.spans, trace.flows, trace.instants
+    events: str | bytes | None = None
+    if _native_render is not None:
+        try:
+            events, used_streams, used_threads, min_ns, max_ns = _native_render(
+                spans if type(spans) is list else list(spans), flows if type(flows) is list else list(flows),
+                instants if type(instants) is list else list(instants), host_pid, shift, {}, _dumps_bytes)
+        except Exception:  # noqa: BLE001 - anything unusual: the Python renderer (and its own error)
+            log.debug("native Kineto renderer declined the trace; rendering in Python", exc_info=True)
+            events = None
+    if events is None:
+        events, used_streams, used_threads, min_ns, max_ns = _render_events_py(
+            spans, flows, instants, host_pid, shift)
 
     def rel(ns: int) -> int:
         t = ns + shift
         return t if t > 0 else 0
-
-    entries: list[tuple] = []
-    append = entries.append
-    used_streams: set[tuple[int, int]] = set()
-    used_threads: set[int] = set()
-    max_device = -1
-    min_ns: int | None = None
-    max_ns: int | None = None
-
-    for seq, s in enumerate(trace.spans):
-        ts = s.ts_ns
-        dur = s.dur_ns if s.dur_ns > 0 else 0
-        if s.on_gpu:
-            pid = s.device
-            used_streams.add((s.device, s.tid))
-            if s.device > max_device:
-                max_device = s.device
-            if s.cat == "gpu_user_annotation":  # kineto: 1 ns earlier, 2 ns longer
-                ts -= 1
-                dur += 2
-        else:
-            pid = host_pid
-            used_threads.add(s.tid)
-        if min_ns is None or ts < min_ns:
-            min_ns = ts
-        end = ts + dur
-        if max_ns is None or end > max_ns:
-            max_ns = end
-        q, r = divmod(rel(ts), 1000)
-        dq, dr = divmod(dur, 1000)
-        text = (f'\n  {{\n    "ph": "X", "cat": "{s.cat}", "name": {qname(s.name)}, "pid": {pid}, '
-                f'"tid": {s.tid},\n    "ts": {q}.{r:03d}, "dur": {dq}.{dr:03d}'
-                f'{_args_field(s.args)}\n  }},')
-        append((ts, 0, -dur, seq, text))
-
-    for seq, f in enumerate(trace.flows):
-        for ph, end_pt in (("s", f.start), ("f", f.end)):
-            if end_pt is None:  # another end of a flow started by an earlier Flow (CUDA graph nodes)
-                continue
-            if end_pt.on_gpu:
-                pid = end_pt.device
-                used_streams.add((end_pt.device, end_pt.tid))
-            else:
-                pid = host_pid
-                used_threads.add(end_pt.tid)
-            bp = ', "bp": "e"' if ph == "f" else ""
-            q, r = divmod(rel(end_pt.ts_ns), 1000)
-            text = (f'\n  {{\n    "ph": "{ph}", "id": {f.id}, "pid": {pid}, "tid": {end_pt.tid}, '
-                    f'"ts": {q}.{r:03d},\n    "cat": "{f.cat}", "name": "{f.cat}"{bp}\n  }},')
-            append((end_pt.ts_ns, 1, 0 if ph == "s" else 1, seq, text))
-
-    for seq, i in enumerate(trace.instants):
-        used_threads.add(i.tid)
-        q, r = divmod(rel(i.ts_ns), 1000)
-        cat = f'"cat": "{i.cat}", ' if i.cat else ""
-        text = (f'\n  {{\n    "ph": "i", {cat}"s": "{i.scope}", "name": {qname(i.name)},'
-                f'\n    "pid": {host_pid}, "tid": {i.tid},\n    "ts": {q}.{r:03d}'
-                f'{_args_field(i.args)}\n  }},')
-        append((i.ts_ns, 2, 0, seq, text))
-
-    entries.sort()  # (ts, kind, order, seq) is unique, so the text is never compared
 
     # Profiler window: explicit, else the extent of the events.
     start_ns = trace.profiler_start_ns
@@ -222,7 +169,8 @@ def render_kineto(trace: RankTrace, trace_name: str | None = None) -> bytes:
     w(f'\n      "cupti_version": {int(trace.cupti_version)},')
     w(f'\n  "displayTimeUnit": "ms",\n  "baseTimeNanoseconds": {int(base)},\n  "traceEvents": [')
     # ---- events ----
-    out.extend(e[4] for e in entries)
+    head = len(out)
+    out.append("")  # the events' place (bytes from the native renderer: joined below)
     # ---- metadata ----
     pname = trace.process_name
     w(_meta("process_name", t_start, host_pid, 0, "name", pname))
@@ -255,7 +203,101 @@ def render_kineto(trace: RankTrace, trace_name: str | None = None) -> bytes:
     w(f'\n  {{\n    "name": "Record Window End", "ph": "i", "s": "g",'
       f'\n    "pid": "", "tid": "", "ts": {format_us(rel(end_ns))}\n  }}\n  ],')
     w(f'\n  "traceName": {_dumps(trace_name)}\n}}')
-    return "".join(out).encode()
+    if isinstance(events, str):
+        out[head] = events
+        return "".join(out).encode()
+    return b"".join(("".join(out[:head]).encode(), events, "".join(out[head + 1:]).encode()))
+
+
+_native_render: Callable[..., tuple] | None = None
+
+
+def use_native_renderer(module: Any | None) -> None:
+    """Render a trace's events with `module.render_events` (the compiled
+    native/kineto/kineto_events.c, the same text as `_render_events_py`, ~5x faster), or in
+    Python when None. The caller builds the module: this library compiles nothing."""
+    global _native_render
+    _native_render = getattr(module, "render_events", None) if module is not None else None
+
+
+def _render_events_py(spans: list, flows: list, instants: list, host_pid: int,
+                      shift: int) -> tuple[str, set[tuple[int, int]], set[int], int | None, int | None]:
+    """The X, flow and instant events of a trace, sorted as kineto writes them: (their text,
+    the GPU streams and host threads they use, the spans' first start and last end). The
+    reference for the native renderer (native/kineto/kineto_events.c), which gives the same
+    text as UTF-8 bytes."""
+    names: dict[str, str] = {}
+
+    def qname(n: str) -> str:
+        q = names.get(n)
+        if q is None:
+            q = names[n] = _dumps(n)
+        return q
+
+    def rel(ns: int) -> int:
+        t = ns + shift
+        return t if t > 0 else 0
+
+    entries: list[tuple] = []
+    append = entries.append
+    used_streams: set[tuple[int, int]] = set()
+    used_threads: set[int] = set()
+    min_ns: int | None = None
+    max_ns: int | None = None
+
+    for seq, s in enumerate(spans):
+        ts = s.ts_ns
+        dur = s.dur_ns if s.dur_ns > 0 else 0
+        if s.on_gpu:
+            pid = s.device
+            used_streams.add((s.device, s.tid))
+            if s.cat == "gpu_user_annotation":  # kineto: 1 ns earlier, 2 ns longer
+                ts -= 1
+                dur += 2
+        else:
+            pid = host_pid
+            used_threads.add(s.tid)
+        if min_ns is None or ts < min_ns:
+            min_ns = ts
+        end = ts + dur
+        if max_ns is None or end > max_ns:
+            max_ns = end
+        q, r = divmod(rel(ts), 1000)
+        dq, dr = divmod(dur, 1000)
+        text = (f'\n  {{\n    "ph": "X", "cat": "{s.cat}", "name": {qname(s.name)}, "pid": {pid}, '
+                f'"tid": {s.tid},\n    "ts": {q}.{r:03d}, "dur": {dq}.{dr:03d}'
+                f'{_args_field(s.args)}\n  }},')
+        append((ts, 0, -dur, seq, text))
+
+    for seq, f in enumerate(flows):
+        for ph, end_pt in (("s", f.start), ("f", f.end)):
+            if end_pt is None:  # another end of a flow started by an earlier Flow (CUDA graph nodes)
+                continue
+            if end_pt.on_gpu:
+                pid = end_pt.device
+                used_streams.add((end_pt.device, end_pt.tid))
+            else:
+                pid = host_pid
+                used_threads.add(end_pt.tid)
+            bp = ', "bp": "e"' if ph == "f" else ""
+            q, r = divmod(rel(end_pt.ts_ns), 1000)
+            text = (f'\n  {{\n    "ph": "{ph}", "id": {f.id}, "pid": {pid}, "tid": {end_pt.tid}, '
+                    f'"ts": {q}.{r:03d},\n    "cat": "{f.cat}", "name": "{f.cat}"{bp}\n  }},')
+            append((end_pt.ts_ns, 1, 0 if ph == "s" else 1, seq, text))
+
+    for seq, i in enumerate(instants):
+        used_threads.add(i.tid)
+        q, r = divmod(rel(i.ts_ns), 1000)
+        cat = f'"cat": "{i.cat}", ' if i.cat else ""
+        text = (f'\n  {{\n    "ph": "i", {cat}"s": "{i.scope}", "name": {qname(i.name)},'
+                f'\n    "pid": {host_pid}, "tid": {i.tid},\n    "ts": {q}.{r:03d}'
+                f'{_args_field(i.args)}\n  }},')
+        append((i.ts_ns, 2, 0, seq, text))
+
+    entries.sort()  # (ts, kind, order, seq) is unique, so the text is never compared
+    return "".join(e[4] for e in entries), used_streams, used_threads, min_ns, max_ns
+
+
 
 
 def write_kineto(trace: RankTrace, path: str | Path) -> Path:
