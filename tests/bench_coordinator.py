@@ -17,7 +17,10 @@ timed too.
 `python tests/bench_coordinator.py record OUT.pkl -- [phantora-prof options] python SCRIPT ...`
 records a run by hand (the benchmark records its own into pytest's tmp dir; the replay
 assumes the default GPU), `python tests/bench_coordinator.py replay OUT.pkl [--build]
-[--profile OUT.prof]` replays it once (under cProfile with --profile).
+[--profile OUT.prof]` replays it once (under cProfile with --profile), and `python
+tests/bench_coordinator.py writers OUT.pkl [ROUNDS]` times what the CLI does after the ranks end
+(the trace build, the Perfetto file, each Kineto file rendered and gzipped: process CPU,
+medians of ROUNDS replays) and prints the files' digests, for A/Bs of the trace path.
 """
 from __future__ import annotations
 
@@ -219,6 +222,54 @@ def test_bench_coordinator_trace(benchmark, tmp_path_factory):
     _bench(benchmark, tmp_path_factory)
 
 
+def writers(recording: dict, tmp: Path, rounds: int = 3) -> dict:
+    """Median process CPU seconds of the trace build, the Perfetto file and the Kineto files
+    (render + gzip, in this process) over `rounds` replays of `recording`, and the sha256 of the
+    files the last one wrote (the CLI's native encoders in use, as `write_traces` sets them)."""
+    import hashlib
+    import statistics
+
+    from phantora_prof.engine.coordinator import Coordinator
+    from phantora_prof.launcher import _quiet_collector
+    from phantora_prof import outputs
+    from tracing.kineto import write_kineto
+    from tracing.perfetto import write_perfetto
+
+    outputs.use_native_perfetto_encoder()
+    if hasattr(outputs, "use_native_kineto_renderer"):  # (a tree from before 2026-12-06, for an A/B)
+        outputs.use_native_kineto_renderer()
+    times: dict[str, list[float]] = {"build_cpu_s": [], "perfetto_cpu_s": [], "kineto_cpu_s": []}
+    digests: dict[str, str] = {}
+    frames = recording["frames"]
+    for r in range(rounds):
+        out = tmp / f"writers{r}"
+        out.mkdir(exist_ok=True)
+        conns = [_FakeConn() for _ in range(1 + max(c for c, _ in frames))]
+        sock_dir = tmp / "sock"
+        sock_dir.mkdir(exist_ok=True)
+        (sock_dir / "coordinator.sock").unlink(missing_ok=True)
+        coord = Coordinator(len(conns), str(sock_dir), _timeline_factory(recording["host_records"]))
+        gc.collect()
+        with _quiet_collector():
+            for c, payload in frames:
+                conns[c].feed(payload)
+                coord._read(conns[c])
+                coord._settle()
+            c0 = own_cpu_s()
+            traces = [res.timeline.finish(0, trace_name=f"rank{res.rank}") for res in coord.ranks.values()]
+            c1 = own_cpu_s()
+            write_perfetto(iter(traces), out / "run.pftrace")
+            c2 = own_cpu_s()
+            for tr in traces:
+                write_kineto(tr, out / f"rank{tr.rank}.pt.trace.json.gz")
+            c3 = own_cpu_s()
+        coord._server.close()
+        for k, v in zip(times, (c1 - c0, c2 - c1, c3 - c2)):
+            times[k].append(v)
+        digests = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in sorted(out.iterdir())}
+    return {**{k: round(statistics.median(v), 4) for k, v in times.items()}, "digests": digests}
+
+
 def _main(argv: list[str]) -> None:
     if len(argv) >= 3 and argv[0] == "record" and argv[2] == "--":
         _record_main(argv[1], argv[3:])
@@ -240,6 +291,13 @@ def _main(argv: list[str]) -> None:
             else:
                 r = replay(rec, Path(d), "--build" in argv)
         print(r)
+        return
+    if len(argv) >= 2 and argv[0] == "writers":
+        # python tests/bench_coordinator.py writers REC.pkl [ROUNDS]
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as d:
+            print(writers(_load(Path(argv[1])), Path(d), int(argv[2]) if len(argv) > 2 else 3))
         return
     raise SystemExit(__doc__)
 
