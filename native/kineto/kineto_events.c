@@ -1,8 +1,8 @@
 /* The event part of tracing/kineto.py's writer, in C: `render_events` renders and sorts the
  * X / flow / instant events of a RankTrace exactly as `_render_events_py` does (the same bytes,
- * tests/test_kineto_native.py compares them), ~5x faster. A traced GPT-2 step has ~7,500 spans
- * and ~1,400 flows; in Python their text was ~4 us per event, the largest part of the Kineto
- * file's writing (issue #18).
+ * tests/test_kineto_native.py compares them), ~3x faster over a whole file's text. A traced
+ * GPT-2 step has ~7,500 spans and ~1,400 flows; in Python their text was ~4 us per event, the
+ * largest part of the Kineto file's writing (issue #18).
  *
  * Built on first use with the C compiler, like native/perfetto/perfetto_events.c
  * (phantora_prof/c_extensions.py); the Python renderer stays the reference and the fallback
