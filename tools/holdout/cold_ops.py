@@ -1,0 +1,91 @@
+"""Does a plain CUDA op cost more when other work ran just before it (issue #15)? One GPU.
+
+    torchrun --nproc-per-node 1 tools/holdout/cold_ops.py
+
+In the TP example a plain op (layer_norm, SDPA, the residual add) costs several times its cost in
+the plain model (py-spy, session 41), though it is the same call on the same shapes. The
+hypothesis: what runs between two ops (DTensor's dispatch Python) evicts the dispatcher's code
+and data from the CPU caches, so each op starts cold. Here one small plain op is timed on its own
+(perf_counter_ns around the call, median of many) after: nothing; k DTensor ops on a one-GPU
+mesh; k plain ops of up to 16 other kinds; a pure-Python pass over a list of S distinct objects (a working set of about S x 100 B).
+Prints `COLD {json}`: microseconds per timed op for each case.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+
+def main() -> None:
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+    mesh = init_device_mesh("cuda", (1,))
+    x = torch.randn(8, 1024, device="cuda")
+    w = torch.ones(1024, device="cuda")
+    b = torch.zeros(1024, device="cuda")
+    d = distribute_tensor(torch.randn(8, 1024, device="cuda"), mesh, [Shard(0)])
+    pools = {s: [{"v": i} for i in range(s)] for s in (1_000, 10_000, 100_000, 1_000_000)}
+
+    def timed(between, n=400) -> float:
+        out = []
+        for i in range(n):
+            between(i)
+            t0 = time.perf_counter_ns()
+            F.layer_norm(x, (1024,), w, b)
+            out.append(time.perf_counter_ns() - t0)
+            if i % 64 == 63:
+                torch.cuda.synchronize()
+        return round(statistics.median(out[50:]) / 1e3, 2)
+
+    def dtensor_ops(k):
+        def run(i):
+            y = d
+            for _ in range(k):
+                y = y + 1.0
+        return run
+
+    others = [torch.randn(8, 1024, device="cuda") for _ in range(4)]
+    kinds = [torch.add, torch.mul, torch.sub, torch.maximum, lambda a, b: F.gelu(a), lambda a, b: torch.sigmoid(a),
+             lambda a, b: torch.tanh(a), lambda a, b: torch.exp(a), lambda a, b: a.sum(dim=1),
+             lambda a, b: torch.cat([a, b]), lambda a, b: a.t().contiguous(), lambda a, b: a.to(torch.bfloat16),
+             lambda a, b: torch.where(a > 0, a, b), lambda a, b: F.softmax(a, dim=-1), lambda a, b: a.mean(),
+             lambda a, b: torch.clamp(a, -1, 1)]
+
+    def plain_ops(k):  # k plain ops of up to 16 kinds between two timed calls: the reuse distance in ops
+        def run(i):
+            for j in range(k):
+                kinds[j % len(kinds)](others[j % 4], others[(j + 1) % 4])
+        return run
+
+    def touch(s, reads=4000):
+        pool = pools[s]
+        step = max(1, s // reads)
+
+        def run(i):
+            acc = 0
+            for j in range((i * 7919) % step, s, step):
+                acc += pool[j]["v"]
+        return run
+
+    res = {"none": timed(lambda i: None)}
+    for k in (1, 4, 16, 64):
+        res[f"dtensor_{k}"] = timed(dtensor_ops(k))
+    for k in (1, 4, 16, 64):
+        res[f"plain_{k}"] = timed(plain_ops(k))
+    for s in pools:
+        res[f"touch_{s}"] = timed(touch(s))
+    res["none_again"] = timed(lambda i: None)
+    print("COLD " + json.dumps(res), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
