@@ -349,7 +349,7 @@ class CaptureMode(TorchDispatchMode):
                 out = self._cpu_op(tls, func, args, kwargs)
                 if not dataloader.taking_a_batch():
                     listed = hostcost.tensor_list_counts(args, kwargs, torch.Tensor)
-                    self.st.clock.advance(hostcost.cpu_op_ns(_cpu_bytes(args, out), func.name(), listed))
+                    self.st.clock.advance(hostcost.cpu_op_ns(_cpu_bytes(func, args, out), func.name(), listed))
                 return out
             if tls is not None:
                 # Without the host model: the per-op table's charge for one (DISPATCH_NS_CPU).
@@ -1247,13 +1247,27 @@ def _forward_sequence_nr(tid: int, args: tuple) -> int:
     return -1
 
 
-def _cpu_bytes(args: tuple, out: Any) -> int:
-    n = 0
-    for t in tensors_in(args):
-        n += t.numel() * t.element_size()
-    for t in tensors_in(out):
-        n += t.numel() * t.element_size()
-    return n
+# Ops on CPU tensors that read only the rows their indices pick: what they move is their
+# output's size, whatever the size of the tensor they index (a DataLoader's TensorDataset).
+_GATHERS = frozenset({"aten::index.Tensor", "aten::index_select", "aten::gather", "aten::embedding", "aten::take",
+                      "aten::_unsafe_index.Tensor"})
+
+
+def _cpu_bytes(func: Any, args: tuple, out: Any) -> int:
+    """Bytes an op on CPU tensors reads and writes, for its host time (hostcost.cpu_op_ns).
+
+    A view (`x[i]`, `narrow`, `t()`, `view`) moves nothing: it makes a tensor header over the
+    same storage. A gather reads as much of the indexed tensor as it writes. Anything else
+    reads its inputs and writes its outputs, each by its own (view's) size."""
+    if getattr(func, "is_view", False):
+        return 0
+    outs = list(tensors_in(out))
+    n = sum(t.numel() * t.element_size() for t in outs)
+    ins = list(tensors_in(args))
+    if func.name() in _GATHERS and ins:
+        # the indexed tensor (first input) counts as what was read from it: the output's size
+        return 2 * n + sum(t.numel() * t.element_size() for t in ins[1:])
+    return n + sum(t.numel() * t.element_size() for t in ins)
 
 
 def _outputs(out: Any) -> tuple:
