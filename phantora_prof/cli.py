@@ -137,7 +137,32 @@ def cli(ctx: click.Context, gpu: str, out_dir: Path, nproc_per_node: int, gpus_p
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @click.pass_obj
 def _run_command(obj: dict, command: tuple[str, ...]) -> None:
-    sys.exit(execute(run_config(obj, command)).exit_code)
+    result = execute(run_config(obj, command))
+    if result.killed_by is not None and not result.output_errors:
+        end_by_signal(result.killed_by)
+    sys.exit(result.exit_code)
+
+
+# Signals whose default action ends a process without a core dump: a script ended by one of
+# them ends phantora-prof by the same signal, so a parent sees what `python` would have given
+# (a shell: 128 + N; subprocess: returncode -N). The others (SIGSEGV, SIGABRT, ...) exit 128 + N
+# instead of dumping this process's core.
+_REPLAYED_SIGNALS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGPIPE")
+
+
+def end_by_signal(signum: int) -> None:
+    """End this process by `signum` (after the outputs are written) where that dumps no core."""
+    import os
+    import signal
+
+    names = {getattr(signal, n) for n in _REPLAYED_SIGNALS if hasattr(signal, n)}
+    if signum not in names:
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if signum != signal.SIGKILL:  # SIGKILL's action cannot be set (nor caught)
+        signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
 
 
 @cli.command("validate")

@@ -140,16 +140,23 @@ def execute(config):
         result.exit_code = 1
     if result.interrupted is not None:
         click.echo(_interrupted_line(result, config), err=True)
+    elif result.killed_by is not None:
+        click.echo(f"phantora-prof: the script was ended by {_signal_name(result.killed_by)} "
+                   f"(exit status {result.exit_code}, as `python` would give)", err=True)
     return result
 
 
-def _interrupted_line(result, config) -> str:
+def _signal_name(signum: int) -> str:
     import signal
 
     try:
-        name = signal.Signals(result.interrupted).name
+        return signal.Signals(signum).name
     except ValueError:
-        name = f"signal {result.interrupted}"
+        return f"signal {signum}"
+
+
+def _interrupted_line(result, config) -> str:
+    name = _signal_name(result.interrupted)
     sim_ms = max((r.sim_time_ns for r in result.ranks), default=0) / 1e6
     where = (f"traces of the run until then in {config.outputs.out_dir}/" if config.outputs.trace
              else "no traces (--no-trace)")

@@ -67,7 +67,8 @@ def _steady(tl: RankTimeline) -> dict | None:
     if w is None:
         return None
     return {"start_ns": w.start_ns - ORIGIN_NS, "end_ns": w.end_ns - ORIGIN_NS, "steps": w.steps,
-            "per_step_ns": w.per_step_ns, "busy_ns": w.busy_ns, "host_busy_ns": w.host_busy_ns,
+            "per_step_ns": w.per_step_ns, "mean_step_ns": w.mean_step_ns, "busy_ns": w.busy_ns,
+            "host_busy_ns": w.host_busy_ns,
             "sources": dict(w.sources)}
 
 
@@ -81,6 +82,7 @@ class RunResult:
     report: dict | None = None
     report_error: str | None = None
     interrupted: int | None = None  # the signal (SIGTERM, SIGINT, ...) that stopped the run
+    killed_by: int | None = None  # the signal that ended the script's process (exit_code is 128 + it)
     handled: bool = False  # interrupted, but every rank ended by itself (the script's own handler)
     output_errors: list[str] = field(default_factory=list)  # outputs that could not be written
     layout: Any = None  # engine.representatives.Layout when ranks were mirrored
@@ -598,12 +600,15 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop, extra_env: dict[s
         exit_code = 1
     elif coord.failed_rank is not None:
         exit_code = codes[coord.failed_rank] or 1
-        if exit_code < 0:
-            exit_code = 1
     else:
         exit_code = next((c for c in codes if c not in (0, None)), 0)
+    killed_by = None
+    if exit_code < 0:  # the script's process was ended by a signal (its own os.kill, the OOM killer)
+        killed_by = -exit_code
+        exit_code = 128 + killed_by  # what the shell reports for `python` ended by that signal
     result = RunResult(exit_code, summaries, time.monotonic() - t0, error, perfetto_path=perfetto_path,
-                       interrupted=interrupted, handled=handled, output_errors=output_errors, layout=layout)
+                       interrupted=interrupted, handled=handled, output_errors=output_errors, layout=layout,
+                       killed_by=killed_by)
     result.coordinator_max_rss_bytes = _max_rss_bytes()
     if layout is not None:
         from phantora_prof.engine.representatives import check

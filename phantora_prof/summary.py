@@ -72,10 +72,14 @@ def print_summary(result: Any, config: Any, console: Any) -> None:
             b = steady_band(steady)
             per, n = steady["per_step_ns"], steady["steps"]
             window = steady["end_ns"] - steady["start_ns"]
-            console.print(f"estimate per step: {per / 1e6:,.2f} ms, 90% band {b['low_ns'] / n / 1e6:,.2f}-"
-                          f"{b['high_ns'] / n / 1e6:,.2f} ms ({100.0 * (b['low_ns'] / window - 1):+.1f}% / "
-                          f"{100.0 * (b['high_ns'] / window - 1):+.1f}%; over the {n} optimizer step(s) after the "
-                          "first; the same band applies to the script's own step times, see README, Accuracy); "
+            low, high = b["low_ns"] / window, b["high_ns"] / window  # the band, relative
+            mean = steady.get("mean_step_ns", per)
+            uneven = (f"; their mean {mean / 1e6:,.2f} ms: some steps took longer (an evaluation, a checkpoint, "
+                      "a pause)" if abs(mean - per) > 0.05 * per else "")
+            console.print(f"estimate per step: {per / 1e6:,.2f} ms, 90% band {per * low / 1e6:,.2f}-"
+                          f"{per * high / 1e6:,.2f} ms ({100.0 * (low - 1):+.1f}% / {100.0 * (high - 1):+.1f}%; the "
+                          f"median of the {n} optimizer step(s) after the first{uneven}; the same band applies to "
+                          "the script's own step times, see README, Accuracy); "
                           f"whole run {lead.sim_time_ns / 1e6:,.2f} ms with start-up", soft_wrap=True)
             console.print(bound_line(steady), soft_wrap=True)
         else:

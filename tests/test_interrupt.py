@@ -151,3 +151,23 @@ def test_an_unhandled_ctrl_c_prints_python_s_traceback(tmp_path):
     tb = err[err.index("Traceback"):]
     assert tb.count("KeyboardInterrupt") == 1 and "until_killed.py" in tb
     assert "phantora_prof" not in tb.split("KeyboardInterrupt")[0]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_script_ended_by_a_signal_ends_the_run_by_it(tmp_path, sig):
+    """A script whose process a signal ends (its own os.kill, the OOM killer, Lightning's child
+    observer) ends phantora-prof by the same signal once the outputs are written, so the caller
+    sees what `python` would have given (returncode -N here, 128 + N in a shell); before, the
+    exit status was -N masked to a byte (247 for SIGKILL)."""
+    script = tmp_path / "die.py"
+    script.write_text("import os, signal, torch\n"
+                      "x = torch.ones(4, device='cuda') + 1\n"
+                      "torch.cuda.synchronize()  # the ops so far reach the simulator: in the trace\n"
+                      f"print('dying', flush=True)\nos.kill(os.getpid(), {int(sig)})\n")
+    proc = subprocess.run([sys.executable, "-m", "phantora_prof", "--out", str(tmp_path / "out"), "python",
+                           str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert proc.returncode == -sig, proc.stderr[-3000:]
+    assert "dying" in proc.stdout
+    assert f"ended by {signal.Signals(sig).name}" in proc.stderr
+    validate_trace(load_trace(tmp_path / "out" / "rank0.pt.trace.json.gz"))

@@ -156,6 +156,11 @@ def test_peaks_reset_and_accumulated_counters():
     assert m.peak_allocated == 30 * MiB and m.allocated == 0
     m.reset_peak()
     assert m.peak_allocated == 0 and m.peak_reserved == 30 * MiB
+    b = m.malloc(10 * MiB)
+    m.reset_peak()
+    # the run's peaks (the summary's "peak mem") outlive the script's resets
+    assert m.peak_allocated == 10 * MiB and m.run_peak_allocated == 30 * MiB
+    m.free(b)
     m.reset_accumulated()
     stats = m.stats_dict()
     assert stats["allocation.all.allocated"] == 0 and stats["num_device_alloc"] == 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import statistics
 from array import array
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -117,9 +118,18 @@ class StepWindow:
     busy_ns: int      # union of GPU work inside [start_ns, end_ns]
     sources: dict     # GPU ns per kernel-time source launched in the window
     host_busy_ns: int  # the host's own time over the same steps: its time between the step ends, less its waits
+    intervals_ns: tuple[int, ...] = ()  # each step's time: from one optimizer step's end to the next's
 
     @property
     def per_step_ns(self) -> float:
+        """The median step: one-off pauses (an evaluation, a checkpoint, a sleep, a compile in the
+        middle of the run) do not move it, as they move the window's mean (mean_step_ns)."""
+        if not self.intervals_ns:
+            return self.mean_step_ns
+        return float(statistics.median(self.intervals_ns))
+
+    @property
+    def mean_step_ns(self) -> float:
         return (self.end_ns - self.start_ns) / self.steps
 
 
@@ -664,17 +674,18 @@ class RankTimeline:
                         self.stats.sync_wait_ns)
         seen = self.step_marks.get(a.name)
         if seen is None:
-            self.step_marks[a.name] = [1, mark, mark]
+            self.step_marks[a.name] = [1, mark, mark, [mark.done_ns]]
         else:
             seen[0] += 1
             seen[2] = mark
+            seen[3].append(mark.done_ns)
 
     def steady_window(self) -> StepWindow | None:
         """The steps after the first, between the ends of the first and the last optimizer step
         (of the optimizer that stepped most often); None with fewer than two steps."""
         if not self.step_marks:
             return None
-        steps, first, last = max(self.step_marks.values(), key=lambda v: (v[0], v[1].name))
+        steps, first, last, done = max(self.step_marks.values(), key=lambda v: (v[0], v[1].name))
         if steps < 2:
             return None
         t0, t1 = first.done_ns, last.done_ns
@@ -684,7 +695,8 @@ class RankTimeline:
         busy = _union_ns((max(w.start_ns, t0), min(w.end_ns, t1)) for w in self.work
                          if w.end_ns > t0 and w.start_ns < t1)
         host_busy = max(0, (last.host_ns - first.host_ns) - (last.sync_wait_ns - first.sync_wait_ns))
-        return StepWindow(t0, t1, steps - 1, busy, sources, host_busy)
+        intervals = tuple(b - a for a, b in zip(done, done[1:]))
+        return StepWindow(t0, t1, steps - 1, busy, sources, host_busy, intervals)
 
     # ---- output ----
     def _annotation_spans(self) -> list[Span]:

@@ -374,6 +374,7 @@ class AllocatorModel:
         # addr, size, stream)` is called where torch's allocator calls record_trace
         self.history: Any = None
         self._segment_frames: dict[int, list] = {}
+        self._run_peaks = (0, 0)  # allocated, reserved peaks before the script's last reset_peak
 
     # -- the numbers torch.cuda reports
     @property
@@ -383,6 +384,15 @@ class AllocatorModel:
     @property
     def peak_allocated(self) -> int:
         return self._stats["allocated_bytes"]["all"].peak
+
+    @property
+    def run_peak_allocated(self) -> int:
+        """The peak over the whole run, whatever `reset_peak_memory_stats()` the script called."""
+        return max(self._run_peaks[0], self.peak_allocated)
+
+    @property
+    def run_peak_reserved(self) -> int:
+        return max(self._run_peaks[1], self.peak_reserved)
 
     @property
     def reserved(self) -> int:
@@ -817,6 +827,8 @@ class AllocatorModel:
     # ---------------------------------------------------------------- reporting
     def reset_peak(self) -> None:
         with self._lock:
+            # the run's own peaks survive the script's resets (the summary reports the run)
+            self._run_peaks = (self.run_peak_allocated, self.run_peak_reserved)
             for arr in self._stats.values():
                 for s in arr.values():
                     s.peak = s.current

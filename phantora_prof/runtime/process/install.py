@@ -41,8 +41,8 @@ class InstalledRuntime:
         models = [allocator.model(d) for d in range(st.config.device_count)]
         return {"ops": st.ops_captured, "syncs": st.syncs, "placeholders": st.placeholders_used,
                 "compile_ns": st.compile_ns,
-                "peak_allocated": max(m.peak_allocated for m in models),
-                "peak_reserved": max(m.peak_reserved for m in models),
+                "peak_allocated": max(m.run_peak_allocated for m in models),
+                "peak_reserved": max(m.run_peak_reserved for m in models),
                 "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
 
     def abort(self, signum: int) -> None:
