@@ -102,8 +102,11 @@ def execute(config):
     outputs = config.outputs
     check_output_paths(outputs.out_dir if outputs.trace else None, outputs.report_dir, outputs.summary_json)
     out = console(stderr=True)
-    if out.is_terminal:
+    if out.is_terminal and not _stdout_is_a_terminal():
         # Progress on long runs: simulated time reached so far, on a status line that goes away.
+        # Only where the script's output goes elsewhere: the ranks write to the terminal
+        # directly, past rich's live display, which would leave the spinner in front of their
+        # lines.
         from phantora_prof.protocol import ORIGIN_NS
 
         with out.status("simulating...") as status:
@@ -144,6 +147,15 @@ def execute(config):
         click.echo(f"phantora-prof: the script was ended by {_signal_name(result.killed_by)} "
                    f"(exit status {result.exit_code}, as `python` would give)", err=True)
     return result
+
+
+def _stdout_is_a_terminal() -> bool:
+    import os
+
+    try:
+        return os.isatty(1)
+    except OSError:
+        return False
 
 
 def _signal_name(signum: int) -> str:

@@ -1,13 +1,15 @@
 """The CLI's helper subcommands: collective, validate, plot, calibrate (its errors), --help."""
 from __future__ import annotations
 
+import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from conftest import reference_trace
+from conftest import REPO, reference_trace
 from phantora_prof.cli import cli
 
 
@@ -107,3 +109,33 @@ def test_busy_fraction_counts_overlapping_streams_once():
         return GpuAct("kernel", "k", "cudaLaunchKernel", dur, stream=stream, start_ns=start)
     assert busy_fraction([act(7, 0, 100), act(7, 100, 100)]) == 1.0
     assert busy_fraction([act(13, 0, 100), act(14, 20, 100), act(15, 300, 50)]) == pytest.approx(170 / 250)
+
+
+def test_no_spinner_in_front_of_the_scripts_lines_in_a_terminal(tmp_path):
+    """In a terminal the ranks write the script's lines straight to it, past rich's live status
+    line, which was then left in front of them ('⠦ simulating...iter 1000'). With the script's
+    output on a terminal there is no status line; the summary still comes."""
+    import pty
+
+    script = tmp_path / "loop.py"
+    script.write_text("import time, torch\nx = torch.ones(8, device='cuda')\n"
+                      "for i in range(3):\n    x = x + 1\n    print('iter', i, flush=True)\n    time.sleep(0.3)\n")
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: stdout and stderr on the pty, as in a terminal
+        os.chdir(tmp_path)
+        os.environ["PYTHONPATH"] = str(REPO)
+        os.execv(sys.executable, [sys.executable, "-m", "phantora_prof", "--no-trace", "python", str(script)])
+    chunks = []
+    while True:
+        try:
+            data = os.read(fd, 4096)
+        except OSError:  # EIO: the child closed the pty
+            break
+        if not data:
+            break
+        chunks.append(data)
+    _, status = os.waitpid(pid, 0)
+    text = b"".join(chunks).decode(errors="replace")
+    assert os.WEXITSTATUS(status) == 0, text[-2000:]
+    assert "iter 2" in text and "simulated H200 run" in text
+    assert "simulating..." not in text
