@@ -33,8 +33,8 @@ from phantora_prof.errors import UnsupportedOpError
 from phantora_prof.protocol import CPU_DEVICE, HIDDEN_DEPTH, AutogradSpan, OpCall, OpKind, SyncKind, TensorArg
 from phantora_prof.runtime.device import allocator, cuda_fakes, op_allocations, pinned
 from phantora_prof.runtime.dispatch import (annotations, conv_layout, cuda_dispatch, cuda_queries, deferred_init,
-                                           fake_wrap, grouped_mm, iterator_layout, meta_cache, op_recorder, sdpa,
-                                           values)
+                                           fake_wrap, grouped_mm, iterator_layout, kernel_errors, meta_cache,
+                                           op_recorder, sdpa, values)
 from phantora_prof.runtime.host import dataloader, pyhost
 from phantora_prof.runtime.dispatch.tensors import tensors_in
 from phantora_prof.runtime.process import interrupts, op_cpu
@@ -356,16 +356,30 @@ class CaptureMode(TorchDispatchMode):
                 self.st.clock.advance(hostcost.DISPATCH_NS_CPU)
             return self._cpu_op(tls, func, args, kwargs)
         if tls is None:
-            return self._cuda_op(func, args, kwargs)
+            return self._cuda_op_or_its_error(func, args, kwargs)
         record_name = None
         if func is _ADD and self._accumulates_in_place(tls, args, kwargs):
             func, record_name = _ADD_, "aten::add"
         # Everything dispatched while the op is faked is the simulator's, not the CUDA kernel's.
         prev = rec.quiet(1)
         try:
-            return self._cuda_op(func, args, kwargs, tls, record_name)
+            return self._cuda_op_or_its_error(func, args, kwargs, tls, record_name)
         finally:
             rec.quiet(prev)
+
+    def _cuda_op_or_its_error(self, func, args: tuple, kwargs: dict, *rest):
+        """`_cuda_op`, whose input errors say what a CUDA build's kernel says
+        (runtime/dispatch/kernel_errors.py), not what the meta kernel said."""
+        try:
+            return self._cuda_op(func, args, kwargs, *rest)
+        except RuntimeError as exc:
+            if type(exc) is not RuntimeError:  # OutOfMemoryError and the like: ours, as they are
+                raise
+            with self.simulator_ops():
+                better = kernel_errors.cuda_build_error(func, args, kwargs)
+            if better is None:
+                raise
+            raise better from None
 
     def _as_parts(self, tls, run):
         """Run `run` (the ops a CUDA build's kernel of the op being handled dispatches) under

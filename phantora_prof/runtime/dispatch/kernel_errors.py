@@ -1,0 +1,59 @@
+"""The error a CUDA build raises for an op it rejects, in place of the meta kernel's.
+
+An op on the simulated GPU runs as a fake tensor op: torch's meta kernels and Python
+decompositions compute its output's shape, and check its inputs in their own words. A CUDA
+build checks them in C++ with other words: `nn.Linear(10, 5)` on a (4, 8) input says
+"mat1 and mat2 shapes cannot be multiplied (4x8 and 10x5)" on a GPU and "a and b must have same
+reduction dim, but got [4, 8] X [10, 5]." here; a broadcast mismatch says "The size of tensor
+a (8) must match the size of tensor b (9) at non-singleton dimension 1" on a GPU and
+"Attempting to broadcast a dimension of length 9 at -1! ..." here. A user searches the web
+for the first.
+
+The CPU kernels check shapes with the CUDA ones' words (the same ATen checks), so the op is
+run again on CPU stand-ins of its inputs: zero-strided expansions of one zero (no memory, the
+right shapes and dtypes). A kernel that rejects them raises the message to show; one that
+accepts them (the meta kernel rejected something else) is discarded and the original error
+stands. Ops that write into their inputs are not re-run (an expanded tensor cannot be
+written), nor ops over very large inputs (a kernel that accepts would compute for real).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+log = logging.getLogger(__name__)
+
+# the largest input (elements) re-run on the CPU: should the kernel accept its stand-ins, it
+# computes on them (a copy of 16M zeros: tens of ms, once, on the way to an error)
+MAX_ELEMENTS = 1 << 24
+
+
+def cuda_build_error(func: Any, args: tuple, kwargs: dict) -> RuntimeError | None:
+    """The RuntimeError the CPU kernel of `func` raises for inputs of these shapes and dtypes,
+    or None (it accepts them, the op writes into an input, or an input is too large)."""
+    schema = getattr(func, "_schema", None)
+    if schema is None or schema.is_mutable:
+        return None
+    leaves, _ = tree_flatten((args, kwargs))
+    tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+    if not tensors or any(t.numel() > MAX_ELEMENTS or t.is_sparse for t in tensors):
+        return None
+    if any(isinstance(x, torch.device) and x.type != "cpu" for x in leaves):
+        return None
+
+    def stand_in(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            return torch.zeros((), dtype=x.dtype).expand(x.shape)
+        return x
+
+    try:
+        func(*tree_map(stand_in, args), **tree_map(stand_in, kwargs))
+    except RuntimeError as exc:
+        if type(exc) is RuntimeError:
+            return RuntimeError(str(exc))
+    except Exception:  # noqa: BLE001 - any other failure: keep the meta kernel's error
+        log.debug("re-running %s on the CPU failed", func, exc_info=True)
+    return None

@@ -1,0 +1,58 @@
+"""An op the simulated GPU rejects fails with the CUDA build's words (runtime/dispatch/kernel_errors.py)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import torch
+
+from conftest import REPO
+from phantora_prof.runtime.dispatch.kernel_errors import cuda_build_error
+
+aten = torch.ops.aten
+
+
+def _meta(*shape: int) -> torch.Tensor:
+    return torch.empty(shape, device="meta")
+
+
+def test_the_cpu_kernels_words_for_rejected_shapes():
+    err = cuda_build_error(aten.mm.default, (_meta(4, 8), _meta(10, 5)), {})
+    assert str(err) == "mat1 and mat2 shapes cannot be multiplied (4x8 and 10x5)"
+    err = cuda_build_error(aten.add.Tensor, (_meta(4, 8), _meta(4, 9)), {})
+    assert "The size of tensor a (8) must match the size of tensor b (9) at non-singleton dimension 1" in str(err)
+
+
+def test_no_error_where_the_kernel_accepts_writes_or_the_inputs_are_large():
+    assert cuda_build_error(aten.mm.default, (_meta(4, 8), _meta(8, 5)), {}) is None  # accepted: not the cause
+    assert cuda_build_error(aten.add_.Tensor, (_meta(4, 8), _meta(4, 9)), {}) is None  # writes its input
+    assert cuda_build_error(aten.mm.default, (_meta(1 << 13, 1 << 12), _meta(10, 5)), {}) is None  # 32M elements
+
+
+SCRIPT = """
+import sys, torch
+try:
+    torch.nn.Linear(10, 5).cuda()(torch.randn(4, 8, device="cuda"))
+except RuntimeError as e:
+    print("linear:", e)
+try:
+    torch.randn(4, 8, device="cuda") + torch.randn(4, 9, device="cuda")
+except RuntimeError as e:
+    print("add:", e)
+torch.randn(3, 4, device="cuda") @ torch.randn(5, 6, device="cuda")
+"""
+
+
+def test_a_script_sees_and_prints_what_a_gpu_run_shows(tmp_path):
+    """The script catches the CUDA build's message, and an uncaught one ends it with python's
+    traceback of the user's line (none of the meta kernels' frames)."""
+    (tmp_path / "shapes.py").write_text(SCRIPT)
+    r = subprocess.run([sys.executable, "-m", "phantora_prof", "--no-trace", "python", "shapes.py"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 1
+    assert "linear: mat1 and mat2 shapes cannot be multiplied (4x8 and 10x5)" in r.stdout
+    assert "add: The size of tensor a (8) must match the size of tensor b (9) at non-singleton dimension 1" in r.stdout
+    tb = r.stderr[r.stderr.index("Traceback"):r.stderr.index("(3x4 and 5x6)")]
+    assert tb.splitlines()[-1] == "RuntimeError: mat1 and mat2 shapes cannot be multiplied "
+    assert "_meta_registrations" not in tb and "_decomp" not in tb and "shapes.py" in tb
