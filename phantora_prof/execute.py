@@ -50,13 +50,25 @@ def parse_rank_list(spec: str, option: str) -> tuple[int, ...]:
     return tuple(dict.fromkeys(ranks))
 
 
+def _torchrun_spelled_as_module(command: list[str]) -> list[str]:
+    """`python [-u ...] -m torch.distributed.run ARGS` is torchrun: `torchrun ARGS`."""
+    if not command or not os.path.basename(command[0]).startswith("python"):
+        return command
+    i = 1
+    while i < len(command) and command[i].startswith("-") and command[i] != "-m":
+        i += 2 if command[i] in ("-X", "-W") else 1  # the interpreter's own options (-u, -O, -X importtime)
+    if command[i:i + 2] == ["-m", "torch.distributed.run"]:
+        return ["torchrun", *command[i + 2:]]
+    return command
+
+
 def run_config(options: dict, command: tuple[str, ...]):
     """The validated RunConfig of the CLI's options (`cli.py`'s group options, as click parsed
     them) and the user's command (`torchrun ...` sets the nodes and GPUs per node)."""
     from phantora_prof.config import ClusterConfig, HostConfig, KernelTimesConfig, OutputConfig, RunConfig
     from phantora_prof.launcher import parse_op_cost
 
-    command = list(command)
+    command = _torchrun_spelled_as_module(list(command))
     nproc, nnodes = options["nproc_per_node"], options["nnodes"]
     is_torchrun = bool(command) and os.path.basename(command[0]) == "torchrun"
     torchrun = is_torchrun or bool(options.get("distributed_launch"))

@@ -129,6 +129,18 @@ def test_torchrun_command_line_is_understood():
         torchrun_command(["torchrun", "--bogus", "x.py"])
 
 
+def test_python_m_torch_distributed_run_is_torchrun():
+    """`phantora-prof python -m torch.distributed.run ...` (torchrun's other spelling) was run as
+    a plain script, whose launcher then found no NCCL (a new user's report)."""
+    from phantora_prof.execute import _torchrun_spelled_as_module as spelled
+
+    assert spelled(["python", "-m", "torch.distributed.run", "--nproc-per-node", "2", "t.py"]) == \
+        ["torchrun", "--nproc-per-node", "2", "t.py"]
+    assert spelled(["python3", "-u", "-X", "importtime", "-m", "torch.distributed.run", "t.py"]) == ["torchrun", "t.py"]
+    assert spelled(["python", "-m", "pkg.train"]) == ["python", "-m", "pkg.train"]
+    assert spelled(["python", "t.py", "-m", "torch.distributed.run"]) == ["python", "t.py", "-m", "torch.distributed.run"]
+
+
 def test_coalesced_calls_run_concurrently_not_in_order(tmp_path):
     """batch_isend_irecv on two ranks: each sends first, then receives; as one NCCL group
     this completes (in stream order it would deadlock)."""
