@@ -114,6 +114,9 @@ def bound_line(steady: dict) -> str:
     g, h = steady["busy_ns"], steady["host_busy_ns"]
     head = (f"per step: GPU busy {g / n / 1e6:,.2f} ms ({100.0 * g / window:.0f}%), host busy {h / n / 1e6:,.2f} ms "
             f"({100.0 * h / window:.0f}%, the script's threads less their waits for the GPU): ")
+    if h >= g and h <= 1.05 * g:
+        return head + ("host-bound by a hair: host and GPU within 5% of each other, so a faster GPU or a "
+                       "faster host alone would shorten it little")
     if h >= g:
         return head + "host-bound (a faster GPU would not shorten it; fewer, larger ops or less Python would)"
     if h > 0:
