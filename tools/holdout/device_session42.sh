@@ -14,9 +14,11 @@ export RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1
 anchor
 P=tools/holdout/dtensor_overhead.py
 if command -v perf > /dev/null && perf stat -e cycles true > /dev/null 2>&1; then
-  for L in 4 8; do for m in plain tp; do
-    perf stat -x, -e cycles,instructions,cache-references,cache-misses,L1-dcache-load-misses,LLC-load-misses \
-      -o "$out/perf_${m}$L.csv" timeout 150 python3 $P --mode $m --layers $L --steps 24 >> "$log" 2>&1
+  ctl=/tmp/perf_ctl; rm -f $ctl; mkfifo $ctl
+  for L in 4 8; do for m in plain tp; do  # counted from step 3 on (the script enables perf through the fifo)
+    perf stat -D -1 --control=fifo:$ctl -x, \
+      -e cycles,instructions,cache-references,cache-misses,L1-dcache-load-misses,LLC-load-misses \
+      -o "$out/perf_${m}$L.csv" timeout 150 python3 $P --mode $m --layers $L --steps 24 --perf-ctl $ctl >> "$log" 2>&1
   done; done
 else
   echo "no usable perf on this machine" >> "$log"

@@ -43,6 +43,9 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--no-autocast", action="store_true")
     p.add_argument("--spy", metavar="FILE", help="sample steps 3.. with py-spy (Python frames, lines; raw output to FILE)")
+    p.add_argument("--perf-ctl", metavar="FIFO",
+                   help="perf stat's control fifo (perf stat -D -1 --control=fifo:FIFO): counters on from step 3 "
+                        "to the end, so start-up stays out")
     p.add_argument("--time-ops", action="store_true",
                    help="time each forward layer_norm / SDPA / gelu call (perf_counter_ns around it): its cost in context")
     p.add_argument("--gc", choices=("on", "off"), default="on", help="off: gc.disable() after step 2")
@@ -86,6 +89,9 @@ def main() -> None:
 
     for i in range(args.steps):
         if i == 3:
+            if args.perf_ctl:
+                with open(args.perf_ctl, "w") as ctl:
+                    ctl.write("enable\n")
             if args.spy:  # attached after the warm-up steps, so step 0's first calls stay out
                 spy = subprocess.Popen(["py-spy", "record", "--pid", str(os.getpid()), "--rate", "250", "--nonblocking",
                                         "--threads", "--format", "raw", "-o", args.spy])
@@ -108,6 +114,9 @@ def main() -> None:
         if i >= 3:
             for k, v in zip(phases, (t1 - t0, t2 - t1, t3 - t2, t4 - t0)):
                 phases[k].append(v * 1e3)
+    if args.perf_ctl:
+        with open(args.perf_ctl, "w") as ctl:
+            ctl.write("disable\n")
     if args.spy:
         spy.send_signal(signal.SIGINT)
         spy.wait(timeout=60)
