@@ -8,7 +8,7 @@ import sys
 import torch
 
 from conftest import REPO
-from phantora_prof.runtime.dispatch.kernel_errors import cuda_build_error
+from phantora_prof.runtime.dispatch.kernel_errors import cuda_build_error, dtype_mismatch
 
 aten = torch.ops.aten
 
@@ -56,3 +56,35 @@ def test_a_script_sees_and_prints_what_a_gpu_run_shows(tmp_path):
     tb = r.stderr[r.stderr.index("Traceback"):r.stderr.index("(3x4 and 5x6)")]
     assert tb.splitlines()[-1] == "RuntimeError: mat1 and mat2 shapes cannot be multiplied "
     assert "_meta_registrations" not in tb and "_decomp" not in tb and "shapes.py" in tb
+
+
+def test_mixed_dtype_matmuls_and_convolutions_fail_as_on_a_gpu():
+    """The meta kernels of mm / addmm / convolution take mixed dtypes, the CUDA ones do not:
+    `bf16_activations @ fp32_weight` ran in the simulation and crashed on the GPU."""
+    bf16 = torch.empty(4, 8, device="meta", dtype=torch.bfloat16)
+    err = dtype_mismatch(aten.mm.default, (bf16, _meta(8, 5)), {})
+    assert str(err) == "expected mat1 and mat2 to have the same dtype, but got: c10::BFloat16 != float"
+    x = torch.empty(1, 3, 8, 8, device="meta", dtype=torch.float16)
+    err = dtype_mismatch(aten.convolution.default, (x, _meta(4, 3, 3, 3), None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1),
+                         {})
+    assert str(err) == "Input type (torch.cuda.HalfTensor) and weight type (torch.cuda.FloatTensor) should be the same"
+    assert dtype_mismatch(aten.mm.default, (_meta(4, 8), _meta(8, 5)), {}) is None  # one dtype: not looked at
+
+
+MIXED = """
+import torch
+m = torch.nn.Linear(8, 4).cuda()
+with torch.autocast("cuda", dtype=torch.bfloat16):
+    m(torch.randn(2, 8, device="cuda")).sum().backward()  # autocast casts: fine, as on a GPU
+print("autocast ok", flush=True)
+m(torch.randn(2, 8, device="cuda", dtype=torch.bfloat16))
+"""
+
+
+def test_a_dtype_bug_a_gpu_would_catch_is_caught(tmp_path):
+    (tmp_path / "mixed.py").write_text(MIXED)
+    r = subprocess.run([sys.executable, "-m", "phantora_prof", "--no-trace", "python", "mixed.py"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 1 and "autocast ok" in r.stdout, r.stderr[-2000:]
+    # addmm (with the bias): its structured meta function, shared by the CPU and CUDA kernels, says it
+    assert "RuntimeError: mat1 and mat2 must have the same dtype, but got BFloat16 and Float" in r.stderr

@@ -369,7 +369,14 @@ class CaptureMode(TorchDispatchMode):
 
     def _cuda_op_or_its_error(self, func, args: tuple, kwargs: dict, *rest):
         """`_cuda_op`, whose input errors say what a CUDA build's kernel says
-        (runtime/dispatch/kernel_errors.py), not what the meta kernel said."""
+        (runtime/dispatch/kernel_errors.py), not what the meta kernel said; matmuls and
+        convolutions over mixed dtypes fail as they fail on a GPU (their meta kernels let them
+        through)."""
+        if func in kernel_errors.DTYPE_CHECKED:
+            with self.simulator_ops():
+                mixed = kernel_errors.dtype_mismatch(func, args, kwargs)
+            if mixed is not None:
+                raise mixed
         try:
             return self._cuda_op(func, args, kwargs, *rest)
         except RuntimeError as exc:

@@ -19,12 +19,24 @@ written), nor ops over very large inputs (a kernel that accepts would compute fo
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 log = logging.getLogger(__name__)
+
+# Ops whose meta kernels take inputs of mixed dtypes that the CUDA kernels reject (the CPU
+# ones reject them too): `bf16_activations @ fp32_weight` ran here and crashed on the GPU.
+aten = torch.ops.aten
+DTYPE_CHECKED = frozenset({aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default,
+                           aten.mv.default, aten.addmv.default, aten.convolution.default})
+# The CPU kernel's words -> the CUDA kernel's, where they differ (Blas.cpp's addmm_out_cuda_impl;
+# Convolution.cpp's check_input_same_type_as_parameters, which names CUDA tensor types)
+_CUDA_WORDS = (("expected m1 and m2 to have the same dtype", "expected mat1 and mat2 to have the same dtype"),
+               (" or input should be a MKLDNN tensor and weight is a dense tensor", ""))
+_CPU_TYPE = re.compile(r"\btorch\.(\w+Tensor)\b")
 
 # the largest input (elements) re-run on the CPU: should the kernel accept its stand-ins, it
 # computes on them (a copy of 16M zeros: tens of ms, once, on the way to an error)
@@ -57,3 +69,20 @@ def cuda_build_error(func: Any, args: tuple, kwargs: dict) -> RuntimeError | Non
     except Exception:  # noqa: BLE001 - any other failure: keep the meta kernel's error
         log.debug("re-running %s on the CPU failed", func, exc_info=True)
     return None
+
+
+def dtype_mismatch(func: Any, args: tuple, kwargs: dict) -> RuntimeError | None:
+    """For an op of DTYPE_CHECKED whose floating inputs differ in dtype: the error the CUDA
+    kernel raises (None when the dtypes agree, or the CPU kernel accepts them)."""
+    dtypes = {a.dtype for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()}
+    if len(dtypes) < 2:
+        return None
+    err = cuda_build_error(func, args, kwargs)
+    if err is None:
+        return None
+    text = str(err)
+    for cpu, cuda in _CUDA_WORDS:
+        text = text.replace(cpu, cuda)
+    if "Input type (" in text:  # convolution: the CUDA tensor types
+        text = _CPU_TYPE.sub(lambda m: f"torch.cuda.{m.group(1)}", text)
+    return RuntimeError(text)
