@@ -69,6 +69,18 @@ def test_mixed_dtype_matmuls_and_convolutions_fail_as_on_a_gpu():
                          {})
     assert str(err) == "Input type (torch.cuda.HalfTensor) and weight type (torch.cuda.FloatTensor) should be the same"
     assert dtype_mismatch(aten.mm.default, (_meta(4, 8), _meta(8, 5)), {}) is None  # one dtype: not looked at
+    long = torch.empty(4, 8, device="meta", dtype=torch.long)
+    assert str(dtype_mismatch(aten.mm.default, (long, _meta(8, 5)), {})) == \
+        "expected mat1 and mat2 to have the same dtype, but got: long int != float"
+
+
+def test_a_device_the_process_cannot_see_is_cudas_invalid_ordinal(tmp_path):
+    (tmp_path / "ordinal.py").write_text("import torch\ntorch.ones(2, device='cuda:3')\n")
+    r = subprocess.run([sys.executable, "-m", "phantora_prof", "--no-trace", "python", "ordinal.py"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 1
+    assert "Error: CUDA error: invalid device ordinal" in r.stderr  # torch.AcceleratorError from torch 2.8 on
+    assert "this process sees 1 simulated GPU(s)" in r.stderr
 
 
 MIXED = """

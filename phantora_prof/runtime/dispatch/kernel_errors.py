@@ -72,9 +72,9 @@ def cuda_build_error(func: Any, args: tuple, kwargs: dict) -> RuntimeError | Non
 
 
 def dtype_mismatch(func: Any, args: tuple, kwargs: dict) -> RuntimeError | None:
-    """For an op of DTYPE_CHECKED whose floating inputs differ in dtype: the error the CUDA
+    """For an op of DTYPE_CHECKED whose tensor inputs differ in dtype: the error the CUDA
     kernel raises (None when the dtypes agree, or the CPU kernel accepts them)."""
-    dtypes = {a.dtype for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()}
+    dtypes = {a.dtype for a in args if isinstance(a, torch.Tensor)}
     if len(dtypes) < 2:
         return None
     err = cuda_build_error(func, args, kwargs)
