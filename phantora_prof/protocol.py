@@ -331,7 +331,7 @@ class SyncRequest:
     host_ns: int
     tid: int = 0
     external_id: int = -1
-    queue_waited_ns: int = 0  # host time the rank spent waiting on a full launch queue since its last request
+    queue_waited_ns: int = 0  # host time the rank spent idle since its last request: a full launch queue, time.sleep
 
 
 @dataclass(slots=True)

@@ -71,8 +71,7 @@ def print_summary(result: Any, config: Any, console: Any) -> None:
         if steady:
             b = steady_band(steady)
             per, n = steady["per_step_ns"], steady["steps"]
-            window = steady["end_ns"] - steady["start_ns"]
-            low, high = b["low_ns"] / window, b["high_ns"] / window  # the band, relative
+            low, high = b["low_ns"] / b["basis_ns"], b["high_ns"] / b["basis_ns"]  # the band, relative
             mean = steady.get("mean_step_ns", per)
             uneven = (f"; their mean {mean / 1e6:,.2f} ms: some steps took longer (an evaluation, a checkpoint, "
                       "a pause)" if abs(mean - per) > 0.05 * per else "")
@@ -129,11 +128,26 @@ def steady_band(steady: dict) -> dict:
     """The 90% band of the per-step estimate: the error band of the steps after the first
     (RankTimeline.steady_window), whose kernels and host time are what the script's step times
     are made of; the whole run's band mixes in start-up (model construction on the host, weight
-    uploads), which can dominate a short run and say little about a step."""
+    uploads), which can dominate a short run and say little about a step.
+
+    Its `basis_ns` is the time its ends are of: the window, or, where the steps are uneven (the
+    median step more than 5% off the mean: a pause, a sleep, an evaluation between steps), one
+    median step with the window's GPU and host work per step (at most the step): a 200 ms sleep
+    is exact, and would otherwise narrow the band of 0.5 ms steps to +-1%."""
     from phantora_prof.cost import errorband
 
     window = steady["end_ns"] - steady["start_ns"]
-    return errorband.step_band(window, steady["busy_ns"], steady["sources"], steady["host_busy_ns"])
+    n = steady["steps"]
+    per = steady.get("per_step_ns", window / n)
+    if abs(window / n - per) <= 0.05 * per:
+        b = errorband.step_band(window, steady["busy_ns"], steady["sources"], steady["host_busy_ns"])
+        b["basis_ns"] = window
+        return b
+    step = int(per)
+    b = errorband.step_band(step, min(steady["busy_ns"] // n, step), steady["sources"],
+                            min(steady["host_busy_ns"] // n, step))
+    b["basis_ns"] = step
+    return b
 
 
 def write_summary_json(result: Any, config: Any, path: Path) -> None:

@@ -141,3 +141,11 @@ def test_a_pause_between_steps_does_not_move_the_estimate(cli, tmp_path):
     assert steady["mean_step_ns"] > 100 * steady["per_step_ns"] / 7  # the pause is in the mean
     line = next(ln for ln in r.stderr.splitlines() if ln.startswith("estimate per step:"))
     assert "their mean" in line
+    # the band is one median step's, whose host and GPU work are uncertain (the exact sleep
+    # would narrow a band over the window to +-1%)
+    b = steady["error_band_90"]
+    assert b["basis_ns"] == int(steady["per_step_ns"]) and b["relative"] > 0.1
+    # the sleep is the host's idle time, not its work
+    bound = next(ln for ln in r.stderr.splitlines() if ln.startswith("per step: GPU busy"))
+    host_ms = float(re.search(r"host busy ([0-9.]+) ms", bound).group(1))
+    assert host_ms < 2 * steady["per_step_ns"] / 1e6

@@ -38,8 +38,9 @@ def host_sync(kind: SyncKind, target: int, device: int, external_id: int = -1) -
     with simulator_work(st.pyhost):
         st.syncs += 1
         queue = st.launch_queue
+        waited = (queue.take_waited() if queue else 0) + st.clock.take_slept()
         reply = st.channel.request(SyncRequest(st.config.rank, kind, target, device, st.clock.now_ns,
-                                               st.tid(), external_id, queue.take_waited() if queue else 0))
+                                               st.tid(), external_id, waited))
         st.clock.advance_to(reply)
         if queue is not None:
             queue.synced()
@@ -52,7 +53,7 @@ def queue_turns(depth: int, device: int, waited_ns: int) -> tuple[int, tuple[int
     st = _state.get()
     with simulator_work(st.pyhost):
         return st.channel.request(SyncRequest(st.config.rank, SyncKind.QUEUE, depth, device, st.clock.now_ns,
-                                              st.tid(), -1, waited_ns))
+                                              st.tid(), -1, waited_ns + st.clock.take_slept()))
 
 
 class SimStream:

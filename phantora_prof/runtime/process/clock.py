@@ -26,6 +26,7 @@ class VirtualClock:
         self._lock = threading.Lock()
         self._pending = None  # () -> ns of host work done since the last read (runtime/host/pyhost.py)
         self._mirror = None  # a ctypes.c_int64 that follows the clock (the native op recorder's)
+        self._slept = 0  # the program's time.sleep since the coordinator last heard (take_slept)
 
     def set_pending(self, pending) -> None:
         """Host work that is counted, not timed (the interpreter's), is charged at every read."""
@@ -68,6 +69,17 @@ class VirtualClock:
                 if self._mirror is not None:
                     self._mirror.value = self._now
             return self._now
+
+    def sleep(self, ns: int) -> int:
+        """The program sleeps: simulated time passes, and the host is idle, not busy (the
+        summary's "host busy" leaves it out, as it leaves out waits for the GPU)."""
+        self._slept += max(0, int(ns))
+        return self.advance(ns)
+
+    def take_slept(self) -> int:
+        """Sleep since the last call (reported with the rank's next synchronisation)."""
+        ns, self._slept = self._slept, 0
+        return ns
 
     def elapsed_ns(self) -> int:
         return self._now - self.origin_ns
@@ -152,7 +164,7 @@ def install(clock: VirtualClock) -> None:
         if compiling or _polls_for_a_lock(sys._getframe(1)) or not _on_the_program_thread():
             _real["sleep"](seconds)
             return
-        _installed.advance(int(seconds * 1e9))
+        _installed.sleep(int(seconds * 1e9))
         _real["sleep"](0)
 
     _time.perf_counter = mono
