@@ -372,7 +372,8 @@ class CaptureMode(TorchDispatchMode):
         (runtime/dispatch/kernel_errors.py), not what the meta kernel said; matmuls and
         convolutions over mixed dtypes fail as they fail on a GPU (their meta kernels let them
         through)."""
-        if func in kernel_errors.DTYPE_CHECKED:
+        if func in kernel_errors.DTYPE_CHECKED and kernel_errors.mixed_dtypes(args):
+            # the CPU re-run, off the op's record and the host model's count: only on mixed dtypes
             with self.simulator_ops():
                 mixed = kernel_errors.dtype_mismatch(func, args, kwargs)
             if mixed is not None:

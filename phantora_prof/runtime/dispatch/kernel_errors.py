@@ -71,11 +71,15 @@ def cuda_build_error(func: Any, args: tuple, kwargs: dict) -> RuntimeError | Non
     return None
 
 
+def mixed_dtypes(args: tuple) -> bool:
+    """Whether the op's tensor arguments differ in dtype (cheap: asked of every DTYPE_CHECKED op)."""
+    return len({a.dtype for a in args if isinstance(a, torch.Tensor)}) > 1
+
+
 def dtype_mismatch(func: Any, args: tuple, kwargs: dict) -> RuntimeError | None:
     """For an op of DTYPE_CHECKED whose tensor inputs differ in dtype: the error the CUDA
     kernel raises (None when the dtypes agree, or the CPU kernel accepts them)."""
-    dtypes = {a.dtype for a in args if isinstance(a, torch.Tensor)}
-    if len(dtypes) < 2:
+    if not mixed_dtypes(args):
         return None
     err = cuda_build_error(func, args, kwargs)
     if err is None:
