@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from phantora_prof.protocol import ORIGIN_NS
 from tracing.kineto import write_kineto
@@ -21,37 +21,34 @@ KINETO_RENDERER_SOURCE = "native/kineto/kineto_events.c"
 ENV_PYTHON_KINETO = "PHANTORA_PYTHON_KINETO"  # =1: render the Kineto JSON's events in Python (same bytes, slower)
 
 
-def use_native_perfetto_encoder() -> bool:
-    """Encode Perfetto events with the compiled encoder (built with the C compiler on first use,
-    ~1 s; the same bytes as the Python encoder, ~3x faster over a whole trace) unless
-    PHANTORA_PYTHON_PERFETTO=1 or it cannot be built. Returns whether it is in use."""
+def _use_native(source: str, module_name: str, env: str, install: Callable[[Any], None]) -> bool:
+    """Hand `install` the compiled extension of `source` (built with the C compiler on first
+    use, phantora_prof/c_extensions.py), or None where `env`=1 asks for Python or it cannot be
+    built (the Python path writes the same bytes). Returns whether it is in use."""
     import os
 
     from phantora_prof import c_extensions
+
+    module = c_extensions.load(source, module_name) if os.environ.get(env) != "1" else None
+    install(module)
+    return module is not None
+
+
+def use_native_perfetto_encoder() -> bool:
+    """Encode Perfetto events with the compiled encoder (~1 s to build; ~3x faster over a whole
+    trace) unless PHANTORA_PYTHON_PERFETTO=1 or it cannot be built."""
     from tracing.perfetto import use_native_encoder
 
-    module = None
-    if os.environ.get(ENV_PYTHON_PERFETTO) != "1":
-        module = c_extensions.load(PERFETTO_ENCODER_SOURCE, "phantora_perfetto")
-    use_native_encoder(module)
-    return module is not None
+    return _use_native(PERFETTO_ENCODER_SOURCE, "phantora_perfetto", ENV_PYTHON_PERFETTO, use_native_encoder)
 
 
 def use_native_kineto_renderer() -> bool:
-    """Render the Kineto files' events with the compiled renderer (built with the C compiler on
-    first use; the same bytes as the Python renderer, ~3x faster over a whole file) unless
-    PHANTORA_PYTHON_KINETO=1 or it cannot be built. Returns whether it is in use. Set before the
-    forked writers start (forked_writes.py): they inherit it."""
-    import os
-
-    from phantora_prof import c_extensions
+    """Render the Kineto files' events with the compiled renderer (~3x faster over a whole file)
+    unless PHANTORA_PYTHON_KINETO=1 or it cannot be built. Set before the forked writers start
+    (forked_writes.py): they inherit it."""
     from tracing.kineto import use_native_renderer
 
-    module = None
-    if os.environ.get(ENV_PYTHON_KINETO) != "1":
-        module = c_extensions.load(KINETO_RENDERER_SOURCE, "phantora_kineto")
-    use_native_renderer(module)
-    return module is not None
+    return _use_native(KINETO_RENDERER_SOURCE, "phantora_kineto", ENV_PYTHON_KINETO, use_native_renderer)
 
 
 def check_output_paths(out_dir: Path | None, report_dir: Path | None, summary_json: Path | None) -> None:
