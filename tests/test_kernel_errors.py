@@ -80,7 +80,7 @@ def test_a_device_the_process_cannot_see_is_cudas_invalid_ordinal(tmp_path):
                        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert r.returncode == 1
     assert "Error: CUDA error: invalid device ordinal" in r.stderr  # torch.AcceleratorError from torch 2.8 on
-    assert "this process sees 1 simulated GPU(s)" in r.stderr
+    assert "cuda:3 is not one of the 1 simulated GPU(s) this process sees" in r.stderr
 
 
 MIXED = """

@@ -955,15 +955,16 @@ def model(device: int = 0) -> AllocatorModel:
     m = _models.get(device)
     if m is None:
         if _models:  # `cuda:3` on a process that sees fewer GPUs: the CUDA runtime's error
-            raise invalid_device_ordinal(len(_models))
+            raise invalid_device_ordinal(device, len(_models))
         raise RuntimeError("simulated memory is not initialised")
     return m
 
 
-def invalid_device_ordinal(count: int) -> RuntimeError:
+def invalid_device_ordinal(index: int, count: int) -> RuntimeError:
     """What torch raises for a device index the process cannot see (cudaErrorInvalidDevice,
     c10/cuda/CUDAException's text), with the simulated GPU count the script may have meant
-    to change."""
+    to change. Raised where memory is asked of such a device, and by RuntimeState.device_index
+    (torch.cuda.set_device, device guards)."""
     import torch
 
     kind = getattr(torch, "AcceleratorError", RuntimeError)  # torch >= 2.8 raises this RuntimeError subclass
@@ -971,4 +972,5 @@ def invalid_device_ordinal(count: int) -> RuntimeError:
                 "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
                 "below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
                 "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"
-                f"(phantora-prof: this process sees {count} simulated GPU(s); --gpus-per-node sets how many)\n")
+                f"(phantora-prof: cuda:{index} is not one of the {count} simulated GPU(s) this process sees; "
+                "see --nproc-per-node / --gpus-per-node)\n")

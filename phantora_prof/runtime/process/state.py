@@ -56,8 +56,9 @@ class RuntimeState:
         if idx is None or (idx < 0 and not check):
             idx = self.current_device
         if check and not 0 <= idx < self.config.device_count:
-            raise RuntimeError(f"CUDA error: invalid device ordinal {idx} (the simulated node has "
-                               f"{self.config.device_count} GPU(s); see --nproc-per-node / --gpus-per-node)")
+            from phantora_prof.runtime.device.allocator import invalid_device_ordinal
+
+            raise invalid_device_ordinal(idx, self.config.device_count)
         return idx
 
     def tid(self) -> int:
