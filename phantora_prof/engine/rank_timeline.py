@@ -253,7 +253,8 @@ class RankTimeline:
         self.keep_host_spans = True
         self.flows: list[Flow] = []
         self.annotations: list[Annotation] = []
-        # per optimizer (its step range's name): [steps, first StepMark, last StepMark] (steady_window)
+        # per optimizer (its step range's name): [first StepMark, last StepMark, every step's done_ns]
+        # (steady_window; the step count is the list's length)
         self.step_marks: dict[str, list] = {}
         self._marked_work = 0  # self.work[:_marked_work] is in step_marks' gpu_end_ns
         self._gpu_end_marked = 0
@@ -674,18 +675,18 @@ class RankTimeline:
                         self.stats.sync_wait_ns)
         seen = self.step_marks.get(a.name)
         if seen is None:
-            self.step_marks[a.name] = [1, mark, mark, [mark.done_ns]]
+            self.step_marks[a.name] = [mark, mark, [mark.done_ns]]
         else:
-            seen[0] += 1
-            seen[2] = mark
-            seen[3].append(mark.done_ns)
+            seen[1] = mark
+            seen[2].append(mark.done_ns)
 
     def steady_window(self) -> StepWindow | None:
         """The steps after the first, between the ends of the first and the last optimizer step
         (of the optimizer that stepped most often); None with fewer than two steps."""
         if not self.step_marks:
             return None
-        steps, first, last, done = max(self.step_marks.values(), key=lambda v: (v[0], v[1].name))
+        first, last, done = max(self.step_marks.values(), key=lambda v: (len(v[2]), v[0].name))
+        steps = len(done)
         if steps < 2:
             return None
         t0, t1 = first.done_ns, last.done_ns
