@@ -433,21 +433,15 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "phantora_kineto", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit_phantora_kineto(void) {
-    s_cat = PyUnicode_InternFromString("cat");
-    s_name = PyUnicode_InternFromString("name");
-    s_tid = PyUnicode_InternFromString("tid");
-    s_ts_ns = PyUnicode_InternFromString("ts_ns");
-    s_dur_ns = PyUnicode_InternFromString("dur_ns");
-    s_args = PyUnicode_InternFromString("args");
-    s_on_gpu = PyUnicode_InternFromString("on_gpu");
-    s_device = PyUnicode_InternFromString("device");
-    s_id = PyUnicode_InternFromString("id");
-    s_start = PyUnicode_InternFromString("start");
-    s_end = PyUnicode_InternFromString("end");
-    s_scope = PyUnicode_InternFromString("scope");
-    s_gpu_user_annotation = PyUnicode_InternFromString("gpu_user_annotation");
-    if (!s_cat || !s_name || !s_tid || !s_ts_ns || !s_dur_ns || !s_args || !s_on_gpu || !s_device || !s_id ||
-        !s_start || !s_end || !s_scope || !s_gpu_user_annotation)
-        return NULL;
+    /* the attribute names read per span, interned once */
+    static const struct {
+        PyObject **slot;
+        const char *text;
+    } names[] = {{&s_cat, "cat"},     {&s_name, "name"},     {&s_tid, "tid"},     {&s_ts_ns, "ts_ns"},
+                 {&s_dur_ns, "dur_ns"}, {&s_args, "args"},   {&s_on_gpu, "on_gpu"}, {&s_device, "device"},
+                 {&s_id, "id"},       {&s_start, "start"},   {&s_end, "end"},     {&s_scope, "scope"},
+                 {&s_gpu_user_annotation, "gpu_user_annotation"}};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if ((*names[i].slot = PyUnicode_InternFromString(names[i].text)) == NULL) return NULL;
     return PyModule_Create(&module);
 }
