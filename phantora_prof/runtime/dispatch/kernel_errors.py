@@ -66,7 +66,7 @@ def cuda_build_error(func: Any, args: tuple, kwargs: dict) -> RuntimeError | Non
     except RuntimeError as exc:
         if type(exc) is RuntimeError:
             return RuntimeError(str(exc))
-    except Exception:  # noqa: BLE001 - any other failure: keep the meta kernel's error
+    except Exception:  # any other failure: keep the meta kernel's error
         log.debug("re-running %s on the CPU failed", func, exc_info=True)
     return None
 
