@@ -72,9 +72,8 @@ def print_summary(result: Any, config: Any, console: Any) -> None:
             b = steady_band(steady)
             per, n = steady["per_step_ns"], steady["steps"]
             low, high = b["low_ns"] / b["basis_ns"], b["high_ns"] / b["basis_ns"]  # the band, relative
-            mean = steady.get("mean_step_ns", per)
-            uneven = (f"; their mean {mean / 1e6:,.2f} ms: some steps took longer (an evaluation, a checkpoint, "
-                      "a pause)" if abs(mean - per) > 0.05 * per else "")
+            uneven = (f"; their mean {steady['mean_step_ns'] / 1e6:,.2f} ms: some steps took longer (an evaluation, "
+                      "a checkpoint, a pause)" if _uneven(steady) else "")
             console.print(f"estimate per step: {per / 1e6:,.2f} ms, 90% band {per * low / 1e6:,.2f}-"
                           f"{per * high / 1e6:,.2f} ms ({100.0 * (low - 1):+.1f}% / {100.0 * (high - 1):+.1f}%; the "
                           f"median of the {n} optimizer step(s) after the first{uneven}; the same band applies to "
@@ -124,6 +123,12 @@ def bound_line(steady: dict) -> str:
     return head + "GPU-bound"
 
 
+def _uneven(steady: dict) -> bool:
+    """The median step is more than 5% off the window's mean (a pause between steps)."""
+    per = steady["per_step_ns"]
+    return abs(steady.get("mean_step_ns", per) - per) > 0.05 * per
+
+
 def steady_band(steady: dict) -> dict:
     """The 90% band of the per-step estimate: the error band of the steps after the first
     (RankTimeline.steady_window), whose kernels and host time are what the script's step times
@@ -137,13 +142,12 @@ def steady_band(steady: dict) -> dict:
     from phantora_prof.cost import errorband
 
     window = steady["end_ns"] - steady["start_ns"]
-    n = steady["steps"]
-    per = steady.get("per_step_ns", window / n)
-    if abs(window / n - per) <= 0.05 * per:
+    if not _uneven(steady):
         b = errorband.step_band(window, steady["busy_ns"], steady["sources"], steady["host_busy_ns"])
         b["basis_ns"] = window
         return b
-    step = int(per)
+    n = steady["steps"]
+    step = int(steady["per_step_ns"])
     b = errorband.step_band(step, min(steady["busy_ns"] // n, step), steady["sources"],
                             min(steady["host_busy_ns"] // n, step))
     b["basis_ns"] = step
