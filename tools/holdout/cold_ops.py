@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import sys
 import time
 
 import torch
@@ -23,6 +24,14 @@ import torch.nn.functional as F
 
 
 def main() -> None:
+    # --counters: CPU hardware counters per case (hwcounters.py), each case run twice, with and
+    # without the timed op, so the difference is the op's own cycles / instructions / misses there
+    counting = "--counters" in sys.argv
+    counters = None
+    if counting:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from hwcounters import ThreadCounters
+    per_op: dict[str, dict[str, float]] = {}
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     from torch.distributed.device_mesh import init_device_mesh
@@ -34,15 +43,30 @@ def main() -> None:
     d = distribute_tensor(torch.randn(8, 1024, device="cuda"), mesh, [Shard(0)])
     pools = {s: [{"v": i} for i in range(s)] for s in (1_000, 10_000, 100_000, 1_000_000)}
 
-    def timed(between, n=400) -> float:
+    def loop(between, n, op=True):
         out = []
         for i in range(n):
             between(i)
             t0 = time.perf_counter_ns()
-            F.layer_norm(x, (1024,), w, b)
+            if op:
+                F.layer_norm(x, (1024,), w, b)
             out.append(time.perf_counter_ns() - t0)
             if i % 64 == 63:
                 torch.cuda.synchronize()
+        return out
+
+    def counted(between, n, op):
+        loop(between, 50, op)
+        counters.enable()
+        loop(between, n, op)
+        counters.disable()
+        return counters.read()
+
+    def timed(between, n=400, name="") -> float:
+        out = loop(between, n)
+        if counters is not None and name:
+            with_op, without = counted(between, n, True), counted(between, n, False)
+            per_op[name] = {k: round((with_op[k] - without[k]) / n) for k in with_op}
         return round(statistics.median(out[50:]) / 1e3, 2)
 
     def dtensor_ops(k):
@@ -75,15 +99,21 @@ def main() -> None:
                 acc += pool[j]["v"]
         return run
 
-    res = {"none": timed(lambda i: None)}
+    if counting:
+        counters = ThreadCounters.open()
+        if counters is None:
+            print("COUNTERS unavailable: " + ThreadCounters.why_not, flush=True)
+    res = {"none": timed(lambda i: None, name="none")}
     for k in (1, 4, 16, 64):
-        res[f"dtensor_{k}"] = timed(dtensor_ops(k))
+        res[f"dtensor_{k}"] = timed(dtensor_ops(k), name=f"dtensor_{k}")
     for k in (1, 4, 16, 64):
-        res[f"plain_{k}"] = timed(plain_ops(k))
+        res[f"plain_{k}"] = timed(plain_ops(k), name=f"plain_{k}")
     for s in pools:
-        res[f"touch_{s}"] = timed(touch(s))
-    res["none_again"] = timed(lambda i: None)
+        res[f"touch_{s}"] = timed(touch(s), name=f"touch_{s}")
+    res["none_again"] = timed(lambda i: None, name="none_again")
     print("COLD " + json.dumps(res), flush=True)
+    if per_op:
+        print("COLD_COUNTERS " + json.dumps(per_op), flush=True)
     dist.destroy_process_group()
 
 

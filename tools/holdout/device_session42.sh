@@ -1,28 +1,38 @@
 #!/usr/bin/env bash
-# Prepared in session 41 for the next device session (issue #15), not run yet (no device time left):
-# (a) does the TP model's host work miss the CPU caches more than the plain model's? `perf stat`
-#     counters of dtensor_overhead.py plain / tp at 4 and 8 blocks, if the VM exposes them;
-# (b) torch.save / torch.load of 64-512 MiB state dicts from GPU and CPU tensors (save_time.py):
-#     the simulator charges CPU-side serialisation nothing today.
-# Usage: device_session42.sh OUTDIR   (from the repository root; reference workloads in tools/holdout/_wl)
+# Session 42's device run (issue #15): is DTensor's in-context cost the CPU caches'?
+# (a) CPU hardware counters (hwcounters.py: perf_event_open from Python, no perf binary needed),
+#     per phase, of dtensor_overhead.py plain / tp at 4 and 8 blocks, counted from step 3;
+# (a') the same at tiny sizes (dim 64, seq 16), on a CPU (gloo) mesh and on the GPU: DTensor's own
+#     work in context without CUDA against with it;
+# (b) cold_ops.py with counters: the timed op's own cycles, instructions and misses per context;
+# (c) py-spy with native frames (blocking, 100 Hz) of tp at 4 and 8 blocks and plain at 8, from
+#     step 3: which C/C++ functions grow with the block count;
+# (d) torch.save / torch.load of 64-512 MiB state dicts (save_time.py).
+# Usage: device_session42.sh OUTDIR   (from the repository root; run's carry: tools/holdout/_wl,
+# .whl/py-spy.xz)
 set -u
 out=$1; mkdir -p "$out"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
+mkdir -p /tmp/site/bin && xz -dc .whl/py-spy.xz > /tmp/site/bin/py-spy && chmod +x /tmp/site/bin/py-spy
+export PATH=/tmp/site/bin:$PATH
 log=$out/log.txt
 anchor() { ( cd tools/holdout/_wl && timeout 120 python3 gpt.py --batch 1 --seq 64 --steps 10 ) 2>&1 | grep -o '"median_steady_ms": [0-9.]*' >> "$log"; }
 export RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29517
+echo "paranoid $(cat /proc/sys/kernel/perf_event_paranoid) cpu $(grep -m1 'model name' /proc/cpuinfo)" >> "$log"
 anchor
 P=tools/holdout/dtensor_overhead.py
-if command -v perf > /dev/null && perf stat -e cycles true > /dev/null 2>&1; then
-  ctl=/tmp/perf_ctl; rm -f $ctl; mkfifo $ctl
-  for L in 4 8; do for m in plain tp; do  # counted from step 3 on (the script enables perf through the fifo)
-    perf stat -D -1 --control=fifo:$ctl -x, \
-      -e cycles,instructions,cache-references,cache-misses,L1-dcache-load-misses,LLC-load-misses \
-      -o "$out/perf_${m}$L.csv" timeout 150 python3 $P --mode $m --layers $L --steps 24 --perf-ctl $ctl >> "$log" 2>&1
-  done; done
-else
-  echo "no usable perf on this machine" >> "$log"
-fi
+for L in 4 8; do for m in plain tp; do
+  timeout 150 python3 $P --mode $m --layers $L --steps 20 --counters 2>&1 | grep -E "OVERHEAD|COUNTERS|Error" >> "$log"
+done; done
+T="--dim 64 --heads 4 --seq 16 --batch 2 --vocab 512 --no-autocast --steps 30 --counters"
+for L in 4 8; do for d in cpu cuda; do for m in plain tp; do  # tiny: DTensor's work without CUDA, then with
+  timeout 100 python3 $P --device $d --mode $m --layers $L $T 2>&1 | grep -E "OVERHEAD|COUNTERS|Error" >> "$log"
+done; done; done
+timeout 200 python3 tools/holdout/cold_ops.py --counters 2>&1 | grep -E "COLD|COUNTERS|Error" >> "$log"
+for c in "tp 8" "tp 4" "plain 8"; do set -- $c
+  timeout 200 python3 $P --mode $1 --layers $2 --steps 24 --spy "$out/spy_native_$1$2.txt" --spy-native 2>&1 | grep -E "OVERHEAD|Error" >> "$log"
+  gzip -f "$out/spy_native_$1$2.txt"
+done
 echo "real $(timeout 200 python3 tools/holdout/save_time.py 2>&1 | grep -E 'SAVE|Error')" >> "$log"
 anchor
 cat "$log"

@@ -42,15 +42,28 @@ def main() -> None:
     p.add_argument("--vocab", type=int, default=50304)
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--no-autocast", action="store_true")
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                   help="cpu: the model and a gloo mesh on the CPU (no launches, no NCCL; no autocast): what DTensor's "
+                        "own Python and C++ cost in context without CUDA, to hold against the cuda run (torch threads 1)")
     p.add_argument("--spy", metavar="FILE", help="sample steps 3.. with py-spy (Python frames, lines; raw output to FILE)")
     p.add_argument("--perf-ctl", metavar="FIFO",
                    help="perf stat's control fifo (perf stat -D -1 --control=fifo:FIFO): counters on from step 3 "
                         "to the end, so start-up stays out")
     p.add_argument("--time-ops", action="store_true",
                    help="time each forward layer_norm / SDPA / gelu call (perf_counter_ns around it): its cost in context")
+    p.add_argument("--spy-native", action="store_true",
+                   help="with --spy: native (C/C++) frames too; py-spy then stops the process per sample (blocking, 100 Hz)")
+    p.add_argument("--counters", action="store_true",
+                   help="CPU hardware counters per phase over steps 3.. (hwcounters.py, perf_event_open; all threads)")
     p.add_argument("--gc", choices=("on", "off"), default="on", help="off: gc.disable() after step 2")
     args = p.parse_args()
-    common.local_device()
+    on_cpu = args.device == "cpu"
+    if on_cpu:
+        torch.set_num_threads(1)
+        dist.init_process_group("gloo")
+        args.no_autocast = True
+    else:
+        common.local_device()
     op_ns: dict[str, list[int]] = {}
     if args.time_ops:  # before the model's module imports F's functions: they call F.<name> at run time
         import torch.nn.functional as F
@@ -66,19 +79,27 @@ def main() -> None:
             setattr(F, name, timer(name, getattr(F, name)))
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import parallelize_module
-    mesh = init_device_mesh("cuda", (int(os.environ.get("WORLD_SIZE", "1")),))
+    mesh = init_device_mesh(args.device, (int(os.environ.get("WORLD_SIZE", "1")),))
     torch.manual_seed(0)
     GPT = common.tensor_parallel_gpt()
-    model = GPT(args.vocab, args.seq, args.dim, args.heads, args.layers).cuda()
+    model = GPT(args.vocab, args.seq, args.dim, args.heads, args.layers).to(args.device)
     if args.mode == "tp":
         for block in model.blocks:
             parallelize_module(block, mesh, common.megatron_plan())
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, foreach=False)
-    x = torch.randint(0, args.vocab, (args.batch, args.seq), device="cuda")
+    x = torch.randint(0, args.vocab, (args.batch, args.seq), device=args.device)
+    sync = (lambda: None) if on_cpu else torch.cuda.synchronize
     phases: dict[str, list[float]] = {"forward": [], "backward": [], "optimizer": [], "step": []}
     gc_ms = [0.0, 0.0, 0.0]
     gc_n = [0, 0, 0]
     gc_t0 = [0.0]
+    counters = None
+    phase_counts: dict[str, dict[str, float]] = {}
+
+    def count(phase: str, before: dict[str, float], after: dict[str, float]) -> None:
+        acc = phase_counts.setdefault(phase, {})
+        for k, v in after.items():
+            acc[k] = acc.get(k, 0.0) + v - before[k]
 
     def on_gc(phase: str, info: dict) -> None:  # time in the collector per generation
         if phase == "start":
@@ -93,23 +114,39 @@ def main() -> None:
                 with open(args.perf_ctl, "w") as ctl:
                     ctl.write("enable\n")
             if args.spy:  # attached after the warm-up steps, so step 0's first calls stay out
-                spy = subprocess.Popen(["py-spy", "record", "--pid", str(os.getpid()), "--rate", "250", "--nonblocking",
+                how = ["--rate", "100", "--native"] if args.spy_native else ["--rate", "250", "--nonblocking"]
+                spy = subprocess.Popen(["py-spy", "record", "--pid", str(os.getpid()), *how,
                                         "--threads", "--format", "raw", "-o", args.spy])
                 time.sleep(2.0)
             gc.callbacks.append(on_gc)
+            if args.counters:
+                sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+                from hwcounters import ThreadCounters
+                counters = ThreadCounters.open()
+                if counters is None:
+                    print("COUNTERS unavailable: " + ThreadCounters.why_not, flush=True)
+                else:
+                    counters.enable()
             if args.gc == "off":
                 gc.disable()
-        torch.cuda.synchronize()
+        sync()
+        c0 = counters.read() if counters else None
         t0 = time.perf_counter()
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=not args.no_autocast):
             loss = model(x, x)
         t1 = time.perf_counter()
+        c1 = counters.read() if counters else None
         loss.backward()
         t2 = time.perf_counter()
+        c2 = counters.read() if counters else None
         opt.step()
         opt.zero_grad(set_to_none=True)
         t3 = time.perf_counter()
-        torch.cuda.synchronize()
+        if counters:
+            c3 = counters.read()
+            for name, a, b in (("forward", c0, c1), ("backward", c1, c2), ("optimizer", c2, c3)):
+                count(name, a, b)
+        sync()
         t4 = time.perf_counter()
         if i >= 3:
             for k, v in zip(phases, (t1 - t0, t2 - t1, t3 - t2, t4 - t0)):
@@ -123,10 +160,12 @@ def main() -> None:
     if dist.get_rank() == 0:
         med = {k: round(statistics.median(v), 3) for k, v in phases.items()}
         n = args.steps - 3
-        print("OVERHEAD " + json.dumps({"mode": args.mode, "layers": args.layers, "gc": args.gc, **med,
+        print("OVERHEAD " + json.dumps({"mode": args.mode, "layers": args.layers, "device": args.device, "gc": args.gc, **med,
                                         "gc_ms_per_step": [round(v / n, 3) for v in gc_ms],
                                         "gc_collections_per_step": [round(v / n, 2) for v in gc_n],
                                         "gc_tracked": len(gc.get_objects()),
+                                        "counters_per_step": {ph: {k: round(v / n) for k, v in cs.items()}
+                                                              for ph, cs in phase_counts.items()},
                                         "op_us": {k: round(statistics.median(v[len(v) // 4:]) / 1e3, 2)
                                                   for k, v in op_ns.items()}}), flush=True)
     dist.destroy_process_group()
