@@ -133,6 +133,8 @@ def _apply(table: dict, prof: dict) -> dict:
     t["api_ns"]["cudaGraphLaunch"] = int(t["cuda_graphs"]["launch_ns"] * api)
     # measured like compiled_calls (tools/holdout/cudagraph_host.py): the speed applies
     t["cuda_graphs"] = {k: int(v * speed) for k, v in t["cuda_graphs"].items() if k != "comment"}
+    # measured as whole torch.save / torch.load calls, scaled to the reference host: the speed applies
+    t["serialization"] = {k: float(v) * speed for k, v in t.get("serialization", {}).items() if k != "comment"}
     return t
 
 
@@ -257,6 +259,16 @@ PY_CALL_NS: float = TABLE["python"]["py_call_ns"]
 OPCODE_NS: float = TABLE["python"]["opcode_ns"]
 SUBCLASS_DISPATCH_NS: int = int(TABLE["subclass_dispatch"]["ns"])  # per tensor-subclass (DTensor) dispatch
 SUBCLASS_OPCODE_NS: float = TABLE["subclass_dispatch"]["opcode_ns"]  # per instruction inside one
+
+SERIALIZATION: dict[str, float] = TABLE["serialization"]
+
+
+def serialization_ns(kind: str, nbytes: int) -> int:
+    """Host time of torch.save ("save") or torch.load ("load") of a file of `nbytes` bytes, beyond
+    the D2H / H2D copies of simulated CUDA tensors (host_model.json "serialization")."""
+    s = SERIALIZATION
+    return int(s.get(f"{kind}_base_ns", 0.0) + s.get(f"{kind}_ns_per_byte", 0.0) * nbytes) if nbytes > 0 else 0
+
 
 # Aten ops on CPU tensors (they run for real; this is their time on the reference host).
 CPU_OP_BASE_NS: float = TABLE["cpu_ops"]["base_ns"]

@@ -17,6 +17,9 @@ GPU checkpoint.
   `map_location` works as in torch (`"cpu"`, a device, a dict, a function).
 - Plain `pickle` of a simulated tensor (outside `torch.save`) gives its host copy and moves
   it back to the device when unpickled.
+- Time: beyond those copies, `torch.save` and `torch.load` cost host time per byte of the file
+  (pickling, the zip archive's crc32 and writes into the page cache; reading back), measured on
+  the GPU machine's host (hostcost.serialization_ns, host_model.json "serialization").
 """
 from __future__ import annotations
 
@@ -187,11 +190,58 @@ def _patched_data_ptr(original):
     return _data_ptr
 
 
+def _file_bytes(f: Any) -> int | None:
+    """How many bytes the file `f` (a path or a seekable file object) holds / is at."""
+    import os
+
+    try:
+        if isinstance(f, (str, os.PathLike)):
+            return os.path.getsize(f)
+        return int(f.tell())
+    except (OSError, AttributeError, ValueError, TypeError):
+        return None
+
+
+def _charge_file(kind: str, before: int | None, after: int | None) -> None:
+    """The host time of the file's bytes (pickling, the zip archive, the page cache): the
+    simulated CUDA tensors' copies are charged by the copy model, the rest here."""
+    from phantora_prof import hostcost
+    from phantora_prof.runtime.process import state
+
+    if after is None or not state.installed():
+        return
+    ns = hostcost.serialization_ns(kind, after - (before or 0))
+    if ns > 0:
+        state.get().clock.advance(ns)
+
+
 def _wrap(fn, name: str):
+    import os
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        f = kwargs.get("f", args[1] if name == "save" and len(args) > 1 else args[0] if name == "load" and args
+                       else None)
+        by_path = isinstance(f, (str, os.PathLike))
+        if name == "load":  # what will be read: the file's size, or the rest of a file object
+            size = _file_bytes(f)
+            if size is not None and not by_path:
+                try:
+                    pos = f.tell()
+                    f.seek(0, os.SEEK_END)
+                    size = f.tell() - pos
+                    f.seek(pos)
+                except (OSError, AttributeError, ValueError):
+                    size = None
+            with _scoped(name):
+                out = fn(*args, **kwargs)
+            _charge_file("load", 0, size)
+            return out
+        before = None if by_path else _file_bytes(f)
         with _scoped(name):
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
+        _charge_file("save", before, _file_bytes(f))
+        return out
 
     wrapper._phantora_wrapped = fn
     return wrapper

@@ -1,0 +1,23 @@
+"""torch.save / torch.load of a CPU state dict, to a path and to a file object, timed with the
+script's own clock (simulated under phantora-prof): tests/test_e2e.py."""
+import io
+import os
+import sys
+import time
+
+import torch
+
+out = sys.argv[1]
+sd = {f"w{i}": torch.zeros(1 << 20) for i in range(8)}  # 32 MiB of fp32
+path = os.path.join(out, "sd.pt")
+t0 = time.perf_counter()
+torch.save(sd, path)
+t1 = time.perf_counter()
+buf = io.BytesIO()
+torch.save(sd, buf)
+t2 = time.perf_counter()
+buf.seek(0)
+torch.load(buf)
+t3 = time.perf_counter()
+print(f"BYTES {os.path.getsize(path)} {len(buf.getvalue())}")
+print(f"TIMES_NS {int((t1 - t0) * 1e9)} {int((t2 - t1) * 1e9)} {int((t3 - t2) * 1e9)}")
