@@ -1,6 +1,6 @@
 """Does a plain CUDA op cost more when other work ran just before it (issue #15)? One GPU.
 
-    torchrun --nproc-per-node 1 tools/holdout/cold_ops.py
+    torchrun --nproc-per-node 1 tools/holdout/cold_ops.py [--counters] [--device cpu]
 
 In the TP example a plain op (layer_norm, SDPA, the residual add) costs several times its cost in
 the plain model (py-spy, session 41), though it is the same call on the same shapes. The
@@ -32,15 +32,21 @@ def main() -> None:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         from hwcounters import ThreadCounters
     per_op: dict[str, dict[str, float]] = {}
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    # --device cpu: the same on CPU tensors and a gloo mesh (no GPU needed): the effect is the host's
+    dev = "cpu" if "--device" in sys.argv and sys.argv[sys.argv.index("--device") + 1] == "cpu" else "cuda"
+    if dev == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    else:
+        torch.set_num_threads(1)
+    dist.init_process_group("nccl" if dev == "cuda" else "gloo")
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Shard, distribute_tensor
-    mesh = init_device_mesh("cuda", (1,))
-    x = torch.randn(8, 1024, device="cuda")
-    w = torch.ones(1024, device="cuda")
-    b = torch.zeros(1024, device="cuda")
-    d = distribute_tensor(torch.randn(8, 1024, device="cuda"), mesh, [Shard(0)])
+    mesh = init_device_mesh(dev, (1,))
+    x = torch.randn(8, 1024, device=dev)
+    w = torch.ones(1024, device=dev)
+    b = torch.zeros(1024, device=dev)
+    d = distribute_tensor(torch.randn(8, 1024, device=dev), mesh, [Shard(0)])
     pools = {s: [{"v": i} for i in range(s)] for s in (1_000, 10_000, 100_000, 1_000_000)}
 
     def loop(between, n, op=True):
@@ -52,7 +58,7 @@ def main() -> None:
                 F.layer_norm(x, (1024,), w, b)
             out.append(time.perf_counter_ns() - t0)
             if i % 64 == 63:
-                torch.cuda.synchronize()
+                sync()
         return out
 
     def counted(between, n, op):
@@ -76,7 +82,7 @@ def main() -> None:
                 y = y + 1.0
         return run
 
-    others = [torch.randn(8, 1024, device="cuda") for _ in range(4)]
+    others = [torch.randn(8, 1024, device=dev) for _ in range(4)]
     kinds = [torch.add, torch.mul, torch.sub, torch.maximum, lambda a, b: F.gelu(a), lambda a, b: torch.sigmoid(a),
              lambda a, b: torch.tanh(a), lambda a, b: torch.exp(a), lambda a, b: a.sum(dim=1),
              lambda a, b: torch.cat([a, b]), lambda a, b: a.t().contiguous(), lambda a, b: a.to(torch.bfloat16),

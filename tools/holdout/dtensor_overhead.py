@@ -75,7 +75,7 @@ def main() -> None:
                 op_ns.setdefault(name, []).append(time.perf_counter_ns() - t0)
                 return r
             return timed
-        for name in ("layer_norm", "scaled_dot_product_attention", "gelu"):
+        for name in ("layer_norm", "scaled_dot_product_attention", "gelu", "linear"):
             setattr(F, name, timer(name, getattr(F, name)))
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import parallelize_module
