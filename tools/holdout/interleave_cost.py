@@ -7,8 +7,10 @@
 A DTensor `F.linear` (a one-device mesh, weight sharded by rows) is timed alone, repeated
 (perf_counter_ns around each call, median of `--n` calls, 1,500 by default), and after k = 1..32 other ops between two
 calls: plain ops of up to sixteen kinds, DTensor ops of up to sixteen kinds, or k DTensor ops of
-one kind; or k = 200..4000 generated Python functions, distinct or the same one. The same amount of work in between costs the linear more when the work is of more
-different kinds: the calibration of the simulator's warm set (runtime/host/warm_set.py).
+one kind; or k = 200..4000 generated Python functions, distinct or the same one. The same
+amount of work in between costs the linear more when the work is of more different kinds
+(tools/holdout/real_h200/session42/README.md; the warm-set model fitted on it is on the
+`warmset` branch, not enabled).
 Prints `INTERLEAVE {json}`: microseconds per timed linear for each case.
 """
 from __future__ import annotations
