@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -190,10 +191,8 @@ def _patched_data_ptr(original):
     return _data_ptr
 
 
-def _file_bytes(f: Any) -> int | None:
-    """How many bytes the file `f` (a path or a seekable file object) holds / is at."""
-    import os
-
+def _size_of(f: Any) -> int | None:
+    """The size of the file `f` (a path), or the position of a file object; None if unknown."""
     try:
         if isinstance(f, (str, os.PathLike)):
             return os.path.getsize(f)
@@ -202,45 +201,55 @@ def _file_bytes(f: Any) -> int | None:
         return None
 
 
-def _charge_file(kind: str, before: int | None, after: int | None) -> None:
-    """The host time of the file's bytes (pickling, the zip archive, the page cache): the
-    simulated CUDA tensors' copies are charged by the copy model, the rest here."""
+def _left_to_read(f: Any) -> int | None:
+    """The bytes torch.load will read: the file's size, or what follows a file object's position."""
+    if isinstance(f, (str, os.PathLike)):
+        return _size_of(f)
+    try:
+        pos = f.tell()
+        end = f.seek(0, os.SEEK_END)
+        f.seek(pos)
+        return int(end) - int(pos)
+    except (OSError, AttributeError, ValueError, TypeError):
+        return None
+
+
+def _charge_file(kind: str, nbytes: int | None) -> None:
+    """The host time of the file's bytes (pickling, the zip archive, the page cache); the
+    simulated CUDA tensors' copies are charged by the copy model."""
     from phantora_prof import hostcost
     from phantora_prof.runtime.process import state
 
-    if after is None or not state.installed():
-        return
-    ns = hostcost.serialization_ns(kind, after - (before or 0))
-    if ns > 0:
-        state.get().clock.advance(ns)
+    if nbytes and state.installed():
+        ns = hostcost.serialization_ns(kind, nbytes)
+        if ns > 0:
+            state.get().clock.advance(ns)
+
+
+def _file_arg(name: str, args: tuple, kwargs: dict) -> Any:
+    """torch.save(obj, f, ...) / torch.load(f, ...): the file argument."""
+    if "f" in kwargs:
+        return kwargs["f"]
+    index = 1 if name == "save" else 0
+    return args[index] if len(args) > index else None
 
 
 def _wrap(fn, name: str):
-    import os
-
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        f = kwargs.get("f", args[1] if name == "save" and len(args) > 1 else args[0] if name == "load" and args
-                       else None)
-        by_path = isinstance(f, (str, os.PathLike))
-        if name == "load":  # what will be read: the file's size, or the rest of a file object
-            size = _file_bytes(f)
-            if size is not None and not by_path:
-                try:
-                    pos = f.tell()
-                    f.seek(0, os.SEEK_END)
-                    size = f.tell() - pos
-                    f.seek(pos)
-                except (OSError, AttributeError, ValueError):
-                    size = None
+        f = _file_arg(name, args, kwargs)
+        if name == "load":
+            # mmap=True reads the storages lazily, as the program touches them: not charged here
+            nbytes = None if kwargs.get("mmap") else _left_to_read(f)
             with _scoped(name):
                 out = fn(*args, **kwargs)
-            _charge_file("load", 0, size)
+            _charge_file(name, nbytes)
             return out
-        before = None if by_path else _file_bytes(f)
+        before = 0 if isinstance(f, (str, os.PathLike)) else _size_of(f)
         with _scoped(name):
             out = fn(*args, **kwargs)
-        _charge_file("save", before, _file_bytes(f))
+        after = _size_of(f)
+        _charge_file(name, after - before if after is not None and before is not None else None)
         return out
 
     wrapper._phantora_wrapped = fn
