@@ -597,7 +597,7 @@ def test_torch_save_and_load_cost_host_time_per_byte_of_the_file(cli):
     r = cli("--no-trace", PY, str(SCRIPTS / "save_timed.py"), str(cli.cwd))
     assert r.returncode == 0, r.stderr[-3000:]
     path_bytes, buf_bytes = (int(v) for v in r.stdout.split("BYTES ")[1].split()[:2])
-    save_path, save_buf, load_buf = (int(v) for v in r.stdout.split("TIMES_NS ")[1].split()[:3])
+    save_path, save_buf, load_buf, load_mmap = (int(v) for v in r.stdout.split("TIMES_NS ")[1].split()[:4])
     assert path_bytes > 32 << 20 and buf_bytes > 32 << 20
     for measured, kind, nbytes in ((save_path, "save", path_bytes), (save_buf, "save", buf_bytes),
                                    (load_buf, "load", buf_bytes)):
@@ -605,6 +605,7 @@ def test_torch_save_and_load_cost_host_time_per_byte_of_the_file(cli):
         assert expected > 10_000_000  # tens of ms for 32 MiB on the reference host
         # the charge, plus the counted Python of torch.save / torch.load (torch.load's: ~10% here)
         assert expected <= measured < expected * 1.25, (kind, measured, expected)
+    assert load_mmap < hostcost.serialization_ns("load", path_bytes) / 2  # mmap=True: read lazily, not charged
 
 
 def test_bad_output_paths_are_found_before_the_script_starts(cli):
