@@ -5,8 +5,9 @@
 
 GPT-2 124M (examples/gpt's model) with AdamW's state after one step: torch.save of
 {"model", "optim"} from the GPU (state dicts of ~150 tensors of every size), of the same moved to
-the CPU first, and torch.load of the file back to the GPU. Prints `CKPT {json}`: milliseconds,
-median of three, and the file's size in MiB.
+the CPU first, and torch.load of the file back to the GPU; then 8 x 64 MiB D2H copies into fresh
+host memory (`.cpu()`) and into host tensors made once (`copy_`). Prints `CKPT {json}`:
+milliseconds, median of three, and the files' sizes in MiB.
 """
 from __future__ import annotations
 
@@ -50,6 +51,12 @@ def main() -> None:
     torch.save(ckpt, path)
     res["load_to_gpu"] = timed(lambda: torch.load(path, map_location="cuda"))
     os.unlink(path)
+    # Why `.cpu()` of large tensors took 4x the simulated copy (session 42): into fresh pageable
+    # memory (page faults) or the pageable copy itself? 8 x 64 MiB each way.
+    big = [torch.randn(16 << 20, device="cuda") for _ in range(8)]
+    reused = [torch.empty(16 << 20) for _ in range(8)]
+    res["d2h_fresh_512mib"] = timed(lambda: [t.cpu() for t in big])
+    res["d2h_reused_512mib"] = timed(lambda: [r.copy_(t) for r, t in zip(reused, big)])
     print("CKPT " + json.dumps(res), flush=True)
 
 
