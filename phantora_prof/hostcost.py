@@ -134,7 +134,8 @@ def _apply(table: dict, prof: dict) -> dict:
     # measured like compiled_calls (tools/holdout/cudagraph_host.py): the speed applies
     t["cuda_graphs"] = {k: int(v * speed) for k, v in t["cuda_graphs"].items() if k != "comment"}
     # measured as whole torch.save / torch.load calls, scaled to the reference host: the speed applies
-    t["serialization"] = {k: float(v) * speed for k, v in t.get("serialization", {}).items() if k != "comment"}
+    t["serialization"] = {k: float(v) * (speed if k.endswith("_ns") or k.endswith("_ns_per_byte") else 1.0)
+                          for k, v in t.get("serialization", {}).items() if k != "comment"}
     return t
 
 
@@ -264,10 +265,18 @@ SERIALIZATION: dict[str, float] = TABLE["serialization"]
 
 
 def serialization_ns(kind: str, nbytes: int) -> int:
-    """Host time of torch.save ("save") or torch.load ("load") of a file of `nbytes` bytes, beyond
-    the D2H / H2D copies of simulated CUDA tensors (host_model.json "serialization")."""
+    """Host time of torch.save ("save") of a file of `nbytes` bytes, beyond the D2H copies of
+    simulated CUDA tensors (host_model.json "serialization")."""
     s = SERIALIZATION
     return int(s.get(f"{kind}_base_ns", 0.0) + s.get(f"{kind}_ns_per_byte", 0.0) * nbytes) if nbytes > 0 else 0
+
+
+def storage_read_ns(nbytes: int) -> int:
+    """Host time of torch.load reading one storage of `nbytes` into new host memory: per byte, and
+    per byte more from the size where new memory is fresh pages (host_model.json "serialization")."""
+    s = SERIALIZATION
+    per_byte = s["load_ns_per_byte"] + (s["load_fresh_ns_per_byte"] if nbytes >= s["fresh_min_bytes"] else 0.0)
+    return int(per_byte * nbytes)
 
 
 # Aten ops on CPU tensors (they run for real; this is their time on the reference host).

@@ -8,7 +8,8 @@ import time
 import torch
 
 out = sys.argv[1]
-sd = {f"w{i}": torch.zeros(1 << 20) for i in range(8)}  # 32 MiB of fp32
+sd = {f"w{i}": torch.zeros(1 << 20) for i in range(4)}  # 4 x 4 MiB of fp32
+sd["big"] = torch.zeros(8 << 20)  # 32 MiB: read back into fresh pages
 path = os.path.join(out, "sd.pt")
 t0 = time.perf_counter()
 torch.save(sd, path)

@@ -17,9 +17,11 @@ GPU checkpoint.
   `map_location` works as in torch (`"cpu"`, a device, a dict, a function).
 - Plain `pickle` of a simulated tensor (outside `torch.save`) gives its host copy and moves
   it back to the device when unpickled.
-- Time: beyond those copies, `torch.save` and `torch.load` cost host time per byte of the file
-  (pickling, the zip archive's crc32 and writes into the page cache; reading back), measured on
-  the GPU machine's host (hostcost.serialization_ns, host_model.json "serialization").
+- Time: beyond those copies, `torch.save` costs host time per byte of the file (pickling, the
+  zip archive's crc32, writes into the page cache) and `torch.load` per storage read back, more
+  for storages of 32 MiB and over (new host memory that large is fresh pages from the OS, each
+  faulted in), measured on the GPU machine's host (hostcost.serialization_ns / storage_read_ns,
+  host_model.json "serialization").
 """
 from __future__ import annotations
 
@@ -116,11 +118,16 @@ def _location_tag(storage: Any) -> str | None:
 
 
 def _to_device(storage: Any, location: str):
-    """Deserializer: a `cuda:N` storage read from a file becomes a simulated CUDA storage."""
-    if not location.startswith("cuda"):
-        return None
+    """Deserializer: a `cuda:N` storage read from a file becomes a simulated CUDA storage. Called
+    for every storage torch.load reads (ours is the first deserializer asked), so it also charges
+    the reading of each one (_charge_read)."""
     if isinstance(storage, torch.storage.TypedStorage):
         storage = storage._untyped_storage
+    scope = _scope("load")
+    if scope is not None and not scope.get(_LAZY):
+        _charge_read(storage.nbytes())
+    if not location.startswith("cuda"):
+        return None
     if storage.device.type != "cpu":
         return None
     device = torch.serialization.validate_cuda_device(location)  # as torch: a clear error for a missing GPU
@@ -201,17 +208,18 @@ def _size_of(f: Any) -> int | None:
         return None
 
 
-def _left_to_read(f: Any) -> int | None:
-    """The bytes torch.load will read: the file's size, or what follows a file object's position."""
-    if isinstance(f, (str, os.PathLike)):
-        return _size_of(f)
-    try:
-        pos = f.tell()
-        end = f.seek(0, os.SEEK_END)
-        f.seek(pos)
-        return int(end) - int(pos)
-    except (OSError, AttributeError, ValueError, TypeError):
-        return None
+_LAZY = "lazy"  # in a load's scope: torch.load(mmap=True), whose storages are read as they are touched
+
+
+def _charge_read(nbytes: int) -> None:
+    """Host time of reading one storage of `nbytes` back from a file into new host memory."""
+    from phantora_prof import hostcost
+    from phantora_prof.runtime.process import state
+
+    if nbytes and state.installed():
+        ns = hostcost.storage_read_ns(nbytes)
+        if ns > 0:
+            state.get().clock.advance(ns)
 
 
 def _charge_file(kind: str, nbytes: int | None) -> None:
@@ -238,13 +246,11 @@ def _wrap(fn, name: str):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         f = _file_arg(name, args, kwargs)
-        if name == "load":
-            # mmap=True reads the storages lazily, as the program touches them: not charged here
-            nbytes = None if kwargs.get("mmap") else _left_to_read(f)
+        if name == "load":  # charged per storage read (_to_device)
             with _scoped(name):
-                out = fn(*args, **kwargs)
-            _charge_file(name, nbytes)
-            return out
+                if kwargs.get("mmap"):  # storages read lazily, as the program touches them: not charged
+                    _scope(name)[_LAZY] = True
+                return fn(*args, **kwargs)
         before = 0 if isinstance(f, (str, os.PathLike)) else _size_of(f)
         with _scoped(name):
             out = fn(*args, **kwargs)
