@@ -264,11 +264,11 @@ SUBCLASS_OPCODE_NS: float = TABLE["subclass_dispatch"]["opcode_ns"]  # per instr
 SERIALIZATION: dict[str, float] = TABLE["serialization"]
 
 
-def serialization_ns(kind: str, nbytes: int) -> int:
-    """Host time of torch.save ("save") of a file of `nbytes` bytes, beyond the D2H copies of
+def save_ns(nbytes: int) -> int:
+    """Host time of torch.save writing a file of `nbytes` bytes, beyond the D2H copies of
     simulated CUDA tensors (host_model.json "serialization")."""
     s = SERIALIZATION
-    return int(s.get(f"{kind}_base_ns", 0.0) + s.get(f"{kind}_ns_per_byte", 0.0) * nbytes) if nbytes > 0 else 0
+    return int(s["save_base_ns"] + s["save_ns_per_byte"] * nbytes) if nbytes > 0 else 0
 
 
 def storage_read_ns(nbytes: int) -> int:

@@ -20,7 +20,7 @@ GPU checkpoint.
 - Time: beyond those copies, `torch.save` costs host time per byte of the file (pickling, the
   zip archive's crc32, writes into the page cache) and `torch.load` per storage read back, more
   for storages of 32 MiB and over (new host memory that large is fresh pages from the OS, each
-  faulted in), measured on the GPU machine's host (hostcost.serialization_ns / storage_read_ns,
+  faulted in), measured on the GPU machine's host (hostcost.save_ns / storage_read_ns,
   host_model.json "serialization").
 """
 from __future__ import annotations
@@ -120,7 +120,8 @@ def _location_tag(storage: Any) -> str | None:
 def _to_device(storage: Any, location: str):
     """Deserializer: a `cuda:N` storage read from a file becomes a simulated CUDA storage. Called
     for every storage torch.load reads (ours is the first deserializer asked), so it also charges
-    the reading of each one (_charge_read)."""
+    the reading of each one (_charge_read); not when a `map_location` function places the
+    storage itself (it returns one), whose reading is then free (approximate)."""
     if isinstance(storage, torch.storage.TypedStorage):
         storage = storage._untyped_storage
     scope = _scope("load")
@@ -222,14 +223,14 @@ def _charge_read(nbytes: int) -> None:
             state.get().clock.advance(ns)
 
 
-def _charge_file(kind: str, nbytes: int | None) -> None:
-    """The host time of the file's bytes (pickling, the zip archive, the page cache); the
+def _charge_save(nbytes: int | None) -> None:
+    """The host time of writing the file's bytes (pickling, the zip archive, the page cache); the
     simulated CUDA tensors' copies are charged by the copy model."""
     from phantora_prof import hostcost
     from phantora_prof.runtime.process import state
 
     if nbytes and state.installed():
-        ns = hostcost.serialization_ns(kind, nbytes)
+        ns = hostcost.save_ns(nbytes)
         if ns > 0:
             state.get().clock.advance(ns)
 
@@ -245,17 +246,17 @@ def _file_arg(name: str, args: tuple, kwargs: dict) -> Any:
 def _wrap(fn, name: str):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        f = _file_arg(name, args, kwargs)
         if name == "load":  # charged per storage read (_to_device)
             with _scoped(name):
                 if kwargs.get("mmap"):  # storages read lazily, as the program touches them: not charged
                     _scope(name)[_LAZY] = True
                 return fn(*args, **kwargs)
+        f = _file_arg(name, args, kwargs)
         before = 0 if isinstance(f, (str, os.PathLike)) else _size_of(f)
         with _scoped(name):
             out = fn(*args, **kwargs)
         after = _size_of(f)
-        _charge_file(name, after - before if after is not None and before is not None else None)
+        _charge_save(after - before if after is not None and before is not None else None)
         return out
 
     wrapper._phantora_wrapped = fn
