@@ -23,6 +23,23 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 
+def one_device_mesh():
+    """(device, synchronize, mesh): a one-device mesh on this rank's GPU, or with `--device cpu`
+    on CPU tensors and gloo (no GPU needed: the effects measured here are the host's). Without
+    torchrun's environment it starts a one-process group of its own. Also interleave_cost.py's."""
+    dev = "cpu" if "--device" in sys.argv and sys.argv[sys.argv.index("--device") + 1] == "cpu" else "cuda"
+    for k, v in (("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29536"), ("RANK", "0"), ("WORLD_SIZE", "1")):
+        os.environ.setdefault(k, v)
+    if dev == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    else:
+        torch.set_num_threads(1)
+    dist.init_process_group("nccl" if dev == "cuda" else "gloo")
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    from torch.distributed.device_mesh import init_device_mesh
+    return dev, sync, init_device_mesh(dev, (1,))
+
+
 def main() -> None:
     # --counters: CPU hardware counters per case (hwcounters.py), each case run twice, with and
     # without the timed op, so the difference is the op's own cycles / instructions / misses there
@@ -32,17 +49,8 @@ def main() -> None:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         from hwcounters import ThreadCounters
     per_op: dict[str, dict[str, float]] = {}
-    # --device cpu: the same on CPU tensors and a gloo mesh (no GPU needed): the effect is the host's
-    dev = "cpu" if "--device" in sys.argv and sys.argv[sys.argv.index("--device") + 1] == "cpu" else "cuda"
-    if dev == "cuda":
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    else:
-        torch.set_num_threads(1)
-    dist.init_process_group("nccl" if dev == "cuda" else "gloo")
-    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
-    from torch.distributed.device_mesh import init_device_mesh
+    dev, sync, mesh = one_device_mesh()
     from torch.distributed.tensor import Shard, distribute_tensor
-    mesh = init_device_mesh(dev, (1,))
     x = torch.randn(8, 1024, device=dev)
     w = torch.ones(1024, device=dev)
     b = torch.zeros(1024, device=dev)

@@ -25,21 +25,14 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cold_ops import one_device_mesh  # noqa: E402
+
 
 def main() -> None:
-    dev = "cpu" if "--device" in sys.argv and sys.argv[sys.argv.index("--device") + 1] == "cpu" else "cuda"
     calls = int(sys.argv[sys.argv.index("--n") + 1]) if "--n" in sys.argv else 1500  # timed calls per case
-    for k, v in (("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29536"), ("RANK", "0"), ("WORLD_SIZE", "1")):
-        os.environ.setdefault(k, v)
-    if dev == "cuda":
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    else:
-        torch.set_num_threads(1)
-    dist.init_process_group("nccl" if dev == "cuda" else "gloo")
-    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
-    from torch.distributed.device_mesh import init_device_mesh
+    dev, sync, mesh = one_device_mesh()
     from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
-    mesh = init_device_mesh(dev, (1,))
     w = distribute_tensor(torch.randn(192, 64, device=dev), mesh, [Shard(0)])
     b = distribute_tensor(torch.randn(192, device=dev), mesh, [Shard(0)])
     x = DTensor.from_local(torch.randn(2, 16, 64, device=dev), mesh, [Replicate()])

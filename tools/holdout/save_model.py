@@ -13,26 +13,15 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import sys
 import tempfile
-import time
 
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "gpt"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import train as gpt  # noqa: E402
-
-
-def timed(fn, reps: int = 3) -> float:
-    out = []
-    for _ in range(reps):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        out.append((time.perf_counter() - t0) * 1e3)
-    return round(statistics.median(out), 2)
+from save_time import timed  # noqa: E402  (median of three synchronized runs, in ms)
 
 
 def main() -> None:
