@@ -14,6 +14,7 @@ block, without a profiler's inflation. Prints `OVERHEAD {json}`: medians over st
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -33,7 +34,8 @@ import common
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--mode", choices=("plain", "tp"), default="tp")
+    p.add_argument("--mode", choices=("plain", "tp", "fsdp"), default="tp",
+                   help="fsdp: fully_shard per block and the model (FSDP2, no mixed precision) over the mesh")
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--dim", type=int, default=1024)
     p.add_argument("--heads", type=int, default=16)
@@ -56,6 +58,10 @@ def main() -> None:
     p.add_argument("--counters", action="store_true",
                    help="CPU hardware counters per phase over steps 3.. (hwcounters.py, perf_event_open; all threads)")
     p.add_argument("--gc", choices=("on", "off"), default="on", help="off: gc.disable() after step 2")
+    p.add_argument("--profile", metavar="FILE",
+                   help="torch.profiler over steps 3 and 4 (CPU activity, and CUDA on the GPU), exported as a "
+                        "Chrome trace to FILE: each aten op's range holds its DTensor dispatch, to hold a real "
+                        "run's ops against a simulated one's (tools/holdout/op_ranges.py)")
     args = p.parse_args()
     on_cpu = args.device == "cpu"
     if on_cpu:
@@ -86,6 +92,11 @@ def main() -> None:
     if args.mode == "tp":
         for block in model.blocks:
             parallelize_module(block, mesh, common.megatron_plan())
+    elif args.mode == "fsdp":
+        from torch.distributed.fsdp import fully_shard
+        for block in model.blocks:
+            fully_shard(block, mesh=mesh)
+        fully_shard(model, mesh=mesh)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, foreach=False)
     x = torch.randint(0, args.vocab, (args.batch, args.seq), device=args.device)
     sync = (lambda: None) if on_cpu else torch.cuda.synchronize
@@ -108,7 +119,20 @@ def main() -> None:
             gc_ms[info["generation"]] += (time.perf_counter() - gc_t0[0]) * 1e3
             gc_n[info["generation"]] += 1
 
+    prof = None
+
+    def phase(name: str):  # a named range per phase in the profile (nothing without --profile)
+        return torch.profiler.record_function("phase_" + name) if args.profile else contextlib.nullcontext()
+
     for i in range(args.steps):
+        if args.profile and i == 3:
+            from torch.profiler import ProfilerActivity, profile
+            acts = [ProfilerActivity.CPU] + ([] if on_cpu else [ProfilerActivity.CUDA])
+            prof = profile(activities=acts)
+            prof.__enter__()
+        if args.profile and i == 5:
+            prof.__exit__(None, None, None)
+            prof.export_chrome_trace(args.profile)
         if i == 3:
             if args.perf_ctl:
                 with open(args.perf_ctl, "w") as ctl:
@@ -132,15 +156,17 @@ def main() -> None:
         sync()
         c0 = counters.read() if counters else None
         t0 = time.perf_counter()
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=not args.no_autocast):
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=not args.no_autocast), phase("forward"):
             loss = model(x, x)
         t1 = time.perf_counter()
         c1 = counters.read() if counters else None
-        loss.backward()
+        with phase("backward"):
+            loss.backward()
         t2 = time.perf_counter()
         c2 = counters.read() if counters else None
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        with phase("optimizer"):
+            opt.step()
+            opt.zero_grad(set_to_none=True)
         t3 = time.perf_counter()
         if counters:
             c3 = counters.read()
