@@ -17,6 +17,7 @@ time (calibrate/host_costs.py's docstring says how it is fitted):
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from importlib import resources
 
@@ -139,7 +140,8 @@ def _apply(table: dict, prof: dict) -> dict:
     return t
 
 
-PROFILE = load_profile(__import__("os").environ.get(ENV_PROFILE))
+PROFILE_SPEC: str | None = os.environ.get(ENV_PROFILE)  # as given (a forked rank checks it: fork_server.py)
+PROFILE = load_profile(PROFILE_SPEC)
 TABLE = _apply(_load(), PROFILE)
 
 _FWD: dict[str, int] = TABLE["ops"]["forward"]

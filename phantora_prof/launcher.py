@@ -494,7 +494,9 @@ def _run(config: RunConfig, on_progress, stopper: _SignalStop, extra_env: dict[s
             return None
         try:
             if not forks:
-                forks.append(rank_forks.ForkServer(cluster.node_gpus, {**base_env, "PYTHONUNBUFFERED": "1"}, gpu.key))
+                # the host profile is read when the server preloads the cost modules, once for every rank
+                server_env = {**base_env, "PYTHONUNBUFFERED": "1", "PHANTORA_HOST_PROFILE": config.host.profile}
+                forks.append(rank_forks.ForkServer(cluster.node_gpus, server_env, gpu.key))
             return forks[0].start(argv, env)
         except (OSError, RuntimeError) as exc:
             log.warning("rank fork server unavailable (%s): ranks start as their own processes", exc)

@@ -192,3 +192,23 @@ def test_optimizer_steps_cost_per_parameter_by_implementation_and_class():
     assert hostcost.optimizer_step_ns("foreach", ["AdamW"]) > hostcost.optimizer_step_ns("foreach", ["SGD"]) > 0
     assert hostcost.optimizer_step_ns("foreach", ["Lion"]) == hostcost.optimizer_step_ns("foreach", ["default"])
     assert hostcost.optimizer_step_ns("forloop", ["AdamW"]) == 0
+
+
+def test_a_host_profile_reaches_every_rank(cli):
+    """`--host` applies to forked ranks too: the rank fork server preloads the cost tables, and it
+    once did so with the default profile whatever --host said (every multi-rank run was priced on
+    the reference host)."""
+    import re
+
+    from conftest import SCRIPTS
+
+    slow = cli.cwd / "slow.json"
+    slow.write_text('{"name": "slow", "scale": {"all": 3.0}}')
+    loops = {}
+    for spec in ("h200", str(slow)):
+        r = cli("--no-trace", "--host", spec, "--nproc-per-node", "2", "python", str(SCRIPTS / "host_loop_ranks.py"))
+        assert r.returncode == 0, r.stderr[-2000:]
+        loops[spec] = [float(v) for v in re.findall(r"loop_ms ([\d.]+)", r.stdout)]
+        assert len(loops[spec]) == 2, r.stdout
+    for base, slower in zip(loops["h200"], loops[str(slow)]):
+        assert 2.5 < slower / (base / hostcost.load_profile("h200")["scale"]["all"]) < 3.5, loops

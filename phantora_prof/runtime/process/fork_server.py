@@ -160,11 +160,24 @@ def _become_rank(request: dict, fds: list[int]) -> None:
     # the rank's parent is this server, which lives exactly as long as the CLI: the rank's
     # parent-death check (bootstrap._stop_with_the_cli) watches it
     os.environ["PHANTORA_CLI_PID"] = str(os.getppid())
+    _check_preloaded_profile()
     _fresh_random_state()
     _fresh_main_module()
     from phantora_prof.runtime.process import bootstrap
 
     sys.argv = [bootstrap.__file__, *request["argv"]]
+
+
+def _check_preloaded_profile() -> None:
+    """The host profile the server's preload read (phantora_prof.hostcost computes its tables at
+    import) must be the rank's: a server started without the run's profile gave every forked rank
+    the default host whatever --host said."""
+    hostcost = sys.modules.get("phantora_prof.hostcost")
+    wanted = os.environ.get("PHANTORA_HOST_PROFILE")
+    default = hostcost.DEFAULT_PROFILE if hostcost is not None else None
+    if hostcost is not None and (hostcost.PROFILE_SPEC or default) != (wanted or default):
+        raise RuntimeError(f"the rank fork server preloaded host profile {hostcost.PROFILE_SPEC!r}, "
+                           f"the rank asks for {wanted!r}")
 
 
 def _fresh_random_state() -> None:
