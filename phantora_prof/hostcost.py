@@ -277,8 +277,17 @@ def storage_read_ns(nbytes: int) -> int:
     """Host time of torch.load reading one storage of `nbytes` into new host memory: per byte, and
     per byte more from the size where new memory is fresh pages (host_model.json "serialization")."""
     s = SERIALIZATION
-    per_byte = s["load_ns_per_byte"] + (s["load_fresh_ns_per_byte"] if nbytes >= s["fresh_min_bytes"] else 0.0)
-    return int(per_byte * nbytes)
+    return int(s["load_ns_per_byte"] * nbytes) + fresh_pages_ns(nbytes)
+
+
+def fresh_pages_ns(nbytes: int) -> int:
+    """Host time of first touching `nbytes` of new host memory, when an allocation that size is
+    fresh pages from the OS (32 MiB and up: glibc's largest mmap threshold): the page faults.
+    Measured on torch.load's storages (host_model.json "serialization", save_time.py); held out
+    on `.cpu()` of 64 MiB tensors (save_model.py, session 42: 8 x 64 MiB into new memory 450 ms
+    reference-scaled, into host tensors made once 47 ms)."""
+    s = SERIALIZATION
+    return int(s["load_fresh_ns_per_byte"] * nbytes) if nbytes >= s["fresh_min_bytes"] else 0
 
 
 # Aten ops on CPU tensors (they run for real; this is their time on the reference host).

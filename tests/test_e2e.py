@@ -609,6 +609,21 @@ def test_torch_save_and_load_cost_host_time_per_byte_of_the_file(cli):
     assert load_mmap < load / 2  # mmap=True: read lazily, not charged
 
 
+def test_cpu_copies_into_new_host_memory_fault_its_pages_in(cli):
+    """`.cpu()` of a large CUDA tensor lands in new pageable memory, from 32 MiB fresh pages from
+    the OS that the copy faults in (hostcost.fresh_pages_ns, as torch.load's large storages): it
+    costs more than a copy_ into a host tensor touched earlier; small copies do not pay it."""
+    from phantora_prof import hostcost
+
+    r = cli("--no-trace", PY, str(SCRIPTS / "d2h_fresh.py"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    fresh, reused, small_fresh, small_reused = (int(v) for v in r.stdout.split("TIMES_NS ")[1].split()[:4])
+    pages = hostcost.fresh_pages_ns(64 << 20)
+    assert pages > 30_000_000  # tens of ms for 64 MiB on the reference host
+    assert abs((fresh - reused) - pages) < 0.05 * pages, (fresh, reused, pages)
+    assert hostcost.fresh_pages_ns(4 << 20) == 0 and abs(small_fresh - small_reused) < 20_000, (small_fresh, small_reused)
+
+
 def test_bad_output_paths_are_found_before_the_script_starts(cli):
     """A bad --out / --summary-json / --report is a one-line error (exit 2) before the script
     runs; the script never starts (it would print 'exiting')."""

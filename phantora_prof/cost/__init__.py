@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from phantora_prof import hostcost
 from phantora_prof.cost import families as _FAM
 from phantora_prof.cost import kernels as _K
 from phantora_prof.cost import measured as _M
@@ -996,5 +997,13 @@ def _memcpy_op(op, base, gpu) -> list[Kernel] | None:
         cost = _R.Cost(_R.COPY, "copy" if "vectorized" in spec.name else "unrolled", 0.0,
                        _R.tensor_bytes(src) + src.numel * dst.itemsize)
         out.extend(materialize(cost, [spec], _R.op_time_ns(cost, gpu), gpu))
-    out.append(_memcpy(gpu, src, dst, dst.nbytes))
+    copy = _memcpy(gpu, src, dst, dst.nbytes)
+    if op.name == "aten::_to_copy" and src.on_gpu and not dst.on_gpu and not dst.pinned:
+        # `.cpu()` / `.to("cpu")` copies into new pageable memory: from 32 MiB up, fresh pages that
+        # the driver's staged copy faults in one by one (hostcost.fresh_pages_ns); a copy_ into a
+        # host tensor made earlier does not pay it
+        fresh = hostcost.fresh_pages_ns(dst.nbytes)
+        if fresh:
+            copy = dataclasses.replace(copy, duration_ns=copy.duration_ns + fresh)
+    out.append(copy)
     return out
