@@ -173,11 +173,12 @@ def _check_preloaded_profile() -> None:
     import) must be the rank's: a server started without the run's profile gave every forked rank
     the default host whatever --host said."""
     hostcost = sys.modules.get("phantora_prof.hostcost")
-    wanted = os.environ.get("PHANTORA_HOST_PROFILE")
-    default = hostcost.DEFAULT_PROFILE if hostcost is not None else None
-    if hostcost is not None and (hostcost.PROFILE_SPEC or default) != (wanted or default):
-        raise RuntimeError(f"the rank fork server preloaded host profile {hostcost.PROFILE_SPEC!r}, "
-                           f"the rank asks for {wanted!r}")
+    if hostcost is None:
+        return
+    preloaded = hostcost.PROFILE_SPEC or hostcost.DEFAULT_PROFILE
+    wanted = os.environ.get(hostcost.ENV_PROFILE) or hostcost.DEFAULT_PROFILE
+    if preloaded != wanted:
+        raise RuntimeError(f"the rank fork server preloaded host profile {preloaded!r}, the rank asks for {wanted!r}")
 
 
 def _fresh_random_state() -> None:
