@@ -612,7 +612,8 @@ def test_torch_save_and_load_cost_host_time_per_byte_of_the_file(cli):
 def test_cpu_copies_into_new_host_memory_fault_its_pages_in(cli):
     """`.cpu()` of a large CUDA tensor lands in new pageable memory, from 32 MiB fresh pages from
     the OS that the copy faults in (hostcost.fresh_pages_ns, as torch.load's large storages): it
-    costs more than a copy_ into a host tensor touched earlier; small copies do not pay it."""
+    costs more than a copy_ into a host tensor touched earlier; small copies do not pay it. A
+    non-blocking `.to("cpu")` gets pinned memory, as a CUDA build's _to_copy gives it."""
     from phantora_prof import hostcost
 
     r = cli("--no-trace", PY, str(SCRIPTS / "d2h_fresh.py"))
@@ -622,6 +623,10 @@ def test_cpu_copies_into_new_host_memory_fault_its_pages_in(cli):
     assert pages > 30_000_000  # tens of ms for 64 MiB on the reference host
     assert abs((fresh - reused) - pages) < 0.05 * pages, (fresh, reused, pages)
     assert hostcost.fresh_pages_ns(4 << 20) == 0 and abs(small_fresh - small_reused) < 20_000, (small_fresh, small_reused)
+    # non_blocking=True: ATen pins the output, so the host does not wait and no fresh pages are faulted
+    nb_return, nb_done = (int(v) for v in r.stdout.split("TIMES_NS ")[1].split()[4:6])
+    assert "NONBLOCKING_PINNED True" in r.stdout
+    assert nb_return < 100_000 and nb_done < reused / 3, (nb_return, nb_done, reused)
 
 
 def test_bad_output_paths_are_found_before_the_script_starts(cli):

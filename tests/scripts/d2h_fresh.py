@@ -1,5 +1,6 @@
 """`.cpu()` of a 64 MiB CUDA tensor (new host memory: fresh pages) against copy_ into a host tensor
-made and touched earlier, and a 4 MiB `.cpu()`; simulated times (tests/test_e2e.py)."""
+made and touched earlier, a 4 MiB `.cpu()`, and a non-blocking `.to("cpu")` (pinned output, as a
+CUDA build's _to_copy makes it); simulated times (tests/test_e2e.py)."""
 import time
 
 import torch
@@ -17,4 +18,10 @@ x[: 1 << 20].cpu()
 t3 = time.perf_counter()
 dst[: 1 << 20].copy_(x[: 1 << 20])
 t4 = time.perf_counter()
-print(f"TIMES_NS {int((t1 - t0) * 1e9)} {int((t2 - t1) * 1e9)} {int((t3 - t2) * 1e9)} {int((t4 - t3) * 1e9)}")
+y = x.to("cpu", non_blocking=True)
+t5 = time.perf_counter()
+torch.cuda.synchronize()
+t6 = time.perf_counter()
+print(f"TIMES_NS {int((t1 - t0) * 1e9)} {int((t2 - t1) * 1e9)} {int((t3 - t2) * 1e9)} {int((t4 - t3) * 1e9)} "
+      f"{int((t5 - t4) * 1e9)} {int((t6 - t4) * 1e9)}")
+print(f"NONBLOCKING_PINNED {y.is_pinned()}")

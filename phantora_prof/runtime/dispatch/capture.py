@@ -72,6 +72,7 @@ _ROLL = aten.roll.default
 _EQUAL = aten.equal.default
 _GROUPED_MM = aten._grouped_mm.default if hasattr(aten, "_grouped_mm") else None  # torch >= 2.8
 _IS_PINNED = aten.is_pinned.default
+_TO_COPY_OP = aten._to_copy.default
 _ADD = torch.ops.aten.add.Tensor
 _ADD_ = torch.ops.aten.add_.Tensor
 _EVALUATE_FUNCTION = "autograd::engine::evaluate_function: "
@@ -577,7 +578,7 @@ class CaptureMode(TorchDispatchMode):
                 raise RuntimeError(mixed) from None
             raise self._unsupported(name, args, kwargs, exc, func) from None
         out = iterator_layout.fast_setup_output(func, args, kwargs, out, self._fresh_fake)
-        out = self._realize_cpu_outputs(out, real_self)
+        out = self._realize_cpu_outputs(out, real_self, _pins_output(func, args, kwargs))
         out = values.propagate(func, args, kwargs, out) if known is None else values.store_result(out, known)
 
         self._track_memory(out, name, args, kwargs)
@@ -801,15 +802,17 @@ class CaptureMode(TorchDispatchMode):
         return tuple(conv(a) for a in args), {k: conv(v) for k, v in kwargs.items()}, real_self
 
     @staticmethod
-    def _realize_cpu_outputs(out: Any, real_self: torch.Tensor | None) -> Any:
+    def _realize_cpu_outputs(out: Any, real_self: torch.Tensor | None, pin: bool = False) -> Any:
         """Outputs on the CPU (D2H copies) must be real tensors: the script may use them on the
-        CPU. Their values are placeholders (zeros), as the GPU computed nothing."""
+        CPU. Their values are placeholders (zeros), as the GPU computed nothing. `pin`: in pinned
+        host memory (a non-blocking `.to("cpu")`, _pins_output)."""
         if real_self is not None:
             return real_self
 
         def real(t):
             if isinstance(t, FakeTensor) and t.device.type == "cpu":
-                r = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="cpu")
+                r = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="cpu",
+                                        pin_memory=pin)
                 r.zero_()
                 return r
             return t
@@ -1136,6 +1139,18 @@ def _namespace(func) -> str:
 
 
 _OTHER_SUBCLASS: dict = {}
+
+
+def _pins_output(func, args: tuple, kwargs: dict) -> bool:
+    """Whether a CUDA build's `_to_copy` returns pinned host memory: a non-blocking copy of a
+    strided CUDA tensor to the CPU (ATen's _to_copy pins its output then, so that the DtoH copy
+    can run asynchronously at the pinned rate)."""
+    if func is not _TO_COPY_OP or not kwargs.get("non_blocking", False):
+        return False
+    dev = kwargs.get("device")
+    src = args[0] if args else None
+    return (isinstance(src, torch.Tensor) and src.device.type == "cuda" and dev is not None
+            and torch.device(dev).type == "cpu" and kwargs.get("layout") in (None, torch.strided))
 
 
 def _has_other_subclass(types: tuple) -> bool:
