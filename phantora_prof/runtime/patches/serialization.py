@@ -120,13 +120,15 @@ def _location_tag(storage: Any) -> str | None:
 def _to_device(storage: Any, location: str):
     """Deserializer: a `cuda:N` storage read from a file becomes a simulated CUDA storage. Called
     for every storage torch.load reads (ours is the first deserializer asked), so it also charges
-    the reading of each one (_charge_read); not when a `map_location` function places the
+    the reading of each one; not when a `map_location` function places the
     storage itself (it returns one), whose reading is then free (approximate)."""
     if isinstance(storage, torch.storage.TypedStorage):
         storage = storage._untyped_storage
     scope = _scope("load")
-    if scope is not None and not scope.get(_LAZY):
-        _charge_read(storage.nbytes())
+    if scope is not None and not scope.get(_LAZY):  # reading the storage back into new host memory
+        from phantora_prof import hostcost
+
+        _charge_host(hostcost.storage_read_ns(storage.nbytes()))
     if not location.startswith("cuda"):
         return None
     if storage.device.type != "cpu":
@@ -212,27 +214,12 @@ def _size_of(f: Any) -> int | None:
 _LAZY = "lazy"  # in a load's scope: torch.load(mmap=True), whose storages are read as they are touched
 
 
-def _charge_read(nbytes: int) -> None:
-    """Host time of reading one storage of `nbytes` back from a file into new host memory."""
-    from phantora_prof import hostcost
+def _charge_host(ns: int) -> None:
+    """Advance the rank's simulated host clock by `ns` (nothing outside a simulated rank)."""
     from phantora_prof.runtime.process import state
 
-    if nbytes and state.installed():
-        ns = hostcost.storage_read_ns(nbytes)
-        if ns > 0:
-            state.get().clock.advance(ns)
-
-
-def _charge_save(nbytes: int | None) -> None:
-    """The host time of writing the file's bytes (pickling, the zip archive, the page cache); the
-    simulated CUDA tensors' copies are charged by the copy model."""
-    from phantora_prof import hostcost
-    from phantora_prof.runtime.process import state
-
-    if nbytes and state.installed():
-        ns = hostcost.save_ns(nbytes)
-        if ns > 0:
-            state.get().clock.advance(ns)
+    if ns > 0 and state.installed():
+        state.get().clock.advance(ns)
 
 
 def _file_arg(name: str, args: tuple, kwargs: dict) -> Any:
@@ -256,7 +243,12 @@ def _wrap(fn, name: str):
         with _scoped(name):
             out = fn(*args, **kwargs)
         after = _size_of(f)
-        _charge_save(after - before if after is not None and before is not None else None)
+        if after is not None and before is not None:
+            # writing the file's bytes (pickling, the zip archive, the page cache); the simulated
+            # CUDA tensors' copies are charged by the copy model
+            from phantora_prof import hostcost
+
+            _charge_host(hostcost.save_ns(after - before))
         return out
 
     wrapper._phantora_wrapped = fn
