@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import SCRIPTS, reference_trace
+from conftest import REPO, SCRIPTS, reference_trace
 from tracing.kineto import load_trace
 from tracing.validate import validate_trace
 
@@ -613,19 +613,24 @@ def test_cpu_copies_into_new_host_memory_fault_its_pages_in(cli):
     """`.cpu()` of a large CUDA tensor lands in new pageable memory, from 32 MiB fresh pages from
     the OS that the copy faults in (hostcost.fresh_pages_ns, as torch.load's large storages): it
     costs more than a copy_ into a host tensor touched earlier; small copies do not pay it. A
-    non-blocking `.to("cpu")` gets pinned memory, as a CUDA build's _to_copy gives it."""
+    non-blocking `.to("cpu")` gets pinned memory, as a CUDA build's _to_copy gives it. The probe
+    is the one run on the GPU machine (tools/holdout/d2h_probe.py, milliseconds)."""
+    import json
+
     from phantora_prof import hostcost
 
-    r = cli("--no-trace", PY, str(SCRIPTS / "d2h_fresh.py"))
+    r = cli("--no-trace", PY, str(REPO / "tools" / "holdout" / "d2h_probe.py"))
     assert r.returncode == 0, r.stderr[-3000:]
-    fresh, reused, small_fresh, small_reused = (int(v) for v in r.stdout.split("TIMES_NS ")[1].split()[:4])
+    ms = json.loads(r.stdout.split("D2H ")[1].splitlines()[0])
+    fresh, reused = ms["cpu_64mib_fresh"] * 1e6, ms["copy_64mib_reused"] * 1e6
+    small_fresh, small_reused = ms["cpu_4mib"] * 1e6, ms["copy_4mib_reused"] * 1e6
     pages = hostcost.fresh_pages_ns(64 << 20)
     assert pages > 30_000_000  # tens of ms for 64 MiB on the reference host
     assert abs((fresh - reused) - pages) < 0.05 * pages, (fresh, reused, pages)
     assert hostcost.fresh_pages_ns(4 << 20) == 0 and abs(small_fresh - small_reused) < 20_000, (small_fresh, small_reused)
     # non_blocking=True: ATen pins the output, so the host does not wait and no fresh pages are faulted
-    nb_return, nb_done = (int(v) for v in r.stdout.split("TIMES_NS ")[1].split()[4:6])
-    assert "NONBLOCKING_PINNED True" in r.stdout
+    nb_return, nb_done = ms["nonblocking_return"] * 1e6, ms["nonblocking_done"] * 1e6
+    assert ms["nonblocking_pinned"] is True
     assert nb_return < 100_000 and nb_done < reused / 3, (nb_return, nb_done, reused)
 
 
