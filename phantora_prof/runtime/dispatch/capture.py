@@ -578,7 +578,7 @@ class CaptureMode(TorchDispatchMode):
                 raise RuntimeError(mixed) from None
             raise self._unsupported(name, args, kwargs, exc, func) from None
         out = iterator_layout.fast_setup_output(func, args, kwargs, out, self._fresh_fake)
-        out = self._realize_cpu_outputs(out, real_self, _pins_output(func, args, kwargs))
+        out = self._realize_cpu_outputs(out, real_self, func is _TO_COPY_OP and _pins_output(args, kwargs))
         out = values.propagate(func, args, kwargs, out) if known is None else values.store_result(out, known)
 
         self._track_memory(out, name, args, kwargs)
@@ -1141,11 +1141,12 @@ def _namespace(func) -> str:
 _OTHER_SUBCLASS: dict = {}
 
 
-def _pins_output(func, args: tuple, kwargs: dict) -> bool:
-    """Whether a CUDA build's `_to_copy` returns pinned host memory: a non-blocking copy of a
-    strided CUDA tensor to the CPU (ATen's _to_copy pins its output then, so that the DtoH copy
-    can run asynchronously at the pinned rate)."""
-    if func is not _TO_COPY_OP or not kwargs.get("non_blocking", False):
+def _pins_output(args: tuple, kwargs: dict) -> bool:
+    """Whether a CUDA build's `_to_copy(*args, **kwargs)` returns pinned host memory: a
+    non-blocking copy of a strided CUDA tensor to the CPU (ATen's _to_copy pins its output then,
+    so that the DtoH copy can run asynchronously at the pinned rate). Asked for _to_copy only:
+    the caller tests the op first, off every other op's path."""
+    if not kwargs.get("non_blocking", False):
         return False
     dev = kwargs.get("device")
     src = args[0] if args else None
