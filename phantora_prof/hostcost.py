@@ -262,6 +262,9 @@ PY_CALL_NS: float = TABLE["python"]["py_call_ns"]
 OPCODE_NS: float = TABLE["python"]["opcode_ns"]
 SUBCLASS_DISPATCH_NS: int = int(TABLE["subclass_dispatch"]["ns"])  # per tensor-subclass (DTensor) dispatch
 SUBCLASS_OPCODE_NS: float = TABLE["subclass_dispatch"]["opcode_ns"]  # per instruction inside one
+# Per-file weights on OPCODE_NS (host_model.json "python_files"): a framework's Python costs more per
+# instruction than a user's loop (its C calls, the objects it touches). Relative, so no profile scale.
+PYTHON_FILE_WEIGHTS: dict[str, float] = dict(TABLE.get("python_files", {}).get("weights", {}))
 
 SERIALIZATION: dict[str, float] = TABLE["serialization"]
 

@@ -198,18 +198,20 @@ def test_a_host_profile_reaches_every_rank(cli):
     """`--host` applies to forked ranks too: the rank fork server preloads the cost tables, and it
     once did so with the default profile whatever --host said (every multi-rank run was priced on
     the reference host)."""
+    import json
     import re
 
     from conftest import SCRIPTS
 
     slow = cli.cwd / "slow.json"
-    slow.write_text('{"name": "slow", "scale": {"all": 3.0}}')
+    ref = hostcost.load_profile("h200")  # the reference host 3x slower, its relative scales kept
+    slow.write_text(json.dumps({"name": "slow", "scale": dict(ref["scale"], all=3.0 * ref["scale"]["all"])}))
     loops = {}
     for spec in ("h200", str(slow)):
         r = cli("--no-trace", "--host", spec, "--nproc-per-node", "2", "python", str(SCRIPTS / "host_loop_ranks.py"))
         assert r.returncode == 0, r.stderr[-2000:]
         loops[spec] = [float(v) for v in re.findall(r"loop_ms ([\d.]+)", r.stdout)]
         assert len(loops[spec]) == 2, r.stdout
-    expected = 3.0 / hostcost.load_profile("h200")["scale"]["all"]  # the loop's ops and Python alike
+    expected = 3.0  # the loop's ops and Python alike
     for base, slower in zip(loops["h200"], loops[str(slow)]):
         assert 0.85 * expected < slower / base < 1.15 * expected, loops

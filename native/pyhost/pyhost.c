@@ -36,12 +36,16 @@
 typedef struct {
     long long py_calls;
     long long c_calls;  /* bytecode instructions (opcodes) executed */
+    long long weighted; /* the same, each weighted by its code's file rate (WEIGHT_ONE = 1) */
+    PyCodeObject *last_code;  /* the code of the last counted instruction, and its weight */
+    long long last_w;
     long long depth;  /* > 0: inside the simulator's own frames */
     int attached;
     int paused;       /* > 0: the hook is off while the simulator runs (pause/resume) */
     /* the counts when the thread's pending Python was last charged (take()); marked: set */
     long long last_py;
     long long last_c;
+    long long last_weighted;
     int marked;
 } Counters;
 
@@ -60,6 +64,65 @@ enum { CODE_OURS = 1, CODE_USER = 2, CODE_IMPORT = 3 };
 #define CACHE_SIZE (1u << CACHE_BITS)
 static void *cache_key[CACHE_SIZE];
 static unsigned char cache_val[CACHE_SIZE];
+static long long cache_w[CACHE_SIZE];
+
+/* Per-file instruction weights (set_rates): the Python of some files costs more per
+ * instruction than a training loop's own (a framework's dispatch that calls expensive C
+ * functions and touches cold objects). Keyed by the file's path below its site-packages /
+ * dist-packages folder ("torch/distributed/tensor/_dispatch.py"), or, for the files not
+ * named, by their top-level package ("torch/"), in units of WEIGHT_ONE; the rest (the
+ * program's own files, the standard library) weigh WEIGHT_ONE. */
+#define WEIGHT_ONE 1024
+static PyObject *g_rates = NULL; /* dict str -> int, or NULL */
+
+static long long weight_uncached(PyCodeObject *code) {
+    if (g_rates == NULL) {
+        return WEIGHT_ONE;
+    }
+    PyObject *fn = code->co_filename;
+    if (fn == NULL || !PyUnicode_Check(fn)) {
+        return WEIGHT_ONE;
+    }
+    const char *s = PyUnicode_AsUTF8(fn);
+    if (s == NULL) {
+        PyErr_Clear();
+        return WEIGHT_ONE;
+    }
+    const char *key = NULL;
+    for (const char *m = strstr(s, "-packages/"); m != NULL; m = strstr(m + 1, "-packages/")) {
+        key = m + 10;  /* the last site-packages/ or dist-packages/ */
+    }
+    if (key == NULL) {
+        return WEIGHT_ONE;
+    }
+    /* the file's own weight, else its top-level package's ("torch/") */
+    PyObject *v = NULL;
+    for (int whole = 1; whole >= 0 && v == NULL; --whole) {
+        const char *slash = strchr(key, '/');
+        if (!whole && slash == NULL) {
+            break;
+        }
+        PyObject *k = whole ? PyUnicode_FromString(key) : PyUnicode_FromStringAndSize(key, slash - key + 1);
+        if (k == NULL) {
+            PyErr_Clear();
+            return WEIGHT_ONE;
+        }
+        v = PyDict_GetItemWithError(g_rates, k);  /* borrowed */
+        Py_DECREF(k);
+        if (v == NULL && PyErr_Occurred()) {
+            PyErr_Clear();
+        }
+    }
+    if (v == NULL) {
+        return WEIGHT_ONE;
+    }
+    long long w = PyLong_AsLongLong(v);
+    if (w < 0) {
+        PyErr_Clear();
+        return WEIGHT_ONE;
+    }
+    return w;
+}
 
 static const char IMPORT_PREFIX[] = "<frozen importlib.";
 
@@ -136,12 +199,13 @@ static long long slot_calls[CACHE_SIZE];
 static long long slot_ops[CACHE_SIZE];
 
 /* The class of `code`; *slot is its cache slot, or -1 when it could not be cached. */
-static int lookup(PyCodeObject *code, int *slot) {
+static int lookup_w(PyCodeObject *code, int *slot, long long *w) {
     uintptr_t h = ((uintptr_t)code >> 4) * 2654435761u;
     unsigned i = (unsigned)(h & (CACHE_SIZE - 1));
     for (unsigned probe = 0; probe < 64; ++probe, i = (i + 1) & (CACHE_SIZE - 1)) {
         if (cache_key[i] == (void *)code) {
             *slot = (int)i;
+            *w = cache_w[i];
             return cache_val[i];
         }
         if (cache_key[i] == NULL) {
@@ -149,12 +213,36 @@ static int lookup(PyCodeObject *code, int *slot) {
             Py_INCREF(code);
             cache_key[i] = (void *)code;
             cache_val[i] = (unsigned char)c;
+            cache_w[i] = weight_uncached(code);
             *slot = (int)i;
+            *w = cache_w[i];
             return c;
         }
     }
     *slot = -1;
+    *w = weight_uncached(code);
     return classify_uncached(code); /* a crowded neighbourhood: no caching */
+}
+
+static int lookup(PyCodeObject *code, int *slot) {
+    long long w;
+    return lookup_w(code, slot, &w);
+}
+
+/* The weight of the instruction about to run in `frame` (the last code's, cached). */
+static long long frame_weight(PyFrameObject *frame) {
+    if (g_rates == NULL) {
+        return WEIGHT_ONE;
+    }
+    PyCodeObject *code = PyFrame_GetCode(frame);
+    if (code != tls.last_code) {
+        int slot;
+        lookup_w(code, &slot, &tls.last_w);
+        /* compared by address only: safe while the cache holds a reference to it */
+        tls.last_code = slot >= 0 ? code : NULL;
+    }
+    Py_DECREF(code);
+    return tls.last_w;
 }
 
 static int classify(PyCodeObject *code) {
@@ -179,6 +267,7 @@ static void clear_cache(void) {
             cache_key[i] = NULL;
         }
     }
+    tls.last_code = NULL;
 }
 
 static PyObject *str_trace_opcodes = NULL;
@@ -210,6 +299,7 @@ static int profile(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
         case PyTrace_OPCODE:
             if (tls.depth == 0) {
                 tls.c_calls++;
+                tls.weighted += frame_weight(frame);
                 if (g_by_code) {
                     count_opcode_by_code(frame);
                 }
@@ -395,21 +485,23 @@ static PyObject *counts(PyObject *self, PyObject *noargs) {
     return Py_BuildValue("(LLi)", tls.py_calls, tls.c_calls, tls.attached);
 }
 
-/* take() -> (python calls, instructions) counted on this thread since the last take(), or
+/* take() -> (python calls, instructions, weighted instructions) counted on this thread since the last take(), or
  * None when there is no earlier mark (the thread's first take, or after reset()); marks
  * the counts as charged either way. Kept here, not in Python, so that the clock-read
  * trampoline can tell in C that nothing is pending (the common case: a record's end, the
  * records of the ops a captured op calls). */
 static PyObject *take(PyObject *self, PyObject *noargs) {
     long long dpy = tls.py_calls - tls.last_py, dc = tls.c_calls - tls.last_c;
+    long long dw = tls.weighted - tls.last_weighted;
     int had = tls.marked;
     tls.last_py = tls.py_calls;
     tls.last_c = tls.c_calls;
+    tls.last_weighted = tls.weighted;
     tls.marked = 1;
     if (!had) {
         Py_RETURN_NONE;
     }
-    return Py_BuildValue("(LL)", dpy, dc);
+    return Py_BuildValue("(LLL)", dpy, dc, dw);
 }
 
 /* The clock's question at every read (runtime/host/pyhost.py pending_ns), answered in one C
@@ -429,11 +521,38 @@ static PyObject *pending(PyObject *self, PyObject *noargs) {
 static PyObject *reset(PyObject *self, PyObject *noargs) {
     tls.py_calls = 0;
     tls.c_calls = 0;
+    tls.weighted = 0;
+    tls.last_weighted = 0;
+    tls.last_code = NULL;
     tls.depth = 0;
     tls.paused = 0;
     tls.last_py = 0;
     tls.last_c = 0;
     tls.marked = 0;
+    Py_RETURN_NONE;
+}
+
+/* set_rates(dict or None): per-file instruction weights (see g_rates); recomputes the
+ * weights of the code objects already seen, keeping their classes (mark_ours). */
+static PyObject *set_rates(PyObject *self, PyObject *arg) {
+    if (arg != Py_None && !PyDict_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "set_rates() takes a dict {file below site-packages: weight} or None");
+        return NULL;
+    }
+    Py_XDECREF(g_rates);
+    g_rates = NULL;
+    if (arg != Py_None && PyDict_Size(arg) > 0) {
+        g_rates = PyDict_Copy(arg);
+        if (g_rates == NULL) {
+            return NULL;
+        }
+    }
+    for (unsigned i = 0; i < CACHE_SIZE; ++i) {
+        if (cache_key[i] != NULL) {
+            cache_w[i] = weight_uncached((PyCodeObject *)cache_key[i]);
+        }
+    }
+    tls.last_code = NULL;
     Py_RETURN_NONE;
 }
 
@@ -696,6 +815,7 @@ static PyMethodDef methods[] = {
     {"paused_call", (PyCFunction)(void (*)(void))paused_call, METH_FASTCALL | METH_KEYWORDS,
      "paused_call(fn, *args, **kwargs): fn's result, run with the hook paused"},
     {"set_charge", set_charge, METH_O, "set_charge(fn): address of a C function that calls fn (error state kept)"},
+    {"set_rates", set_rates, METH_O, "set_rates({file below site-packages: weight, 1024 = one instruction} or None)"},
     {"by_code", by_code, METH_O, "by_code(on): also count per code object (diagnostics)"},
     {"code_counts", code_counts, METH_NOARGS, "[(file, line, qualname, calls, opcodes)] counted by code object"},
     {"configure", configure, METH_VARARGS, "configure(prefix, exempt_files): what counts as the simulator's code"},
@@ -725,5 +845,10 @@ PyMODINIT_FUNC PyInit_phantora_pyhost(void) {
         str_dict == NULL) {
         return NULL;
     }
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "WEIGHT_ONE", WEIGHT_ONE) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -6,9 +6,10 @@ callbacks, DataLoader collate) is real host time on a GPU machine. It is measure
 counting, per thread, the Python-level calls and the bytecode instructions the program
 executes (native/pyhost/pyhost.c, a C trace hook that leaves the simulator's own frames out)
 and charged as `py_call_ns * calls + opcode_ns * instructions` of the host profile
-(cost/hostprofile.py) whenever the simulated clock is read (an op is captured, the script
-reads the time, a sync). Counts do not depend on the simulating machine, so runs stay
-reproducible.
+(cost/hostprofile.py), each instruction weighted by its file's cost (host_model.json
+python_files: a framework's Python costs ~4x a user's loop per instruction), whenever the
+simulated clock is read (an op is captured, the script reads the time, a sync). Counts do not
+depend on the simulating machine, so runs stay reproducible.
 
 The extension is compiled with the C compiler on first use (cached next to the fake-CUDA
 library). Without a compiler, Python work is not charged and a warning says so.
@@ -29,6 +30,7 @@ from phantora_prof import c_extensions
 log = logging.getLogger(__name__)
 
 MODULE = "phantora_pyhost"
+WEIGHT_ONE = 1024  # native/pyhost/pyhost.c: the weight of one instruction at the profile's own rate
 PACKAGE_DIR = Path(__file__).resolve().parents[2]  # phantora_prof/
 # files of the package whose frames count as the program's: the bootstrap runs the script;
 # signal_view stands for the stdlib's signal.signal / getsignal
@@ -92,10 +94,12 @@ class PythonHostTime:
                 native.attach()  # a timeline thread not counting yet (a new thread with a reused ident)
                 native.take()
             return 0
-        dpy, dc = delta
+        dpy, dc, dw = delta
         rate = self.opcode_ns
         if dc and self.in_subclass is not None and self.in_subclass() > 0:
             rate = self.subclass_opcode_ns  # asked only when there are instructions to charge
+        if dw != dc * WEIGHT_ONE:  # some of them ran in files with their own rate (python_rates)
+            dc = dw / WEIGHT_ONE
         # rounded, not truncated: the clock is read at every record's start and end, and
         # truncating each charge lost ~0.4 us per step of a small DDP model. (Carrying the
         # remainder instead made ranks that ran different Python before the same code charge
@@ -166,7 +170,10 @@ def run_as_program(host: PythonHostTime | None, fn: Callable[..., Any], *args: A
         host.native.user_end(depth)
 
 
-def install(py_call_ns: float, opcode_ns: float, subclass_opcode_ns: float | None = None) -> PythonHostTime | None:
+def install(py_call_ns: float, opcode_ns: float, subclass_opcode_ns: float | None = None,
+            file_weights: dict[str, float] | None = None) -> PythonHostTime | None:
+    """Count the program's Python from now on. `file_weights`: per file below site-packages (or
+    top-level package, "torch/"), its cost per instruction over `opcode_ns`."""
     native = load()
     if native is None:
         log.warning("no C compiler found: Python code between ops costs no simulated time in this run "
@@ -176,6 +183,12 @@ def install(py_call_ns: float, opcode_ns: float, subclass_opcode_ns: float | Non
     for code in _mode_only_code() + _blocking_wait_code():
         native.mark_ours(code)
     _replace_rule_lookup(native)
+    if getattr(native, "WEIGHT_ONE", None) != WEIGHT_ONE:
+        raise RuntimeError(f"{MODULE}: its WEIGHT_ONE is {getattr(native, 'WEIGHT_ONE', None)}, this module's {WEIGHT_ONE}")
+    native.set_rates({k: int(round(w * WEIGHT_ONE)) for k, w in file_weights.items()} if file_weights else None)
+    if file_weights:
+        # the subclass's dispatch Python (DTensor's sharding propagation) is priced by its files' weights
+        subclass_opcode_ns = None
     host = PythonHostTime(native, py_call_ns, opcode_ns, subclass_opcode_ns)
     profile_dir = os.environ.get(ENV_PROFILE)
     if profile_dir:
