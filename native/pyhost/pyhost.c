@@ -73,7 +73,8 @@ static long long cache_w[CACHE_SIZE];
  * named, by their top-level package ("torch/"), in units of WEIGHT_ONE; the rest (the
  * program's own files, the standard library) weigh WEIGHT_ONE. */
 #define WEIGHT_ONE 1024
-static PyObject *g_rates = NULL; /* dict str -> int, or NULL */
+static PyObject *g_rates = NULL; /* dict str -> int, or NULL; set before threads start (set_rates
+                                   * forgets only the calling thread's last-code cache) */
 
 static long long weight_uncached(PyCodeObject *code) {
     if (g_rates == NULL) {
@@ -198,14 +199,17 @@ static int g_by_code = 0;
 static long long slot_calls[CACHE_SIZE];
 static long long slot_ops[CACHE_SIZE];
 
-/* The class of `code`; *slot is its cache slot, or -1 when it could not be cached. */
+/* The class of `code`; *slot is its cache slot, or -1 when it could not be cached; *w its
+ * weight (w may be NULL). */
 static int lookup_w(PyCodeObject *code, int *slot, long long *w) {
     uintptr_t h = ((uintptr_t)code >> 4) * 2654435761u;
     unsigned i = (unsigned)(h & (CACHE_SIZE - 1));
     for (unsigned probe = 0; probe < 64; ++probe, i = (i + 1) & (CACHE_SIZE - 1)) {
         if (cache_key[i] == (void *)code) {
             *slot = (int)i;
-            *w = cache_w[i];
+            if (w != NULL) {
+                *w = cache_w[i];
+            }
             return cache_val[i];
         }
         if (cache_key[i] == NULL) {
@@ -215,18 +219,21 @@ static int lookup_w(PyCodeObject *code, int *slot, long long *w) {
             cache_val[i] = (unsigned char)c;
             cache_w[i] = weight_uncached(code);
             *slot = (int)i;
-            *w = cache_w[i];
+            if (w != NULL) {
+                *w = cache_w[i];
+            }
             return c;
         }
     }
     *slot = -1;
-    *w = weight_uncached(code);
+    if (w != NULL) {
+        *w = weight_uncached(code);
+    }
     return classify_uncached(code); /* a crowded neighbourhood: no caching */
 }
 
 static int lookup(PyCodeObject *code, int *slot) {
-    long long w;
-    return lookup_w(code, slot, &w);
+    return lookup_w(code, slot, NULL);
 }
 
 /* The weight of the instruction about to run in `frame` (the last code's, cached). */
