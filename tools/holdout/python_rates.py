@@ -15,9 +15,10 @@ time, over its instructions per step: what the simulator charges per counted ins
 process per sample; the shares are of the program's own time, the step time is measured
 without it.
 
-Prints per workload and per file ns per instruction on this host; with --json, writes the
-rates over all workloads, per file and per top-level package (the input of
-phantora_prof/cost/data/python_rates.json).
+Prints per workload and per file ns per instruction on its host. Several DIRs (hosts) are pooled,
+each in units of its own base (--base: a user's dataset loop). --weights writes the per-file and
+per-package weights of phantora_prof/cost/data/host_model.json's python_files; --json the pooled
+numbers.
 """
 from __future__ import annotations
 
@@ -25,7 +26,6 @@ import argparse
 import collections
 import gzip
 import json
-import math
 import re
 from pathlib import Path
 
