@@ -215,3 +215,15 @@ def test_a_host_profile_reaches_every_rank(cli):
     expected = 3.0  # the loop's ops and Python alike
     for base, slower in zip(loops["h200"], loops[str(slow)]):
         assert 0.85 * expected < slower / base < 1.15 * expected, loops
+
+
+def test_python_file_weights_are_well_formed():
+    """host_model.json python_files: keys are paths below site-packages (a file, or a top-level
+    package ending in "/"), as the native hook looks them up; weights within python_rates.py's
+    clamp. A key with a site-packages prefix or a leading slash would never match."""
+    w = hostcost.PYTHON_FILE_WEIGHTS
+    assert w.get("torch/", 0) > 1.5  # torch's Python costs more than a user's loop (session 44)
+    for key, weight in w.items():
+        assert not key.startswith("/") and "-packages/" not in key, key
+        assert key.endswith(".py") or (key.endswith("/") and key.count("/") == 1), key
+        assert 0.5 <= weight <= 25.0, (key, weight)
