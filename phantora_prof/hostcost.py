@@ -115,7 +115,6 @@ def _apply(table: dict, prof: dict) -> dict:
     t["python"]["py_call_ns"] *= py
     t["python"]["opcode_ns"] *= py
     t["subclass_dispatch"]["ns"] *= py
-    t["subclass_dispatch"]["opcode_ns"] *= py
     # measured per parameter in absolute time (calibrate/host_costs.py), so only the host's speed applies
     t["optimizer_python_ns"] = {k: int(v * speed) for k, v in t["optimizer_python_ns"].items()}
     t["optimizer_steps"] = {impl: {cls: int(v * speed) for cls, v in per.items()}
@@ -261,7 +260,6 @@ def compiled_tensor_costs(is_backward: bool, is_inference: bool) -> CompiledTens
 PY_CALL_NS: float = TABLE["python"]["py_call_ns"]
 OPCODE_NS: float = TABLE["python"]["opcode_ns"]
 SUBCLASS_DISPATCH_NS: int = int(TABLE["subclass_dispatch"]["ns"])  # per tensor-subclass (DTensor) dispatch
-SUBCLASS_OPCODE_NS: float = TABLE["subclass_dispatch"]["opcode_ns"]  # per instruction inside one
 # Per-file weights on OPCODE_NS (host_model.json "python_files"): a framework's Python costs more per
 # instruction than a user's loop (its C calls, the objects it touches). Relative, so no profile scale.
 PYTHON_FILE_WEIGHTS: dict[str, float] = dict(TABLE.get("python_files", {}).get("weights", {}))

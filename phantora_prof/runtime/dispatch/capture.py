@@ -200,9 +200,6 @@ class CaptureMode(TorchDispatchMode):
         # The native op recorder (CPU builds of torch): it records the host op tree, autograd
         # nodes included, so the mode does not send AutogradSpans of its own.
         self._rec = op_recorder.get()
-        if self._rec is not None and self.st.pyhost is not None:
-            rec = self._rec
-            self.st.pyhost.in_subclass = lambda: rec.tls().subclass_open  # Python inside a subclass's dispatch
         annotations.set_boundary_hook(self._close_autograd)
         global _FAST_DEVICE
         _FAST_DEVICE = (self.fake_mode, wrapper.device_key) if wrapper.device_key is not None else None

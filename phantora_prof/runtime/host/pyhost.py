@@ -53,17 +53,14 @@ def load() -> Any | None:
 class PythonHostTime:
     """Turns each thread's counted calls into simulated host time, charged on demand."""
 
-    def __init__(self, native: Any, py_call_ns: float, opcode_ns: float, subclass_opcode_ns: float | None = None):
+    def __init__(self, native: Any, py_call_ns: float, opcode_ns: float):
         self.native = native
         self.py_call_ns = py_call_ns
+        # a user's Python; a framework's costs its file's weight times this (the native hook
+        # sums the weights: `take`'s third count). Python inside a tensor subclass's dispatch
+        # (DTensor's sharding propagation) is priced by its files too; until 2026-12-06 it had a
+        # rate of its own (host_model.json subclass_dispatch).
         self.opcode_ns = opcode_ns
-        # Python run inside a tensor subclass's dispatch (DTensor's sharding propagation and
-        # wrapping) costs more per instruction than a training loop's own Python: measured with
-        # tools/holdout/dtensor_ops.py (cost/data/host_model.json "subclass_dispatch").
-        self.subclass_opcode_ns = opcode_ns if subclass_opcode_ns is None else subclass_opcode_ns
-        # set by the capture mode when the op recorder runs: > 0 while the calling thread is
-        # inside a tensor subclass's dispatch ("PythonSubclass" record open)
-        self.in_subclass: Callable[[], int] | None = None
         self.charged_ns = 0  # total charged, for the summary
         # Threads whose work is on the simulated host's timeline: the script's thread and the
         # threads the capture mode has seen run ops (autograd's). Others (DataLoader's pinning
@@ -94,17 +91,12 @@ class PythonHostTime:
                 native.attach()  # a timeline thread not counting yet (a new thread with a reused ident)
                 native.take()
             return 0
-        dpy, dc, dw = delta
-        rate = self.opcode_ns
-        if dc and self.in_subclass is not None and self.in_subclass() > 0:
-            rate = self.subclass_opcode_ns  # asked only when there are instructions to charge
-        if dw != dc * WEIGHT_ONE:  # some of them ran in files with their own rate (python_rates)
-            dc = dw / WEIGHT_ONE
+        dpy, _, dw = delta  # calls, instructions, instructions weighted by their files' rates
         # rounded, not truncated: the clock is read at every record's start and end, and
         # truncating each charge lost ~0.4 us per step of a small DDP model. (Carrying the
         # remainder instead made ranks that ran different Python before the same code charge
         # it differently by 1 ns.)
-        ns = int(dpy * self.py_call_ns + dc * rate + 0.5)
+        ns = int(dpy * self.py_call_ns + dw / WEIGHT_ONE * self.opcode_ns + 0.5)
         self.charged_ns += ns
         return ns
 
@@ -170,8 +162,7 @@ def run_as_program(host: PythonHostTime | None, fn: Callable[..., Any], *args: A
         host.native.user_end(depth)
 
 
-def install(py_call_ns: float, opcode_ns: float, subclass_opcode_ns: float | None = None,
-            file_weights: dict[str, float] | None = None) -> PythonHostTime | None:
+def install(py_call_ns: float, opcode_ns: float, file_weights: dict[str, float] | None = None) -> PythonHostTime | None:
     """Count the program's Python from now on. `file_weights`: per file below site-packages (or
     top-level package, "torch/"), its cost per instruction over `opcode_ns`."""
     native = load()
@@ -186,10 +177,7 @@ def install(py_call_ns: float, opcode_ns: float, subclass_opcode_ns: float | Non
     if getattr(native, "WEIGHT_ONE", None) != WEIGHT_ONE:
         raise RuntimeError(f"{MODULE}: its WEIGHT_ONE is {getattr(native, 'WEIGHT_ONE', None)}, this module's {WEIGHT_ONE}")
     native.set_rates({k: int(round(w * WEIGHT_ONE)) for k, w in file_weights.items()} if file_weights else None)
-    if file_weights:
-        # the subclass's dispatch Python (DTensor's sharding propagation) is priced by its files' weights
-        subclass_opcode_ns = None
-    host = PythonHostTime(native, py_call_ns, opcode_ns, subclass_opcode_ns)
+    host = PythonHostTime(native, py_call_ns, opcode_ns)
     profile_dir = os.environ.get(ENV_PROFILE)
     if profile_dir:
         _profile_by_code(native, Path(profile_dir))

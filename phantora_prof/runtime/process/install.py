@@ -100,8 +100,7 @@ def _install_host_python(st: RuntimeState, clock: _clock.VirtualClock) -> None:
     from phantora_prof.runtime.host import autograd_engine, dataloader, pyhost
 
     if st.config.host_python:
-        host = pyhost.install(hostcost.PY_CALL_NS, hostcost.OPCODE_NS, hostcost.SUBCLASS_OPCODE_NS,
-                              hostcost.PYTHON_FILE_WEIGHTS)
+        host = pyhost.install(hostcost.PY_CALL_NS, hostcost.OPCODE_NS, hostcost.PYTHON_FILE_WEIGHTS)
         if host is not None:
             pyhost.own_generated_code()  # the simulator's dataclass methods are not the program's Python
             clock.set_pending(host.pending_ns)
