@@ -733,3 +733,76 @@ def test_work_with_neither_launch_nor_op_is_in_no_step(tmp_path):
     assert got["gpu_time_ms"] == pytest.approx(base["gpu_time_ms"], abs=1e-6)
     outside = got["per_rank"][0]["gpu_time_outside_steps_ms"] - base["per_rank"][0]["gpu_time_outside_steps_ms"]
     assert outside == pytest.approx(0.5, abs=1e-6)
+
+
+# ------------------------------------------------------------ host figures (tracing/diff/host.py)
+
+def _host_trace(path: Path, python_us: float, step_us: float = 1000.0) -> Path:
+    """Two ProfilerStep spans on the script thread (tid 1): per step an op of 100 us with a
+    child, `python_us` of nothing, an op of 50 us; autograd's thread (tid 2) runs one 300 us
+    node per step. All times in us."""
+    ev = []
+    for k in range(2):
+        t0 = k * step_us
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "pid": 1, "tid": 1,
+                   "ts": t0, "dur": step_us})
+        ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": t0 + 10, "dur": 100})
+        ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": t0 + 20, "dur": 50})
+        ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1,
+                   "ts": t0 + 110 + python_us, "dur": 50})
+        ev.append({"ph": "X", "cat": "cpu_op", "name": "autograd::engine::evaluate_function: AddmmBackward0",
+                   "pid": 1, "tid": 2, "ts": t0 + 400, "dur": 300})
+    return _write_json({"traceEvents": ev}, path)
+
+
+def test_host_figures_split_a_step_into_ops_outside_ops_and_other_threads(tmp_path):
+    j = diff_traces(_host_trace(tmp_path / "a.json", 200), _host_trace(tmp_path / "b.json", 500)).to_json()
+    hb, ho = j["base"]["host"], j["other"]["host"]
+    assert hb == {"script_busy_ms": 0.15, "script_outside_ops_ms": 0.85, "other_threads_busy_ms": 0.3,
+                  "script_ops": 2, "other_threads_ops": 1}
+    assert ho["script_busy_ms"] == 0.15 and ho["other_threads_busy_ms"] == 0.3
+    assert j["delta"]["host"] == {k: 0 for k in hb}  # same busy times; the Python moved inside the step
+    rows = {(r["thread"], r["name"]): r for r in j["host_ops"]}
+    assert rows[("script", "aten::linear")]["base"] == {"count": 1, "time_ms": 0.1}  # the child is not counted
+    assert ("script", "aten::addmm") not in rows
+    assert rows[("other threads", "autograd::engine::evaluate_function: AddmmBackward0")]["other"]["time_ms"] == 0.3
+
+
+def test_host_figures_show_a_longer_host_step(tmp_path):
+    fast = _host_trace(tmp_path / "fast.json", 200)
+    slow = _host_trace(tmp_path / "slow.json", 200, step_us=2000.0)
+    j = diff_traces(fast, slow).to_json()
+    assert j["delta"]["host"]["script_outside_ops_ms"] == pytest.approx(1.0)
+    assert j["delta"]["host"]["script_busy_ms"] == 0
+    assert j["differences"] >= 2  # the step time and the time outside ops
+
+
+def test_host_figures_match_an_independent_count_on_a_reference_trace():
+    path = ref("gpt_small")
+    ev = [e for e in _read(path)["traceEvents"] if e.get("ph") == "X"]
+    step = next(e for e in ev if e.get("cat") == "user_annotation" and e["name"] == "ProfilerStep#4")
+    a, b = step["ts"], step["ts"] + step["dur"]
+    host = [e for e in ev if e.get("cat") in ("cpu_op", "user_annotation") and e is not step
+            and not e["name"].startswith("ProfilerStep#")]
+    per_tid: dict = {}
+    for e in sorted(host, key=lambda e: (e["ts"], -e["dur"])):
+        per_tid.setdefault(e["tid"], []).append(e)
+    busy: dict = {}
+    count: dict = {}
+    for tid, es in per_tid.items():  # outermost events: not inside an earlier, longer one of the thread
+        end, tot, n = None, 0.0, 0
+        for e in es:
+            if end is not None and e["ts"] + e["dur"] <= end:
+                continue
+            if a <= e["ts"] < b:
+                tot += min(e["ts"] + e["dur"], b) - e["ts"]
+                n += 1
+            end = e["ts"] + e["dur"]
+        busy[tid], count[tid] = tot / 1e3, n
+    j = diff_traces(path, path, steps="4").to_json()["base"]["host"]
+    assert j["script_busy_ms"] == pytest.approx(busy[step["tid"]], abs=1e-3)
+    assert j["script_ops"] == count[step["tid"]]
+    others = [t for t in busy if t != step["tid"]]
+    assert j["other_threads_busy_ms"] == pytest.approx(sum(busy[t] for t in others), abs=1e-3)
+    assert j["other_threads_ops"] == sum(count[t] for t in others)
+    assert j["script_outside_ops_ms"] == pytest.approx(step["dur"] / 1e3 - busy[step["tid"]], abs=1e-3)

@@ -16,6 +16,7 @@ Definitions (all per step, then averaged over the selected steps):
 - communication exposed / overlapped: the union of the step's communication kernels minus
   / intersected with the union of all compute kernels on the same device (on any stream,
   from any step).
+- host: where the host's time went per thread, and its outermost host events (tracing/diff/host.py).
 - ops: every op that directly launches GPU work (the innermost host op enclosing the
   launch), keyed by (op name, `Input Dims` without the `[]` of non-tensor arguments);
   count is the number of such op instances, gpu_time the sum of the durations of what
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from tracing.diff.align import StepPlan, _ranges, find_steps
 from tracing.diff.categories import CATEGORIES, COMPUTE_CATEGORIES, categorize
 from tracing.diff.events import DiffError, TraceEvents
+from tracing.diff.host import HostOpStat, HostStep, host_figures
 
 __all__ = ["StepStats", "OpStat", "RankSummary", "analyze", "NO_OP"]
 
@@ -79,6 +81,8 @@ class RankSummary:
     notes: list[str]
     unassigned_gpu_ns: int = 0  # GPU work launched outside the selected steps, or by no op in the trace
     rank_known: bool = True  # from distributedInfo.rank (else 0)
+    host_steps: list[HostStep] = field(default_factory=list)  # per selected step (tracing/diff/host.py)
+    host_ops: dict[tuple[str, str], HostOpStat] = field(default_factory=dict)
 
 
 def _merge(iv: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -202,5 +206,7 @@ def analyze(tr: TraceEvents, select: set[int] | None = None) -> RankSummary:
             st.comm_overlapped_ns += ov
             st.comm_exposed_ns += total - ov
 
+    host_steps, host_ops = host_figures(tr, starts, ends)
     rank = tr.rank if tr.rank is not None else 0
-    return RankSummary(str(tr.path), rank, tr.world_size, tr.has_shapes, plan, stats, ops, notes, unassigned)
+    return RankSummary(str(tr.path), rank, tr.world_size, tr.has_shapes, plan, stats, ops, notes, unassigned,
+                       host_steps=host_steps, host_ops=host_ops)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracing.diff.categories import CATEGORIES
-from tracing.diff.result import FIGURES, DiffResult
+from tracing.diff.result import FIGURES, HOST_FIGURES, DiffResult
 
 __all__ = ["render_report"]
 
@@ -106,6 +106,9 @@ def render_report(result: DiffResult, console: Any, top: int = 25) -> None:
         row("communication overlapped", b["communication"]["overlapped_ms"], o["communication"]["overlapped_ms"])
     t.add_section()
     row("kernels + memcpys + memsets", b["kernels"], o["kernels"])
+    t.add_section()
+    for k, label in HOST_FIGURES.items():  # where the host's time went (tracing/diff/host.py)
+        row(f"host: {label}", b["host"][k], o["host"][k])
     console.print(t)
 
     if j["steps"]:
@@ -142,6 +145,24 @@ def render_report(result: DiffResult, console: Any, top: int = 25) -> None:
             ot.add_row(f"{name} [dim]{dims}[/]" if dims else name, m["match"], count,
                        _fmt(gb), _fmt(go), f"[{sty}]{_signed(diff)}[/]", f"[{sty}]{_pct(diff, gb)}[/]")
         console.print(ot)
+
+    host_ops = [r for r in j["host_ops"] if r["base"]["time_ms"] or r["other"]["time_ms"]]
+    if host_ops:
+        shown = host_ops[:top]
+        ht = Table(title=f"Host events, outermost per thread ({len(shown)} of {len(host_ops)}, largest host-time "
+                         "difference first)", title_justify="left", show_edge=False, pad_edge=False)
+        ht.add_column("event", overflow="fold", ratio=1)
+        ht.add_column("thread")
+        for c in ("count", "ms base", "ms other", "diff", "diff %"):
+            ht.add_column(c, justify="right", no_wrap=True)
+        for r in shown:
+            tb, to, diff = r["base"]["time_ms"], r["other"]["time_ms"], r["diff_time_ms"]
+            cb, co = r["base"]["count"], r["other"]["count"]
+            count = f"{cb:g}" if co == cb else f"[yellow]{cb:g}→{co:g}[/]"
+            sty = _style(diff, tb)
+            ht.add_row(_op(r["name"]), r["thread"], count, _fmt(tb), _fmt(to), f"[{sty}]{_signed(diff)}[/]",
+                       f"[{sty}]{_pct(diff, tb)}[/]")
+        console.print(ht)
 
     for label, rows in (("base", j["only_base"]), ("other", j["only_other"])):
         if not rows:
