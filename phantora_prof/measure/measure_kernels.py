@@ -38,6 +38,12 @@ scales, bf16 out; about 2 x 10 s) were measured on 2026-12-02
 (tools/holdout/real_h200/session13/) and appended to the shipped file with --merge and --append
 (below).
 
+fp32 GEMMs at transformer training shapes (`--only gemm_fp32`: tokens 2048 / 8192 x hidden
+768-4096, TF32 off and on, the three training layouts; 105 cases, about 2 x 15 s): measured in
+session 45 when the only fp32 model with a real profile (the 2 x H200 pipeline example) ran its
+GEMMs 15-38% faster than the base sweep's random fp32 shapes implied; cold and warm runs merged
+and appended as the FP8 ones were.
+
 Wider shapes (batch*heads 384-3072, GEMM dimensions past 16384: vocabularies, 70B MLPs;
 about 2 x 60 s). Measured on 2026-11-29 (tools/holdout/real_h200/h200_wide_sweep.json) and NOT in the
 shipped file: timed in isolation these shapes ran above what the same shapes take inside
@@ -343,6 +349,30 @@ def gemm_wide_cases(quick: bool):
         add("addmm", "NT", tok, n, d)  # linear fwd
         add("mm", "NN", tok, d, n)  # grad input
         add("mm", "TN", n, d, tok)  # grad weight
+    return cases
+
+
+def gemm_fp32_cases(quick: bool):
+    """fp32 GEMMs at transformer training shapes (tokens x hidden), TF32 off and on, in the three
+    training layouts, as the base sweep has them for bf16. The base sweep's fp32 points are random
+    shapes (70 with TF32 off, most of them off the multiples of 128 that models use), and a
+    fp32 model's GEMMs at such shapes ran 15-38% faster in training than the curve through those
+    points said (the 2 x H200 pipeline example, tests/data/real/h200x2)."""
+    cases = []
+
+    def add(op, tf32, layout, m, n, k):
+        cases.append(("gemm", op, dict(dtype="fp32", tf32=tf32, layout=layout, m=m, n=n, k=k, b=1),
+                      2.0 * m * n * k))
+    for tf32 in (False, True):
+        lim = 2 ** 40 if tf32 else 2 ** 37
+        for tok in ((2048, 8192) if not quick else (2048,)):
+            for d in ((768, 1024, 2048, 4096) if not quick else (1024,)):
+                for n in (d, 3 * d, 4 * d) if d == 1024 else (d, 4 * d):
+                    if tok * d * n > lim:
+                        continue
+                    add("addmm", tf32, "NT", tok, n, d)  # linear fwd
+                    add("mm", tf32, "NN", tok, d, n)  # grad input
+                    add("mm", tf32, "TN", n, d, tok)  # grad weight
     return cases
 
 
@@ -793,13 +823,13 @@ def main(argv=None) -> int:
               ("attention_wide", attn_wide_cases(a.quick)), ("gemm_wide", gemm_wide_cases(a.quick)),
               ("gemm_align", gemm_align_cases(a.quick)),
               ("gemm_align2", gemm_align_cases(a.quick, seed=11, scale=3)),
-              ("gemm_small", gemm_small_cases(a.quick)),
+              ("gemm_small", gemm_small_cases(a.quick)), ("gemm_fp32", gemm_fp32_cases(a.quick)),
               ("scaled_mm", scaled_mm_cases(a.quick))]
     if a.only:
         keep = set(a.only.split(","))
         groups = [g for g in groups if g[0] in keep]
     else:  # the wide and alignment groups extend a base sweep: ask for them with --only
-        groups = [g for g in groups if not g[0].endswith(("_wide", "_align", "_align2", "_small", "scaled_mm"))]
+        groups = [g for g in groups if not g[0].endswith(("_wide", "_align", "_align2", "_small", "_fp32", "scaled_mm"))]
     # interleave so a budget stop loses a little of every class, not a whole class
     for _, cs in groups:
         random.Random(3).shuffle(cs)
