@@ -185,4 +185,4 @@ def render_report(result: DiffResult, console: Any, top: int = 25) -> None:
     if n == 0:
         console.print("[bold green]No differences:[/] the two traces agree on every figure.")
     else:
-        console.print(f"[bold]{n} differing figure(s)[/] (step figures, categories, ops and one-sided ops).")
+        console.print(f"[bold]{n} differing figure(s)[/] (step figures, categories, host figures, ops and one-sided ops).")

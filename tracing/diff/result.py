@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tracing.diff.analyze import RankSummary, StepStats
-from tracing.diff.host import HostStep
 from tracing.diff.categories import CATEGORIES
+from tracing.diff.host import HostStep
 from tracing.diff.ops import OpMatch, OpRow
 
 __all__ = ["DiffResult", "Side", "SCHEMA"]
