@@ -752,14 +752,18 @@ def _host_trace(path: Path, python_us: float, step_us: float = 1000.0) -> Path:
                    "ts": t0 + 110 + python_us, "dur": 50})
         ev.append({"ph": "X", "cat": "cpu_op", "name": "autograd::engine::evaluate_function: AddmmBackward0",
                    "pid": 1, "tid": 2, "ts": t0 + 400, "dur": 300})
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 1,
+                   "ts": t0 + 800, "dur": 100, "args": {"correlation": 10 + k}})
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, "tid": 1,
+                   "ts": t0 + 30, "dur": 5, "args": {"correlation": 20 + k}})  # inside an op: busy, not a wait
     return _write_json({"traceEvents": ev}, path)
 
 
 def test_host_figures_split_a_step_into_ops_outside_ops_and_other_threads(tmp_path):
     j = diff_traces(_host_trace(tmp_path / "a.json", 200), _host_trace(tmp_path / "b.json", 500)).to_json()
     hb, ho = j["base"]["host"], j["other"]["host"]
-    assert hb == {"script_busy_ms": 0.15, "script_outside_ops_ms": 0.85, "other_threads_busy_ms": 0.3,
-                  "script_ops": 2, "other_threads_ops": 1}
+    assert hb == {"script_busy_ms": 0.15, "script_sync_ms": 0.1, "script_outside_ops_ms": 0.75,
+                  "other_threads_busy_ms": 0.3, "script_ops": 2, "other_threads_ops": 1}
     assert ho["script_busy_ms"] == 0.15 and ho["other_threads_busy_ms"] == 0.3
     assert j["delta"]["host"] == {k: 0 for k in hb}  # same busy times; the Python moved inside the step
     rows = {(r["thread"], r["name"]): r for r in j["host_ops"]}
@@ -805,4 +809,11 @@ def test_host_figures_match_an_independent_count_on_a_reference_trace():
     others = [t for t in busy if t != step["tid"]]
     assert j["other_threads_busy_ms"] == pytest.approx(sum(busy[t] for t in others), abs=1e-3)
     assert j["other_threads_ops"] == sum(count[t] for t in others)
-    assert j["script_outside_ops_ms"] == pytest.approx(step["dur"] / 1e3 - busy[step["tid"]], abs=1e-3)
+    syncs, end = 0.0, None  # the script thread's synchronize calls outside any host event
+    inside = sorted((e["ts"], e["ts"] + e["dur"]) for e in per_tid[step["tid"]])
+    for e in sorted((e for e in ev if e.get("cat") == "cuda_runtime" and e["tid"] == step["tid"]
+                     and e["name"].endswith("Synchronize") and a <= e["ts"] < b), key=lambda e: e["ts"]):
+        if not any(s <= e["ts"] and e["ts"] + e["dur"] <= t for s, t in inside):
+            syncs += min(e["ts"] + e["dur"], b) - e["ts"]
+    assert j["script_sync_ms"] == pytest.approx(syncs / 1e3, abs=1e-3)
+    assert j["script_outside_ops_ms"] == pytest.approx(step["dur"] / 1e3 - busy[step["tid"]] - syncs / 1e3, abs=1e-3)

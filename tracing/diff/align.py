@@ -51,11 +51,11 @@ from dataclasses import dataclass, field
 
 from tracing.diff.events import PROFILER_STEP_RE, TraceEvents
 
-__all__ = ["Step", "StepPlan", "find_steps", "parse_steps_spec"]
+__all__ = ["Step", "StepPlan", "find_steps", "parse_steps_spec", "SYNC_NAMES"]
 
 _MOD = (1 << 61) - 1
 _BASE = 1_000_003
-_SYNC_NAMES = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+SYNC_NAMES = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
                "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize")
 
 
@@ -126,7 +126,7 @@ def _detect(tr: TraceEvents) -> StepPlan:
     for i, th in enumerate(tr.op_thread):
         if th == main and tr.op_parent[i] < 0:
             toks.append((tr.op_start[i], tr.op_end[i], tr.op_name[i], False))
-    sync_ids = {tr.name_id(n) for n in _SYNC_NAMES} - {None}
+    sync_ids = {tr.name_id(n) for n in SYNC_NAMES} - {None}
     if sync_ids:
         for i, th in enumerate(tr.rt_thread):
             if th == main and tr.rt_op[i] < 0 and tr.rt_name[i] in sync_ids:

@@ -15,9 +15,12 @@ Definitions (per step; a host event belongs to the step whose span contains its 
   enclosing, and is not an event here).
 - busy: the length of the union of a thread's outermost events in the step, clipped to the
   step; summed over threads for the other threads.
-- outside ops (script thread): the step's wall time less the script thread's busy time. On a
-  real profile it is the program's Python between ops, waits (for the backward pass, a
-  synchronize, a DataLoader), and the profiler's own per-op work at op boundaries.
+- synchronize (script thread): `cuda*Synchronize` calls that no host event encloses (the
+  program's own `torch.cuda.synchronize()`, a profiler step's), clipped to the step: the host
+  waiting for the GPU. (A `.item()` waits inside its op and counts as busy.)
+- outside ops (script thread): the step's wall time less the script thread's busy and
+  synchronize time. On a real profile it is the program's Python between ops, waits for other
+  threads (the backward pass, a DataLoader), and the profiler's own per-op work at op boundaries.
 - host ops: outermost events keyed by (thread kind, name), with their count and time.
 
 Profiling costs the host real time per recorded event (its callbacks and CUPTI's), so a
@@ -30,6 +33,7 @@ from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass
 
+from tracing.diff.align import SYNC_NAMES
 from tracing.diff.events import PROFILER_STEP_RE, TraceEvents
 
 __all__ = ["HostStep", "HostOpStat", "host_figures", "SCRIPT", "OTHER"]
@@ -47,10 +51,11 @@ class HostStep:
     script_ops: int = 0
     other_busy_ns: int = 0
     other_ops: int = 0
+    script_sync_ns: int = 0
 
     @property
     def script_outside_ns(self) -> int:
-        return max(0, self.wall_ns - self.script_busy_ns)
+        return max(0, self.wall_ns - self.script_busy_ns - self.script_sync_ns)
 
 
 @dataclass
@@ -118,6 +123,20 @@ def host_figures(tr: TraceEvents, starts: list[int], ends: list[int]
             row = ops[key] = HostOpStat(kind, names[nid])
         row.count += 1
         row.ns += op_end[i] - s
+    syncs = {i for i, n in enumerate(names) if n in SYNC_NAMES}
+    sync_spans: list[list[tuple[int, int]]] = [[] for _ in steps]
+    for i, nid in enumerate(tr.rt_name):
+        if nid not in syncs or tr.rt_thread[i] != script:
+            continue
+        p = tr.rt_op[i]
+        if p >= 0 and not (is_step[op_name[p]] and tr.op_annot[p]):
+            continue  # inside an op (an .item()'s wait): the op's time
+        s = tr.rt_start[i]
+        k = bisect_right(starts, s) - 1
+        if 0 <= k and s < ends[k]:
+            sync_spans[k].append((s, min(tr.rt_end[i], ends[k])))
+    for st, sp in zip(steps, sync_spans):
+        st.script_sync_ns = _union_ns(sp)
     for st, per_thread in zip(steps, spans):
         for th, sp in per_thread.items():
             if th == script:

@@ -22,7 +22,8 @@ COMM_FIGURES = ("total_ms", "exposed_ms", "overlapped_ms")
 # host figures per step (tracing/diff/host.py): JSON key -> label
 HOST_FIGURES = {
     "script_busy_ms": "script thread in ops",
-    "script_outside_ops_ms": "script thread outside ops (Python, waits)",
+    "script_sync_ms": "script thread in synchronize (waiting for the GPU)",
+    "script_outside_ops_ms": "script thread outside ops (Python, other waits)",
     "other_threads_busy_ms": "other threads in ops (autograd, loaders)",
     "script_ops": "script thread: outermost host events",
     "other_threads_ops": "other threads: outermost host events",
@@ -40,7 +41,8 @@ def _mean(xs: list[float]) -> float:
 def _host_json(h: HostStep | None) -> dict:
     if h is None:
         return {k: 0 for k in HOST_FIGURES}
-    return {"script_busy_ms": _ms(h.script_busy_ns), "script_outside_ops_ms": _ms(h.script_outside_ns),
+    return {"script_busy_ms": _ms(h.script_busy_ns), "script_sync_ms": _ms(h.script_sync_ns),
+            "script_outside_ops_ms": _ms(h.script_outside_ns),
             "other_threads_busy_ms": _ms(h.other_busy_ns), "script_ops": h.script_ops,
             "other_threads_ops": h.other_ops}
 
