@@ -199,8 +199,14 @@ def gemm_roofline_ns(p: dict, op: str) -> float:
     return _R.op_time_ns(cost, g)
 
 
+def _attn_backend(backend: str, fp32: bool) -> str:
+    """The curve's backend key: fp32 attention (memory-efficient kernels only) has its own."""
+    return backend + "_fp32" if fp32 else backend
+
+
 def attn_query(p: dict, op: str) -> tuple:
-    return ("attention", p["backend"], op == "sdpa_bwd", bool(p["causal"]), p["d"], p["s"], p["b"] * p["h"])
+    return ("attention", _attn_backend(p["backend"], p.get("dtype") == "fp32"), op == "sdpa_bwd",
+            bool(p["causal"]), p["d"], p["s"], p["b"] * p["h"])
 
 
 def mem_query(op: str, p: dict) -> tuple:
@@ -655,7 +661,7 @@ def _attn_query(op, base):
     bwd = "backward" in base
     a = op.args
     q, k = (a[1], a[2]) if bwd else (a[0], a[1])
-    if not (isinstance(q, TensorArg) and isinstance(k, TensorArg)) or q.dtype not in ("bfloat16", "float16"):
+    if not (isinstance(q, TensorArg) and isinstance(k, TensorArg)) or q.dtype not in ("bfloat16", "float16", "float32"):
         return None
     if base.startswith("_flash_attention") or base.startswith("_efficient_attention"):
         b, s, h, d = q.shape
@@ -676,7 +682,7 @@ def _attn_query(op, base):
     else:
         causal = bool(_R.arg(op, base, "is_causal", False))
     be = "cudnn" if "cudnn" in base else ("flash" if "flash" in base or "overrideable" in base else "efficient")
-    return ("attention", be, bwd, causal, d, s, b * h)
+    return ("attention", _attn_backend(be, q.dtype == "float32"), bwd, causal, d, s, b * h)
 
 
 # ------------------------------------------------------------------ held-out accuracy

@@ -42,7 +42,8 @@ fp32 GEMMs at transformer training shapes (`--only gemm_fp32`: tokens 2048 / 819
 768-4096, TF32 off and on, the three training layouts; 105 cases, about 2 x 15 s): measured in
 session 45 when the only fp32 model with a real profile (the 2 x H200 pipeline example) ran its
 GEMMs 15-38% faster than the base sweep's random fp32 shapes implied; cold and warm runs merged
-and appended as the FP8 ones were.
+and appended as the FP8 ones were. `--only attention_fp32`: fp32 self-attention on the
+memory-efficient backend (the one a CUDA build runs for fp32), forward and backward.
 
 Wider shapes (batch*heads 384-3072, GEMM dimensions past 16384: vocabularies, 70B MLPs;
 about 2 x 60 s). Measured on 2026-11-29 (tools/holdout/real_h200/h200_wide_sweep.json) and NOT in the
@@ -213,8 +214,8 @@ def attn_cases(quick: bool):
     return cases
 
 
-def _sdpa_pair(be: str, d: int, causal: bool, s: int, b: int, h: int) -> list:
-    """The forward and backward cases of one bf16 self-attention shape, with their FLOPs
+def _sdpa_pair(be: str, d: int, causal: bool, s: int, b: int, h: int, dtype: str = "bf16") -> list:
+    """The forward and backward cases of one self-attention shape, with their FLOPs
     (bwd = 2.5x fwd; causal counts the computed half of the score tiles)."""
     out = []
     for bwd in (False, True):
@@ -222,8 +223,31 @@ def _sdpa_pair(be: str, d: int, causal: bool, s: int, b: int, h: int) -> list:
         if causal:
             f *= (s + 1) / (2.0 * s)
         out.append(("attention", "sdpa_bwd" if bwd else "sdpa_fwd",
-                    dict(backend=be, d=d, causal=causal, s=s, b=b, h=h, dtype="bf16"), f))
+                    dict(backend=be, d=d, causal=causal, s=s, b=b, h=h, dtype=dtype), f))
     return out
+
+
+def attn_fp32_cases(quick: bool):
+    """fp32 self-attention on the memory-efficient backend, the one a CUDA build picks for fp32
+    (flash and cuDNN take 16-bit inputs only): forward and backward over the base sweep's grid,
+    within 2^35 b*h*s^2*d. A fp32 model (the 2 x H200 pipeline example) ran its attention there."""
+    rnd = random.Random(5)
+    cases = []
+    for d in (64, 128):
+        for causal in (False, True):
+            for s in ([256, 512, 1024, 2048, 4096] if not quick else [1024]):
+                combos = set()
+                tries = 0
+                while len(combos) < (3 if not quick else 1) and tries < 80:
+                    tries += 1
+                    b = rnd.choice([1, 2, 4, 8])
+                    h = rnd.choice([8, 12, 16, 32])
+                    if b * s > 32768 or b * h * s * s * d > 2 ** 35:
+                        continue
+                    combos.add((b, h))
+                for b, h in sorted(combos):
+                    cases += _sdpa_pair("efficient", d, causal, s, b, h, dtype="fp32")
+    return cases
 
 
 def attn_wide_cases(quick: bool):
@@ -433,7 +457,8 @@ def setup_attn(p):
           "efficient": SDPBackend.EFFICIENT_ATTENTION}[p["backend"]]
     b, h, s, d = p["b"], p["h"], p["s"], p["d"]
     bwd = p["_op"] == "sdpa_bwd"
-    q, k, v = (torch.randn(b, h, s, d, device=DEV, dtype=torch.bfloat16, requires_grad=bwd) for _ in range(3))
+    dt = DT[p.get("dtype", "bf16")]
+    q, k, v = (torch.randn(b, h, s, d, device=DEV, dtype=dt, requires_grad=bwd) for _ in range(3))
     io = nbytes(q, k, v) * 4 // 3
     if not bwd:
         def fn():
@@ -824,6 +849,7 @@ def main(argv=None) -> int:
               ("gemm_align", gemm_align_cases(a.quick)),
               ("gemm_align2", gemm_align_cases(a.quick, seed=11, scale=3)),
               ("gemm_small", gemm_small_cases(a.quick)), ("gemm_fp32", gemm_fp32_cases(a.quick)),
+              ("attention_fp32", attn_fp32_cases(a.quick)),
               ("scaled_mm", scaled_mm_cases(a.quick))]
     if a.only:
         keep = set(a.only.split(","))
