@@ -41,7 +41,8 @@ scales, bf16 out; about 2 x 10 s) were measured on 2026-12-02
 fp32 GEMMs at transformer training shapes (`--only gemm_fp32`: tokens 2048 / 8192 x hidden
 768-4096, TF32 off and on, the three training layouts; 105 cases, about 2 x 15 s): measured in
 session 45 when the only fp32 model with a real profile (the 2 x H200 pipeline example) ran its
-GEMMs 15-38% faster than the base sweep's random fp32 shapes implied; cold and warm runs merged
+GEMMs 12% faster (median of its 12 GEMM shapes; -14% to +38%) than the base sweep's random fp32
+shapes implied; cold and warm runs merged
 and appended as the FP8 ones were. `--only attention_fp32`: fp32 self-attention on the
 memory-efficient backend (the one a CUDA build runs for fp32), forward and backward.
 
@@ -380,8 +381,8 @@ def gemm_fp32_cases(quick: bool):
     """fp32 GEMMs at transformer training shapes (tokens x hidden), TF32 off and on, in the three
     training layouts, as the base sweep has them for bf16. The base sweep's fp32 points are random
     shapes (70 with TF32 off, most of them off the multiples of 128 that models use), and a
-    fp32 model's GEMMs at such shapes ran 15-38% faster in training than the curve through those
-    points said (the 2 x H200 pipeline example, tests/data/real/h200x2)."""
+    fp32 model's GEMMs at such shapes ran 12% faster in training (median of 12 shapes; -14% to +38%)
+    than the curve through those points said (the 2 x H200 pipeline example, tests/data/real/h200x2)."""
     cases = []
 
     def add(op, tf32, layout, m, n, k):
