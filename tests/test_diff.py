@@ -763,9 +763,12 @@ def test_host_figures_split_a_step_into_ops_outside_ops_and_other_threads(tmp_pa
     j = diff_traces(_host_trace(tmp_path / "a.json", 200), _host_trace(tmp_path / "b.json", 500)).to_json()
     hb, ho = j["base"]["host"], j["other"]["host"]
     assert hb == {"script_busy_ms": 0.15, "script_sync_ms": 0.1, "script_outside_ops_ms": 0.75,
+                  "script_outside_beside_others_ms": 0.3,  # [360, 800) us meets autograd's [400, 700)
                   "other_threads_busy_ms": 0.3, "script_ops": 2, "other_threads_ops": 1}
     assert ho["script_busy_ms"] == 0.15 and ho["other_threads_busy_ms"] == 0.3
-    assert j["delta"]["host"] == {k: 0 for k in hb}  # same busy times; the Python moved inside the step
+    # the same busy times; the Python moved inside the step, so the second op (610-660 us) now
+    # runs beside autograd's node: 250 us of the script thread's gaps overlap it, not 300
+    assert j["delta"]["host"] == {**{k: 0 for k in hb}, "script_outside_beside_others_ms": -0.05}
     rows = {(r["thread"], r["name"]): r for r in j["host_ops"]}
     assert rows[("script", "aten::linear")]["base"] == {"count": 1, "time_ms": 0.1}  # the child is not counted
     assert ("script", "aten::addmm") not in rows
@@ -816,4 +819,21 @@ def test_host_figures_match_an_independent_count_on_a_reference_trace():
         if not any(s <= e["ts"] and e["ts"] + e["dur"] <= t for s, t in inside):
             syncs += min(e["ts"] + e["dur"], b) - e["ts"]
     assert j["script_sync_ms"] == pytest.approx(syncs / 1e3, abs=1e-3)
+    # the script thread's gaps (neither in an outermost event nor in such a synchronize) that
+    # another thread's outermost events cover: a sweep over +1 / -1 boundaries of both sets
+    script_es = [(e["ts"], e["ts"] + e["dur"]) for e in per_tid[step["tid"]]]
+    script_es += [(e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("cat") == "cuda_runtime"
+                  and e["tid"] == step["tid"] and e["name"].endswith("Synchronize") and a <= e["ts"] < b
+                  and not any(s <= e["ts"] and e["ts"] + e["dur"] <= t for s, t in inside)]
+    other_es = [(e["ts"], e["ts"] + e["dur"]) for t in others for e in per_tid[t] if a <= e["ts"] < b]
+    marks = sorted([(max(s, a), 0, 1) for s, t in script_es if t > a and s < b]
+                   + [(min(t, b), 0, -1) for s, t in script_es if t > a and s < b]
+                   + [(s, 1, 1) for s, t in other_es] + [(min(t, b), 1, -1) for s, t in other_es])
+    depth, beside, prev = [0, 0], 0.0, a
+    for t, which, d in marks:
+        if depth[0] == 0 and depth[1] > 0:
+            beside += t - prev
+        depth[which] += d
+        prev = t
+    assert j["script_outside_beside_others_ms"] == pytest.approx(beside / 1e3, abs=1e-3)
     assert j["script_outside_ops_ms"] == pytest.approx(step["dur"] / 1e3 - busy[step["tid"]] - syncs / 1e3, abs=1e-3)

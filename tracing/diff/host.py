@@ -21,6 +21,10 @@ Definitions (per step; a host event belongs to the step whose span contains its 
 - outside ops (script thread): the step's wall time less the script thread's busy and
   synchronize time. On a real profile it is the program's Python between ops, waits for other
   threads (the backward pass, a DataLoader), and the profiler's own per-op work at op boundaries.
+  Of it, `while other threads run ops`: the part during which another thread is inside an
+  outermost event (the script thread blocked in `backward()` while autograd's thread works, or
+  its Python running beside a pinning thread); the rest is the script thread's own time between
+  ops with no other thread in an op.
 - host ops: outermost events keyed by (thread kind, name), with their count and time.
 
 Profiling costs the host real time per recorded event (its callbacks and CUPTI's), so a
@@ -52,6 +56,7 @@ class HostStep:
     other_busy_ns: int = 0
     other_ops: int = 0
     script_sync_ns: int = 0
+    script_outside_beside_others_ns: int = 0  # of script_outside_ns: while another thread is in an op
 
     @property
     def script_outside_ns(self) -> int:
@@ -72,6 +77,45 @@ def _script_thread(tr: TraceEvents, step_ops: list[int]) -> int | None:
     if step_ops:
         return Counter(tr.op_thread[i] for i in step_ops).most_common(1)[0][0]
     return tr.first_thread()
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for s, e in sorted(spans):
+        if out and s <= out[-1][1]:
+            if e > out[-1][1]:
+                out[-1] = (out[-1][0], e)
+        else:
+            out.append((s, e))
+    return out
+
+
+def _gaps(merged: list[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
+    """[lo, hi) less the merged intervals."""
+    out, t = [], lo
+    for s, e in merged:
+        if s > t:
+            out.append((t, min(s, hi)))
+        t = max(t, e)
+        if t >= hi:
+            break
+    if t < hi:
+        out.append((t, hi))
+    return [(s, e) for s, e in out if e > s]
+
+
+def _overlap_ns(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
+    """Length of the intersection of two merged interval lists."""
+    i = j = total = 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if hi > lo:
+            total += hi - lo
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
 
 
 def _union_ns(spans: list[tuple[int, int]]) -> int:
@@ -135,12 +179,16 @@ def host_figures(tr: TraceEvents, starts: list[int], ends: list[int]
         k = bisect_right(starts, s) - 1
         if 0 <= k and s < ends[k]:
             sync_spans[k].append((s, min(tr.rt_end[i], ends[k])))
-    for st, sp in zip(steps, sync_spans):
+    for k, (st, sp) in enumerate(zip(steps, sync_spans)):
         st.script_sync_ns = _union_ns(sp)
-    for st, per_thread in zip(steps, spans):
-        for th, sp in per_thread.items():
+        per_thread = spans[k]
+        others: list[tuple[int, int]] = []
+        for th, tsp in per_thread.items():
             if th == script:
-                st.script_busy_ns = _union_ns(sp)
+                st.script_busy_ns = _union_ns(tsp)
             else:
-                st.other_busy_ns += _union_ns(sp)
+                st.other_busy_ns += _union_ns(tsp)
+                others += tsp
+        outside = _gaps(_merged(per_thread.get(script, []) + sp), starts[k], ends[k])
+        st.script_outside_beside_others_ns = _overlap_ns(outside, _merged(others))
     return steps, ops

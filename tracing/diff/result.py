@@ -24,6 +24,7 @@ HOST_FIGURES = {
     "script_busy_ms": "script thread in ops",
     "script_sync_ms": "script thread in synchronize (waiting for the GPU)",
     "script_outside_ops_ms": "script thread outside ops (Python, other waits)",
+    "script_outside_beside_others_ms": "  of it while other threads run ops (the backward)",
     "other_threads_busy_ms": "other threads in ops (autograd, loaders)",
     "script_ops": "script thread: outermost host events",
     "other_threads_ops": "other threads: outermost host events",
@@ -43,6 +44,7 @@ def _host_json(h: HostStep | None) -> dict:
         return {k: 0 for k in HOST_FIGURES}
     return {"script_busy_ms": _ms(h.script_busy_ns), "script_sync_ms": _ms(h.script_sync_ns),
             "script_outside_ops_ms": _ms(h.script_outside_ns),
+            "script_outside_beside_others_ms": _ms(h.script_outside_beside_others_ns),
             "other_threads_busy_ms": _ms(h.other_busy_ns), "script_ops": h.script_ops,
             "other_threads_ops": h.other_ops}
 
