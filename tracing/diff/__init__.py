@@ -7,7 +7,7 @@
 Modules: `events` (load one trace into columns, nest host ops, link GPU work to its
 launch), `align` (steps: ProfilerStep#N or detected from repetition), `categories`
 (kernel categories), `analyze` (per-rank figures), `host` (where the host's time went per
-thread), `ops` (matching launching ops),
+thread), `intervals` (span arithmetic both use), `ops` (matching launching ops),
 `compare` (sides, rank pairing, `diff_traces`), `result` (`DiffResult`, JSON), `report`
 (rich terminal report), `plot` (matplotlib PNG, optional).
 """

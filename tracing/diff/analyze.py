@@ -31,6 +31,7 @@ from tracing.diff.align import StepPlan, _ranges, find_steps
 from tracing.diff.categories import CATEGORIES, COMPUTE_CATEGORIES, categorize
 from tracing.diff.events import DiffError, TraceEvents
 from tracing.diff.host import HostOpStat, HostStep, host_figures
+from tracing.diff.intervals import measure, merge, overlap
 
 __all__ = ["StepStats", "OpStat", "RankSummary", "analyze", "NO_OP"]
 
@@ -85,36 +86,6 @@ class RankSummary:
     host_ops: dict[tuple[str, str], HostOpStat] = field(default_factory=dict)
 
 
-def _merge(iv: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    iv.sort()
-    out: list[tuple[int, int]] = []
-    for s, e in iv:
-        if out and s <= out[-1][1]:
-            if e > out[-1][1]:
-                out[-1] = (out[-1][0], e)
-        else:
-            out.append((s, e))
-    return out
-
-
-def _measure(merged: list[tuple[int, int]]) -> int:
-    return sum(e - s for s, e in merged)
-
-
-def _overlap(merged: list[tuple[int, int]], b_starts: list[int], b_ends: list[int]) -> int:
-    """Length of (union `merged`) ∩ (union given as sorted disjoint b_starts/b_ends)."""
-    total = 0
-    for s, e in merged:
-        j = max(0, bisect_right(b_starts, s) - 1)
-        while j < len(b_starts) and b_starts[j] < e:
-            lo = max(s, b_starts[j])
-            hi = min(e, b_ends[j])
-            if hi > lo:
-                total += hi - lo
-            j += 1
-    return total
-
-
 def analyze(tr: TraceEvents, select: set[int] | None = None) -> RankSummary:
     plan = find_steps(tr)
     notes = list(plan.notes)
@@ -153,7 +124,7 @@ def analyze(tr: TraceEvents, select: set[int] | None = None) -> RankSummary:
             compute_iv.setdefault(g_dev[i], []).append((g_start[i], g_end[i]))
     compute_union = {}
     for d, iv in compute_iv.items():
-        m = _merge(iv)
+        m = merge(iv)
         compute_union[d] = ([s for s, _ in m], [e for _, e in m])
 
     order = sorted(range(n), key=lambda i: (g_launch[i], g_start[i]))
@@ -196,13 +167,13 @@ def analyze(tr: TraceEvents, select: set[int] | None = None) -> RankSummary:
         op.cat_ns[ci] += dur
 
     for k, st in enumerate(stats):
-        st.busy_ns = sum(_measure(_merge(iv)) for iv in per_step_iv[k].values())
-        st.compute_busy_ns = sum(_measure(_merge(iv)) for iv in per_step_comp[k].values())
+        st.busy_ns = sum(measure(merge(iv)) for iv in per_step_iv[k].values())
+        st.compute_busy_ns = sum(measure(merge(iv)) for iv in per_step_comp[k].values())
         for dev, iv in per_step_comm[k].items():
-            m = _merge(iv)
-            total = _measure(m)
+            m = merge(iv)
+            total = measure(m)
             cu = compute_union.get(dev)
-            ov = _overlap(m, cu[0], cu[1]) if cu else 0
+            ov = overlap(m, cu[0], cu[1]) if cu else 0
             st.comm_overlapped_ns += ov
             st.comm_exposed_ns += total - ov
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 from tracing.diff.align import SYNC_NAMES
 from tracing.diff.events import PROFILER_STEP_RE, TraceEvents
+from tracing.diff.intervals import gaps, measure, merge, overlap
 
 __all__ = ["HostStep", "HostOpStat", "host_figures", "SCRIPT", "OTHER"]
 
@@ -77,57 +78,6 @@ def _script_thread(tr: TraceEvents, step_ops: list[int]) -> int | None:
     if step_ops:
         return Counter(tr.op_thread[i] for i in step_ops).most_common(1)[0][0]
     return tr.first_thread()
-
-
-def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for s, e in sorted(spans):
-        if out and s <= out[-1][1]:
-            if e > out[-1][1]:
-                out[-1] = (out[-1][0], e)
-        else:
-            out.append((s, e))
-    return out
-
-
-def _gaps(merged: list[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
-    """[lo, hi) less the merged intervals."""
-    out, t = [], lo
-    for s, e in merged:
-        if s > t:
-            out.append((t, min(s, hi)))
-        t = max(t, e)
-        if t >= hi:
-            break
-    if t < hi:
-        out.append((t, hi))
-    return [(s, e) for s, e in out if e > s]
-
-
-def _overlap_ns(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
-    """Length of the intersection of two merged interval lists."""
-    i = j = total = 0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if hi > lo:
-            total += hi - lo
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
-
-
-def _union_ns(spans: list[tuple[int, int]]) -> int:
-    total, end = 0, None
-    for s, e in sorted(spans):
-        if end is None or s >= end:
-            total += e - s
-            end = e
-        elif e > end:
-            total += e - end
-            end = e
-    return total
 
 
 def host_figures(tr: TraceEvents, starts: list[int], ends: list[int]
@@ -180,15 +130,17 @@ def host_figures(tr: TraceEvents, starts: list[int], ends: list[int]
         if 0 <= k and s < ends[k]:
             sync_spans[k].append((s, min(tr.rt_end[i], ends[k])))
     for k, (st, sp) in enumerate(zip(steps, sync_spans)):
-        st.script_sync_ns = _union_ns(sp)
+        st.script_sync_ns = measure(merge(sp))
         per_thread = spans[k]
         others: list[tuple[int, int]] = []
         for th, tsp in per_thread.items():
             if th == script:
-                st.script_busy_ns = _union_ns(tsp)
+                st.script_busy_ns = measure(merge(tsp))
             else:
-                st.other_busy_ns += _union_ns(tsp)
+                st.other_busy_ns += measure(merge(tsp))
                 others += tsp
-        outside = _gaps(_merged(per_thread.get(script, []) + sp), starts[k], ends[k])
-        st.script_outside_beside_others_ns = _overlap_ns(outside, _merged(others))
+        outside = gaps(merge(per_thread.get(script, []) + sp), starts[k], ends[k])
+        busy_elsewhere = merge(others)
+        st.script_outside_beside_others_ns = overlap(outside, [s for s, _ in busy_elsewhere],
+                                                     [e for _, e in busy_elsewhere])
     return steps, ops

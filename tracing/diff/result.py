@@ -39,9 +39,7 @@ def _mean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else 0.0
 
 
-def _host_json(h: HostStep | None) -> dict:
-    if h is None:
-        return {k: 0 for k in HOST_FIGURES}
+def _host_json(h: HostStep) -> dict:
     return {"script_busy_ms": _ms(h.script_busy_ns), "script_sync_ms": _ms(h.script_sync_ns),
             "script_outside_ops_ms": _ms(h.script_outside_ns),
             "script_outside_beside_others_ms": _ms(h.script_outside_beside_others_ns),
@@ -49,7 +47,7 @@ def _host_json(h: HostStep | None) -> dict:
             "other_threads_ops": h.other_ops}
 
 
-def _step_json(st: StepStats, host: HostStep | None = None) -> dict:
+def _step_json(st: StepStats, host: HostStep) -> dict:
     return {
         "step": st.number, "regular": st.regular,
         "step_time_ms": _ms(st.wall_ns), "gpu_time_ms": _ms(st.gpu_ns),
@@ -64,8 +62,7 @@ def _step_json(st: StepStats, host: HostStep | None = None) -> dict:
 
 
 def _rank_json(s: RankSummary) -> dict:
-    hosts = s.host_steps if len(s.host_steps) == len(s.steps) else [None] * len(s.steps)
-    steps = [_step_json(st, h) for st, h in zip(s.steps, hosts)]
+    steps = [_step_json(st, h) for st, h in zip(s.steps, s.host_steps, strict=True)]
     out = {"rank": s.rank, "path": s.path, "world_size": s.world_size,
            "step_source": s.plan.source, "step_detection": s.plan.description,
            "steps": [st.number for st in s.steps], "n_steps": len(s.steps)}
