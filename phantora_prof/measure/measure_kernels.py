@@ -201,18 +201,24 @@ def attn_cases(quick: bool):
         for d in (64, 128):
             for causal in (False, True):
                 for s in seqs:
-                    combos = set()
-                    tries = 0
-                    while len(combos) < (3 if not quick else 1) and tries < 80:
-                        tries += 1
-                        b = rnd.choice([1, 2, 4, 8])
-                        h = rnd.choice([8, 12, 16, 32])
-                        if b * s > 32768 or b * h * s * s * d > 2 ** 37:
-                            continue
-                        combos.add((b, h))
-                    for b, h in sorted(combos):
+                    for b, h in _batch_heads(rnd, s, d, quick, 2 ** 37):
                         cases += _sdpa_pair(be, d, causal, s, b, h)
     return cases
+
+
+def _batch_heads(rnd: random.Random, s: int, d: int, quick: bool, limit: float) -> list[tuple[int, int]]:
+    """Up to three (batch, heads) pairs (one with --quick) drawn for sequence length `s` and head
+    dim `d`, within 32768 tokens and `limit` b*h*s^2*d."""
+    combos = set()
+    tries = 0
+    while len(combos) < (3 if not quick else 1) and tries < 80:
+        tries += 1
+        b = rnd.choice([1, 2, 4, 8])
+        h = rnd.choice([8, 12, 16, 32])
+        if b * s > 32768 or b * h * s * s * d > limit:
+            continue
+        combos.add((b, h))
+    return sorted(combos)
 
 
 def _sdpa_pair(be: str, d: int, causal: bool, s: int, b: int, h: int, dtype: str = "bf16") -> list:
@@ -237,16 +243,7 @@ def attn_fp32_cases(quick: bool):
     for d in (64, 128):
         for causal in (False, True):
             for s in ([256, 512, 1024, 2048, 4096] if not quick else [1024]):
-                combos = set()
-                tries = 0
-                while len(combos) < (3 if not quick else 1) and tries < 80:
-                    tries += 1
-                    b = rnd.choice([1, 2, 4, 8])
-                    h = rnd.choice([8, 12, 16, 32])
-                    if b * s > 32768 or b * h * s * s * d > 2 ** 35:
-                        continue
-                    combos.add((b, h))
-                for b, h in sorted(combos):
+                for b, h in _batch_heads(rnd, s, d, quick, 2 ** 35):
                     cases += _sdpa_pair("efficient", d, causal, s, b, h, dtype="fp32")
     return cases
 
