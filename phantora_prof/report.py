@@ -63,7 +63,7 @@ def _memory_series(doc: dict) -> list[tuple[float, int, int]]:
 
 def _whole_trace(tr: Any) -> dict:
     """Compute / exposed communication / other GPU / idle over the whole trace (first to last event)."""
-    from tracing.diff.analyze import _merge, _measure, _overlap
+    from tracing.diff.intervals import measure, merge, overlap
     from tracing.diff.categories import COMPUTE_CATEGORIES, categorize
 
     starts = tr.op_start + tr.rt_start + tr.g_start
@@ -86,14 +86,14 @@ def _whole_trace(tr: Any) -> dict:
             comp.setdefault(d, []).append(iv)
         elif c == "communication":
             comm.setdefault(d, []).append(iv)
-    busy = sum(_measure(_merge(v)) for v in every.values())
+    busy = sum(measure(merge(v)) for v in every.values())
     compute = 0
     exposed = 0
     for d in every:
-        cu = _merge(comp.get(d, []))
-        compute += _measure(cu)
-        m = _merge(comm.get(d, []))
-        exposed += _measure(m) - _overlap(m, [a for a, _ in cu], [b for _, b in cu])
+        cu = merge(comp.get(d, []))
+        compute += measure(cu)
+        m = merge(comm.get(d, []))
+        exposed += measure(m) - overlap(m, [a for a, _ in cu], [b for _, b in cu])
     return {"wall_ms": _ms(wall), "compute_ms": _ms(compute), "comm_exposed_ms": _ms(exposed),
             "other_gpu_ms": _ms(max(0, busy - compute - exposed)), "idle_ms": _ms(max(0, wall - busy))}
 
