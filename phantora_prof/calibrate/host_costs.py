@@ -75,7 +75,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from phantora_prof.calibrate.kernel_table import load_events
-from phantora_prof.calibrate.trace_ops import GPU_CATS, dispatch_level, is_composite, nesting
+from phantora_prof.calibrate.trace_ops import GPU_CATS, autocast_wrappers, dispatch_level, is_composite, nesting
 from phantora_prof.cost.profiles import load_profile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,9 +145,10 @@ def analyse(workload: str = WORKLOAD, reference: Path | None = None) -> dict:
 
     # parents (per thread nesting), as the kernel table's dispatch ops
     parent = nesting(ranges + apis, thread=lambda e: e["tid"])
+    wrappers = autocast_wrappers(ranges, parent)
 
     def dispatch_of(e):
-        return dispatch_level(e, parent)
+        return dispatch_level(e, parent, wrappers)
 
     def gpu_of(calls):
         return tuple(int(round(gpu[a["args"]["correlation"]]["dur"] * 1e3)) for a in calls)

@@ -140,15 +140,36 @@ def nesting(events, thread=lambda e: (e["pid"], e["tid"])) -> dict[int, dict | N
     return parent
 
 
-def dispatch_level(e, parent: dict[int, dict | None]) -> dict | None:
-    """The outermost non-composite cpu_op among `e` and its enclosing events: the op the
-    dispatcher handed to a kernel, which the simulator captures as one."""
+def autocast_wrappers(events, parent: dict[int, dict | None]) -> set[int]:
+    """ids of the cpu_ops that directly enclose an op of their own name on tensors of other dtypes:
+    autocast's entry for an op it casts (`aten::addmm` with fp32 inputs around the casts and the
+    bf16 `aten::addmm` that launched the kernel: HF GPT-2's Conv1D calls `torch.addmm` under
+    autocast; `aten::pow` on bf16 around the fp32 one). The simulator captures below autocast (the
+    casts and the inner call), so the inner call is the dispatch op. A same-named child on the
+    same dtypes (`mul.Scalar` wrapping its scalar for `mul.Tensor`) is the op's own redispatch,
+    which the simulator captures as the outer call."""
+    out: set[int] = set()
+    for e in events:
+        p = parent.get(id(e))
+        if p is None or p.get("cat") != "cpu_op" or e.get("cat") != "cpu_op" or p["name"] != e["name"]:
+            continue
+        outer = p.get("args", {}).get("Input type", [])
+        inner = e.get("args", {}).get("Input type", [])
+        if any(_is_tensor_type(a) and _is_tensor_type(b) and a != b for a, b in zip(outer, inner)):
+            out.add(id(p))
+    return out
+
+
+def dispatch_level(e, parent: dict[int, dict | None], wrappers: set[int] = frozenset()) -> dict | None:
+    """The outermost non-composite cpu_op among `e` and its enclosing events, autocast's wrappers
+    (`autocast_wrappers`) passed over: the op the dispatcher handed to a kernel, which the
+    simulator captures as one."""
     chain = []
     while e is not None:
         chain.append(e)
         e = parent[id(e)]
     for o in reversed(chain):
-        if o.get("cat") == "cpu_op" and not is_composite(o["name"]):
+        if o.get("cat") == "cpu_op" and not is_composite(o["name"]) and id(o) not in wrappers:
             return o
     return None
 
@@ -162,9 +183,10 @@ def dispatch_ops(events) -> list[DispatchOp]:
         if x is not None and e.get("cat") == "cpu_op":
             by_ext[x] = e
     parent = nesting(ranges)
+    wrappers = autocast_wrappers(ranges, parent)
 
     def dispatch_of(e):
-        return dispatch_level(e, parent)
+        return dispatch_level(e, parent, wrappers)
 
     ops: dict[int, DispatchOp] = {}
 

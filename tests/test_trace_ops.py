@@ -1,0 +1,50 @@
+"""calibrate/trace_ops.py: which trace op a kernel belongs to (the op the simulator captures)."""
+from phantora_prof.calibrate import trace_ops as X
+
+
+def _op(name, ts, dur, types, ext, dims=None):
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+            "args": {"External id": ext, "Input type": types, "Input Dims": dims or [[] for _ in types]}}
+
+
+def _launch(ts, ext, corr, kernel):
+    return [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts, "dur": 1,
+             "args": {"External id": ext, "correlation": corr}},
+            {"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": 7, "ts": ts + 5, "dur": 10,
+             "args": {"correlation": corr, "stream": 7}}]
+
+
+def _autocast_addmm_trace():
+    """HF GPT-2's Conv1D under bf16 autocast: `torch.addmm(fp32 bias, bf16 x, fp32 weight)` enters
+    autocast's addmm, which casts the fp32 operands and calls addmm again on bf16; and
+    `x * 0.5` (mul.Scalar wrapping its scalar for mul.Tensor, same dtype)."""
+    ev = [_op("aten::addmm", 0, 100, ["float", "c10::BFloat16", "float", "Scalar", "Scalar"], 1,
+              [[768], [8192, 768], [768, 768], [], []]),
+          _op("aten::_to_copy", 2, 10, ["float", "", ""], 2, [[768], [], []]),
+          _op("aten::_to_copy", 14, 10, ["float", "", ""], 3, [[768, 768], [], []]),
+          _op("aten::addmm", 30, 60, ["c10::BFloat16"] * 3 + ["Scalar", "Scalar"], 4,
+              [[768], [8192, 768], [768, 768], [], []]),
+          _op("aten::mul", 200, 40, ["float", "Scalar"], 5, [[8, 3072], []]),
+          _op("aten::mul", 205, 30, ["float", "double"], 6, [[8, 3072], []])]
+    ev += _launch(4, 2, 10, "copy_kernel_bias") + _launch(16, 3, 11, "copy_kernel_weight")
+    ev += _launch(40, 4, 12, "nvjet_gemm") + _launch(210, 6, 13, "mul_kernel")
+    return ev
+
+
+def test_autocast_wrapper_gives_its_kernels_to_the_casts_and_the_inner_call():
+    ops = X.dispatch_ops(_autocast_addmm_trace())
+    got = [(d.name, tuple(d.types[:3]), [a.name for a in d.acts]) for d in ops]
+    assert got == [
+        ("aten::_to_copy", ("float", "", ""), ["copy_kernel_bias"]),
+        ("aten::_to_copy", ("float", "", ""), ["copy_kernel_weight"]),
+        ("aten::addmm", ("c10::BFloat16",) * 3, ["nvjet_gemm"]),
+        # the scalar's own redispatch stays one op, as the simulator captures mul.Scalar
+        ("aten::mul", ("float", "Scalar"), ["mul_kernel"]),
+    ]
+
+
+def test_autocast_wrappers_are_only_dtype_changing_redispatches():
+    ev = [e for e in _autocast_addmm_trace() if e["cat"] == "cpu_op"]
+    parent = X.nesting(ev)
+    wrappers = X.autocast_wrappers(ev, parent)
+    assert [e["args"]["External id"] for e in ev if id(e) in wrappers] == [1]
