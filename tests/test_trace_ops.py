@@ -48,3 +48,15 @@ def test_autocast_wrappers_are_only_dtype_changing_redispatches():
     parent = X.nesting(ev)
     wrappers = X.autocast_wrappers(ev, parent)
     assert [e["args"]["External id"] for e in ev if id(e) in wrappers] == [1]
+
+
+def test_tensor_subclass_op_gives_its_kernels_to_the_local_op():
+    """DTensor's `aten::mm` on the global shapes, a `PythonSubclass` range, then the shard's
+    `aten::mm` that launched the GEMM: the shard's call is what the simulator captures and prices."""
+    ev = [_op("aten::mm", 0, 100, ["c10::BFloat16"] * 2, 1, [[8192, 1024], [1024, 4096]]),
+          {"ph": "X", "cat": "cpu_op", "name": "PythonSubclass", "pid": 1, "tid": 1, "ts": 5, "dur": 90, "args": {}},
+          _op("aten::mm", 50, 30, ["c10::BFloat16"] * 2, 2, [[8192, 1024], [1024, 2048]])]
+    ev += _launch(60, 2, 20, "nvjet_gemm")
+    ops = X.dispatch_ops(ev)
+    assert [(d.name, d.dims, [a.name for a in d.acts]) for d in ops] == [
+        ("aten::mm", [[8192, 1024], [1024, 2048]], ["nvjet_gemm"])]

@@ -141,21 +141,28 @@ def nesting(events, thread=lambda e: (e["pid"], e["tid"])) -> dict[int, dict | N
 
 
 def autocast_wrappers(events, parent: dict[int, dict | None]) -> set[int]:
-    """ids of the cpu_ops that directly enclose an op of their own name on tensors of other dtypes:
-    autocast's entry for an op it casts (`aten::addmm` with fp32 inputs around the casts and the
-    bf16 `aten::addmm` that launched the kernel: HF GPT-2's Conv1D calls `torch.addmm` under
-    autocast; `aten::pow` on bf16 around the fp32 one). The simulator captures below autocast (the
-    casts and the inner call), so the inner call is the dispatch op. A same-named child on the
-    same dtypes (`mul.Scalar` wrapping its scalar for `mul.Tensor`) is the op's own redispatch,
-    which the simulator captures as the outer call."""
+    """ids of the cpu_ops that directly enclose an op of their own name on tensors of other dtypes
+    or shapes: autocast's entry for an op it casts (`aten::addmm` with fp32 inputs around the casts
+    and the bf16 `aten::addmm` that launched the kernel: HF GPT-2's Conv1D calls `torch.addmm`
+    under autocast; `aten::pow` on bf16 around the fp32 one), and a tensor subclass's op around the
+    local op it runs (DTensor's `aten::mm` on the global shapes around a `PythonSubclass` range and
+    the shard's `aten::mm`). The simulator
+    captures the inner calls (and autocast's casts), so those are the dispatch ops. A same-named
+    child on the same tensors (`mul.Scalar` wrapping its scalar for `mul.Tensor`) is the op's own
+    redispatch, which the simulator captures as the outer call."""
     out: set[int] = set()
     for e in events:
-        p = parent.get(id(e))
-        if p is None or p.get("cat") != "cpu_op" or e.get("cat") != "cpu_op" or p["name"] != e["name"]:
+        if e.get("cat") != "cpu_op" or not e["name"].startswith("aten::"):
             continue
-        outer = p.get("args", {}).get("Input type", [])
-        inner = e.get("args", {}).get("Input type", [])
-        if any(_is_tensor_type(a) and _is_tensor_type(b) and a != b for a, b in zip(outer, inner)):
+        p = parent.get(id(e))
+        while p is not None and not p["name"].startswith("aten::"):  # DTensor's `PythonSubclass` range
+            p = parent.get(id(p))
+        if p is None or p.get("cat") != "cpu_op" or p["name"] != e["name"]:
+            continue
+        pa, ea = p.get("args", {}), e.get("args", {})
+        outer, inner = pa.get("Input type", []), ea.get("Input type", [])
+        pairs = list(zip(outer, inner, pa.get("Input Dims", []), ea.get("Input Dims", [])))
+        if any(_is_tensor_type(a) and _is_tensor_type(b) and (a != b or da != db) for a, b, da, db in pairs):
             out.add(id(p))
     return out
 
