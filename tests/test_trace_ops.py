@@ -60,3 +60,13 @@ def test_tensor_subclass_op_gives_its_kernels_to_the_local_op():
     ops = X.dispatch_ops(ev)
     assert [(d.name, d.dims, [a.name for a in d.acts]) for d in ops] == [
         ("aten::mm", [[8192, 1024], [1024, 2048]], ["nvjet_gemm"])]
+
+
+def test_cost_report_takes_a_wrapped_number_for_a_cpu_scalar():
+    """`x * 0.5` reaches mul.Tensor with a 0-dim double the profiler lists like any tensor; the
+    simulator captures it as the CPU scalar it is (a CUDA operand would price a broadcast kernel)."""
+    from phantora_prof.calibrate.cost_report import to_opcall
+    from phantora_prof.protocol import CPU_DEVICE
+    d = X.DispatchOp("aten::mul", 1, 0.0, [[8, 3072], []], ["float", "double"], [[3072, 1], []], ["", ""])
+    x, s = to_opcall(d).args
+    assert x.device == 0 and s.device == CPU_DEVICE and s.dtype == "float64"

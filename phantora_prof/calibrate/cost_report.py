@@ -21,7 +21,7 @@ from phantora_prof.calibrate import trace_ops as X
 from phantora_prof.calibrate.kernel_table import load_events
 from phantora_prof.cost import estimate, get_gpu, op_class
 from phantora_prof.cost.roofline import CLASSES, MEMSET
-from phantora_prof.protocol import OpCall, OpKind, TensorArg
+from phantora_prof.protocol import CPU_DEVICE, OpCall, OpKind, TensorArg
 
 
 def gpt_param_shapes(vocab=50304, seq=1024, d=768, layers=12):
@@ -48,7 +48,10 @@ def to_opcall(dop: X.DispatchOp, rank: int = 0, param_shapes=None) -> OpCall:
     for i, a in enumerate(X.input_tensors(dop)):
         if a[0] == "t":
             _, shape, dt, st = a
-            args.append(_ta(shape, dt, st))
+            # a 0-dim double / int64 operand is a Python number torch wrapped (`x * 0.5` calls
+            # mul.Tensor with it): a CPU scalar, as the simulator captures it, not a CUDA tensor
+            wrapped = len(shape) == 0 and dt in ("float64", "int64")
+            args.append(_ta(shape, dt, st, device=CPU_DEVICE if wrapped else 0))
         elif a[0] == "l":
             if a[1] is None:
                 shapes = param_shapes or gpt_param_shapes()
