@@ -70,3 +70,27 @@ def test_cost_report_takes_a_wrapped_number_for_a_cpu_scalar():
     d = X.DispatchOp("aten::mul", 1, 0.0, [[8, 3072], []], ["float", "double"], [[3072, 1], []], ["", ""])
     x, s = to_opcall(d).args
     assert x.device == 0 and s.device == CPU_DEVICE and s.dtype == "float64"
+
+
+def test_cost_report_leaves_out_what_it_cannot_compare(tmp_path):
+    """A trace that is not a reference GPT run: a foreach op whose lists the profiler did not
+    record is not priced with GPT's parameters, and an op that ran nothing on the GPU (a CPU step
+    counter's `.item()`) is not compared; both are said apart from the total."""
+    import gzip
+    import json
+    from phantora_prof.calibrate import cost_report as C
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 1000,
+           "args": {}},
+          _op("aten::_foreach_mul_", 10, 50, ["TensorList", "Scalar"], 1, [[], []]),
+          _op("aten::_local_scalar_dense", 100, 5, ["float"], 2, [[]]),
+          _op("aten::relu", 200, 20, ["float"], 3, [[1024, 1024]])]
+    ev += _launch(20, 1, 30, "multi_tensor_apply_kernel") + _launch(210, 3, 31, "relu_kernel")
+    path = tmp_path / "t.pt.trace.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump({"traceEvents": ev}, f)
+    per = C.calibrate(str(path))
+    assert per[C.UNPRICED] == (10.0, 0.0, 0.0) and "optimizer" not in per
+    assert per[C.NO_GPU_WORK][2] > 0
+    assert per["elementwise"][0] == 10.0
+    text = C.report(str(path))
+    assert "not priced: 10.0 us" in text and "not compared:" in text

@@ -24,6 +24,10 @@ from phantora_prof.cost.roofline import CLASSES, MEMSET
 from phantora_prof.protocol import CPU_DEVICE, OpCall, OpKind, TensorArg
 
 
+UNPRICED = "unpriced"
+NO_GPU_WORK = "no_gpu_work"
+
+
 def gpt_param_shapes(vocab=50304, seq=1024, d=768, layers=12):
     """model.parameters() of shared/reference/workloads/gpt.py (head tied to wte)."""
     shapes = [(vocab, d), (seq, d)]
@@ -42,7 +46,14 @@ def _ta(shape, dtype, stride=None, device=0):
     return TensorArg(shape, tuple(stride) if stride is not None else _contig(shape), dtype, device)
 
 
-def to_opcall(dop: X.DispatchOp, rank: int = 0, param_shapes=None) -> OpCall:
+class UnrecordedList(ValueError):
+    """An op's tensor list the profiler did not record, in a trace that is not a reference GPT run."""
+
+
+def to_opcall(dop: X.DispatchOp, rank: int = 0, param_shapes=None, gpt_lists: bool = True) -> OpCall:
+    """The OpCall the runtime would send for `dop`. A tensor list the profiler did not record is
+    rebuilt from `param_shapes` (default: the reference GPT's parameters) when `gpt_lists`, else
+    UnrecordedList is raised: another model's optimizer lists have other shapes."""
     args = []
     list_dtypes = {}
     for i, a in enumerate(X.input_tensors(dop)):
@@ -54,6 +65,8 @@ def to_opcall(dop: X.DispatchOp, rank: int = 0, param_shapes=None) -> OpCall:
             args.append(_ta(shape, dt, st, device=CPU_DEVICE if wrapped else 0))
         elif a[0] == "l":
             if a[1] is None:
+                if param_shapes is None and not gpt_lists:
+                    raise UnrecordedList(dop.name)
                 shapes = param_shapes or gpt_param_shapes()
                 if dop.name == "aten::_foreach_add_" or (dop.name == "aten::_fused_adamw_" and i == 5):
                     args.append(tuple(_ta((), "float32") for _ in shapes))
@@ -92,11 +105,22 @@ def calibrate(workload: str, gpu: str = "h200", detail: bool = False, reference:
     roof = defaultdict(float)
     tab = defaultdict(float)
     rows = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
+    # the reference runs are gpt.py's: their unrecorded optimizer lists are its parameters
+    gpt_lists = not Path(workload).exists()
     for dop in X.dispatch_ops(events):
-        op = to_opcall(dop)
+        try:
+            op = to_opcall(dop, gpt_lists=gpt_lists)
+        except UnrecordedList:
+            meas[UNPRICED] += sum(a.dur_ns for a in dop.acts) / 1000.0
+            continue
         cls = op_class(op)
         r_k = estimate(op, g, use_table=False)
         t_k = estimate(op, g, use_table=True)
+        if not dop.acts:
+            # nothing ran on the GPU for it: a CPU op (torch.optim's `.item()` of its CPU step
+            # counters) the trace does not tell apart, or a model error; shown apart, not compared
+            tab[NO_GPU_WORK] += sum(k.duration_ns for k in t_k) / 1000.0
+            continue
         m = 0.0
         for a in dop.acts:
             c = MEMSET if a.kind == "memset" else cls
@@ -120,6 +144,10 @@ def calibrate(workload: str, gpu: str = "h200", detail: bool = False, reference:
             row[2] += r
             row[3] += t
     per = {c: (meas[c] / steps, roof[c] / steps, tab[c] / steps) for c in CLASSES if meas[c] or roof[c] or tab[c]}
+    if meas[UNPRICED]:
+        per[UNPRICED] = (meas[UNPRICED] / steps, 0.0, 0.0)
+    if tab[NO_GPU_WORK]:
+        per[NO_GPU_WORK] = (0.0, 0.0, tab[NO_GPU_WORK] / steps)
     if detail:
         return per, {k: (v[0] // steps, v[1] / steps, v[2] / steps, v[3] / steps) for k, v in rows.items()}
     return per
@@ -132,11 +160,19 @@ def report(workload: str, gpu: str = "h200", detail: bool = False, reference: Pa
              f"{'class':<12}{'measured':>11}{'roofline':>11}{'err':>8}{'w/table':>11}{'err':>8}"]
     tm = tr = tt = 0.0
     for c, (m, r, t) in per.items():
+        if c in (UNPRICED, NO_GPU_WORK):
+            continue
         tm += m
         tr += r
         tt += t
         lines.append(f"{c:<12}{m:>11.1f}{r:>11.1f}{_pct(r, m):>8}{t:>11.1f}{_pct(t, m):>8}")
     lines.append(f"{'total':<12}{tm:>11.1f}{tr:>11.1f}{_pct(tr, tm):>8}{tt:>11.1f}{_pct(tt, tm):>8}")
+    if UNPRICED in per:
+        lines.append(f"not priced: {per[UNPRICED][0]:.1f} us per step of ops whose tensor lists the profiler "
+                     "did not record (a foreach optimizer's), left out of the total")
+    if NO_GPU_WORK in per:
+        lines.append(f"not compared: {per[NO_GPU_WORK][2]:.1f} us per step the model gives ops that ran nothing on "
+                     "the GPU in the trace (CPU tensors, which the trace does not tell apart)")
     if rows:
         lines.append("")
         lines.append(f"{'class':<11}{'op':<46}{'n':>4}{'meas':>9}{'roof':>9}{'err':>7}  dims")
