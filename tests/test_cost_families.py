@@ -573,3 +573,37 @@ def test_upsampling_is_interpolated_over_its_scale():
     op = call("aten::upsample_bilinear2d_backward", [g, [368, 496], [8, 2, 46, 62], True, None, None], [x])
     assert F.shape_features(op, "upsample_bilinear2d_backward") == (8, 2, 368, 496, 8)
     assert total(estimate(op, "h100")) / 1e3 == pytest.approx(156, rel=0.2)
+
+
+def _upsample_backward(grad, in_size):
+    out = T(in_size, "float32")
+    return call("aten::upsample_bilinear2d_backward", [grad, list(grad.shape[2:]), list(in_size), False, None, None],
+                [out])
+
+
+def test_upsample_backward_of_a_channel_slice_copies_it_channels_last_first():
+    """DeepLabV3's ASPP and SegFormer's decode head concatenate upsampled branches in
+    channels-last, so each branch's backward gets a channel slice of the concatenation's
+    gradient. ATen makes it dense in the format it suggests before its kernels
+    (UpSampleBilinear2d.cu): on the H200 a strided copy (198 us for (16, 256, 128, 128) fp32
+    out of 1,024 channels), the zeroing of the gradient's buffer, then the NHWC backward (576 us
+    from 32 x 32). Before, the strided gradient had no family class and was priced as one copy."""
+    sliced = T((16, 256, 128, 128), "float32", stride=(16777216, 1, 131072, 1024))
+    dense = T((16, 256, 128, 128), "float32", stride=(4194304, 1, 32768, 256))
+    ks = estimate(_upsample_backward(sliced, (16, 256, 32, 32)), "h200")
+    plain = estimate(_upsample_backward(dense, (16, 256, 32, 32)), "h200")
+    assert "copy" in ks[0].name and [k.name for k in ks[1:]] == [k.name for k in plain]
+    assert any("upsample_bilinear2d_backward_nhwc" in k.name for k in plain)
+    assert 150_000 < total(ks) - total(plain) < 260_000
+
+
+def test_upsample_to_its_own_size_is_a_copy():
+    """SegFormer resizes its first stage's features to their own size: ATen copies (the forward
+    `output.copy_(input)`; the backward zeroes the gradient's buffer and copies into it), on the
+    H200 a fill (57 us) and a 198 us copy for (16, 256, 128, 128) fp32, not an upsampling kernel."""
+    g = T((16, 256, 128, 128), "float32", stride=(16777216, 1, 131072, 1024))
+    ks = estimate(_upsample_backward(g, (16, 256, 128, 128)), "h200")
+    assert len(ks) == 2 and "Fill" in ks[0].name and "copy" in ks[1].name
+    x = T((16, 256, 64, 64), "float32")
+    fwd = estimate(call("aten::upsample_bilinear2d", [x, [64, 64], False, None, None], [T((16, 256, 64, 64))]), "h200")
+    assert all("upsample" not in k.name for k in fwd)

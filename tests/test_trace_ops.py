@@ -94,3 +94,18 @@ def test_cost_report_leaves_out_what_it_cannot_compare(tmp_path):
     assert per["elementwise"][0] == 10.0
     text = C.report(str(path))
     assert "not priced: 10.0 us" in text and "not compared:" in text
+
+
+def test_an_overload_around_autocast_wrapper_wraps_too():
+    """F.interpolate under autocast: `upsample_bilinear2d.vec` (bf16) around autocast's
+    `upsample_bilinear2d` (bf16, same tensors) around the cast and the fp32 call. The cast's
+    kernel is the cast's and the upsampling kernel the fp32 call's, as the simulator captures them."""
+    dims = [[16, 256, 64, 64], [], [], []]
+    ev = [_op("aten::upsample_bilinear2d", 0, 100, ["c10::BFloat16", "ScalarList", "Scalar", ""], 1, dims),
+          _op("aten::upsample_bilinear2d", 2, 96, ["c10::BFloat16", "ScalarList", "Scalar", "", ""], 2, dims + [[]]),
+          _op("aten::_to_copy", 4, 20, ["c10::BFloat16", "Scalar", ""], 3, [[16, 256, 64, 64], [], []]),
+          _op("aten::upsample_bilinear2d", 30, 60, ["float", "ScalarList", "Scalar", "", ""], 4, dims + [[]])]
+    ev += _launch(6, 3, 40, "direct_copy_kernel") + _launch(40, 4, 41, "upsample_bilinear2d_nhwc_out_frame")
+    got = [(d.name, d.types[0], [a.name for a in d.acts]) for d in X.dispatch_ops(ev)]
+    assert got == [("aten::_to_copy", "c10::BFloat16", ["direct_copy_kernel"]),
+                   ("aten::upsample_bilinear2d", "float", ["upsample_bilinear2d_nhwc_out_frame"])]

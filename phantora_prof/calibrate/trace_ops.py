@@ -151,6 +151,7 @@ def autocast_wrappers(events, parent: dict[int, dict | None]) -> set[int]:
     child on the same tensors (`mul.Scalar` wrapping its scalar for `mul.Tensor`) is the op's own
     redispatch, which the simulator captures as the outer call."""
     out: set[int] = set()
+    same_named_parent: dict[int, dict] = {}
     for e in events:
         if e.get("cat") != "cpu_op" or not e["name"].startswith("aten::"):
             continue
@@ -159,11 +160,21 @@ def autocast_wrappers(events, parent: dict[int, dict | None]) -> set[int]:
             p = parent.get(id(p))
         if p is None or p.get("cat") != "cpu_op" or p["name"] != e["name"]:
             continue
+        same_named_parent[id(e)] = p
         pa, ea = p.get("args", {}), e.get("args", {})
         outer, inner = pa.get("Input type", []), ea.get("Input type", [])
         pairs = list(zip(outer, inner, pa.get("Input Dims", []), ea.get("Input Dims", [])))
         if any(_is_tensor_type(a) and _is_tensor_type(b) and (a != b or da != db) for a, b, da, db in pairs):
             out.add(id(p))
+    # an overload around a wrapper of its own name (F.interpolate's `upsample_bilinear2d.vec`
+    # around autocast's `upsample_bilinear2d`, around the fp32 call) wraps it too
+    grew = True
+    while grew:
+        grew = False
+        for child, p in same_named_parent.items():
+            if child in out and id(p) not in out:
+                out.add(id(p))
+                grew = True
     return out
 
 

@@ -267,7 +267,7 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
     trivial = _trivial_power(op, base)
     if trivial is not None:
         return _estimate(trivial, gpu, allow_tf32, use_table, use_measured, use_family, source)
-    if base in BLAS_OPERANDS or base in CONTIGUOUS_OPERANDS or base in CONV_OPERANDS:
+    if base in BLAS_OPERANDS or base in CONTIGUOUS_OPERANDS or base in CONV_OPERANDS or base in FORMAT_OPERANDS:
         parts = _operand_copies(op, base)
         if parts is not None:  # operands cloned contiguous first, then the op on the copies
             return [k for part in parts for k in _estimate(part, gpu, allow_tf32, use_table, use_measured,
@@ -372,6 +372,16 @@ BLAS_OPERANDS = {"mm": (0, 1), "addmm": (1, 2), "_addmm_activation": (1, 2), "bm
 # H200) is cloned inside the op first
 CONTIGUOUS_OPERANDS = {"native_layer_norm": (0,), "native_layer_norm_backward": (0, 1), "_fused_rms_norm": (0,),
                        "_fused_rms_norm_backward": (0, 1)}
+# upsampling backwards and their gradient's position: ATen's CUDA kernels take the gradient dense
+# in the memory format it suggests (`grad_output_.contiguous(grad_output_.suggest_memory_format())`
+# in UpSampleBilinear2d.cu / UpSampleNearest2d.cu), so a channel slice of a concatenated gradient
+# (DeepLabV3's ASPP and SegFormer's decode head upsample branches that are then concatenated) is
+# copied dense channels-last first: on the H200 a 56 us copy, then the x64 NHWC backward (2.2 ms),
+# where the strided gradient alone was priced as one 25 us copy. The forwards copy an input that
+# suggests channels-last dense into it (`input.contiguous(ChannelsLast)` before the NHWC kernel);
+# the NCHW kernels take any strides
+FORMAT_OPERANDS = {"upsample_bilinear2d_backward": (0,), "upsample_nearest2d_backward": (0,),
+                   "upsample_bilinear2d": (0,), "upsample_nearest2d": (0,)}
 # convolutions and the positions of (input, weight[, grad_output]): ATen hands cuDNN every operand
 # in one memory format, channels-last when the input or the weight is (cudnn_conv_suggest_memory
 # _format), else contiguous, and copies those in another first (`input.contiguous(format)` in
@@ -395,6 +405,13 @@ def copied_operands(name: str, args: tuple) -> list[int]:
         positions, needs = CONTIGUOUS_OPERANDS[base], _not_contiguous
     elif base in CONV_OPERANDS:
         return _conv_copied_operands(base, args)
+    elif base in FORMAT_OPERANDS:
+        if base.endswith("_backward"):
+            if _upsample_same_size(base, args):
+                return []  # copied as it is (_upsample_identity_split)
+            positions, needs = FORMAT_OPERANDS[base], _not_dense_in_suggested_format
+        else:
+            positions, needs = FORMAT_OPERANDS[base], _channels_last_not_dense
     else:
         return []
     out = []
@@ -494,6 +511,22 @@ def _not_contiguous(shape: tuple, stride: tuple) -> bool:
     return not _R.contiguous_strides(shape, stride)
 
 
+def suggested_format(shape: tuple, stride: tuple) -> str:
+    """"cl" or "c": `suggest_memory_format` of a tensor of these sizes and strides."""
+    return "cl" if len(shape) in (4, 5) and strides_like_channels_last(shape, stride) else "c"
+
+
+def _channels_last_not_dense(shape: tuple, stride: tuple) -> bool:
+    """Whether a tensor suggests channels-last and `t.contiguous(channels_last)` copies it."""
+    return suggested_format(shape, stride) == "cl" and _not_dense_in_suggested_format(shape, stride)
+
+
+def _not_dense_in_suggested_format(shape: tuple, stride: tuple) -> bool:
+    """Whether `t.contiguous(t.suggest_memory_format())` copies."""
+    dense = _in_format(TensorArg(tuple(shape), tuple(stride), "float32", 0), suggested_format(shape, stride))
+    return any(n != 1 and a != b for n, a, b in zip(shape, stride, dense.stride))
+
+
 def _operand_copies(op: OpCall, base: str) -> list[OpCall] | None:
     """An op with operands its CUDA kernels cannot take as they are (`copied_operands`: a GEMM's
     expanded, stride-0 gradient, as `loss.sum().backward()` gives the first backward GEMMs; a
@@ -510,7 +543,7 @@ def _operand_copies(op: OpCall, base: str) -> list[OpCall] | None:
     fmt = _conv_format(base, args)[1] if base in CONV_OPERANDS else "c"
     for i in positions:
         t = args[i]
-        dense = _in_format(t, fmt)
+        dense = _in_format(t, suggested_format(t.shape, t.stride) if base in FORMAT_OPERANDS else fmt)
         copies.append(dataclasses.replace(op, name="aten::clone", args=(t,), kwargs={}, outputs=(dense,)))
         args[i] = dense
     return copies + [dataclasses.replace(op, args=tuple(args))]
@@ -566,9 +599,43 @@ def _sizes_copy_split(op: OpCall) -> tuple[OpCall, OpCall] | None:
     return copy, kernel
 
 
+def _upsample_same_size(base: str, args: tuple) -> bool:
+    """An upsampling (or its backward) to the size it starts from, which ATen runs as a copy."""
+    if base.endswith("_backward"):
+        g = args[0] if args else None
+        size = args[2] if len(args) > 2 else None
+        return isinstance(g, TensorArg) and isinstance(size, (list, tuple)) and tuple(g.shape) == tuple(size)
+    x = args[0] if args else None
+    size = args[1] if len(args) > 1 else None
+    return isinstance(x, TensorArg) and isinstance(size, (list, tuple)) and len(x.shape) == 2 + len(size) and \
+        tuple(x.shape[2:]) == tuple(size)
+
+
+def _upsample_identity_split(op: OpCall) -> tuple[OpCall, ...] | None:
+    """An upsampling to its input's own size as what ATen's CUDA kernels do for it
+    (UpSampleBilinear2d.cu / UpSampleNearest2d.cu): the forward copies the input into the output;
+    the backward zeroes the gradient's buffer, then copies the incoming gradient into it. SegFormer's
+    decode head resizes its first-stage features to their own size: on the H200 a fill and a 198 us
+    copy for (16, 256, 128, 128) fp32, where the NHWC backward kernel was priced (566 us). None
+    for a real resize."""
+    base = _split_name(op.name)[1]
+    out = op.outputs[0] if op.outputs and isinstance(op.outputs[0], TensorArg) else None
+    src = op.args[0] if op.args and isinstance(op.args[0], TensorArg) else None
+    if out is None or src is None or not _upsample_same_size(base, op.args):
+        return None
+    copy = dataclasses.replace(op, name="aten::copy_", args=(out, src), kwargs={}, outputs=(out,))
+    if not base.endswith("_backward"):
+        return (copy,)
+    zero = dataclasses.replace(op, name="aten::fill_.Scalar", args=(out, 0), kwargs={}, outputs=(out,))
+    return zero, copy
+
+
 _SPLITS = {"convolution": _conv_forward_bias_split, "_convolution": _conv_forward_bias_split,
            "convolution_backward": _conv_bias_split, "baddbmm": _baddbmm_self_split,
-           "split_with_sizes_copy": _sizes_copy_split, "_chunk_cat": _sizes_copy_split}
+           "split_with_sizes_copy": _sizes_copy_split, "_chunk_cat": _sizes_copy_split,
+           **{name: _upsample_identity_split for name in ("upsample_bilinear2d", "upsample_nearest2d",
+                                                          "upsample_bilinear2d_backward",
+                                                          "upsample_nearest2d_backward")}}
 
 
 def _family_class(fam, base: str, key: str, handler) -> tuple[str, str, tuple | None] | None:

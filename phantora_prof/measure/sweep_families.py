@@ -315,6 +315,22 @@ def conv1d_cases():
                        g=ci if g == -1 else g), _conv_nd_block
 
 
+def conv1d_pos_cases():
+    """The positional convolution of wav2vec2-style speech encoders (wav2vec2, HuBERT, data2vec
+    audio, WavLM: Conv1d(C, C, 128, padding=64, groups=16) over the feature frames, C 768 or 1024),
+    at the lengths such models see (1-30 s of audio at 50 frames a second: 50..1500) and small
+    batches. cuDNN's time for it does not follow the work: in the H200 profile of HF's
+    Wav2Vec2ForCTC (batch 8, 199 frames) the forward took 30.9 ms, more than the `conv1d` grid's
+    32 x 256 point (13.3 ms) and 16 x 1024 point (17.7 ms), so this family measures the
+    (batch, length) plane instead of interpolating across it."""
+    for dtype in ("bf16", "fp32"):
+        for c in (768, 1024):
+            for length in (50, 100, 199, 300, 499, 800, 1500):
+                for batch in (4, 8, 16):
+                    yield dict(fam="conv1d", layout="ncl", dtype=dtype, n=batch, ci=c, co=c, h=length, k=128, s=1,
+                               g=16), _conv_nd_block
+
+
 def conv3d_cases():
     """3-D convolutions (N, C, T, H, W) + batch norm + ReLU, as video and volumetric models use
     them: dense 3x3x3 at the usual (channels, frames, size) steps, strided 3x3x3, 1x1x1,
@@ -864,6 +880,19 @@ def pooled_upsample_cases():
                            scale=scale), _upsample
 
 
+def pooled_upsample_cl_cases():
+    """The pooled upsampling of `upsample_pool` whose gradient arrives channels-last: a 1 x 1 map's
+    output is contiguous (its strides do not suggest channels-last), so the sweep's backward ran
+    ATen's NCHW kernel (33 ms for [16, 256, 1, 1] -> 64 x 64 fp32 on the H100), while a model that
+    concatenates the branch with channels-last features (DeepLabV3's ASPP) hands the backward a
+    channels-last gradient and ATen runs the NHWC kernel (2.2 ms on the H200). The output is made
+    channels-last here (its backward passes the gradient through as it is)."""
+    for dtype in ("fp32", "bf16"):
+        for c, h, scale in [(256, 1, 64), (256, 1, 32), (512, 1, 16), (64, 1, 56), (256, 1, 128), (2048, 1, 8)]:
+            yield dict(fam="upsample_pool", layout="cl", dtype=dtype, n=16, c=c, h=h, mode="bilinear", scale=scale,
+                       out_cl=True), _upsample
+
+
 def _upsample(p):
     x = _square_map(p)
     x.requires_grad_(True)
@@ -871,7 +900,10 @@ def _upsample(p):
     st: dict = {}
 
     def run():
-        _backward(F.interpolate(x, scale_factor=p["scale"], mode=p["mode"], **kw), st)
+        y = F.interpolate(x, scale_factor=p["scale"], mode=p["mode"], **kw)
+        if p.get("out_cl"):
+            y = y.contiguous(memory_format=torch.channels_last)
+        _backward(y, st)
 
     return run
 
@@ -978,13 +1010,14 @@ def _rnn_cell(p):
 
 
 FAMILIES = {"conv": conv_cases, "conv_grouped": grouped_conv_cases,
-            "conv_grouped2": odd_width_grouped_conv_cases, "conv1d": conv1d_cases, "conv3d": conv3d_cases, "pool": pool_cases, "pool_windows": pool_window_cases,
+            "conv_grouped2": odd_width_grouped_conv_cases, "conv1d": conv1d_cases, "conv1d_pos": conv1d_pos_cases, "conv3d": conv3d_cases, "pool": pool_cases, "pool_windows": pool_window_cases,
             "pointwise": pointwise_cases, "copies": copy_cases, "cat_cache": cat_cache_cases,
             "attention": attention_cases, "attention_bias": lambda: attention_cases(("bias",)), "norms": norm_cases, "norms_narrow": narrow_norm_cases,
             "reductions": reduction_cases, "reductions_cols": column_reduction_cases,
             "reductions_outer": outer_reduction_cases, "conv_grouped_1x1": pointwise_grouped_conv_cases,
             "conv_dilated": dilated_conv_cases, "conv_unaligned": unaligned_conv_cases,
-            "conv_maps": map_conv_cases, "upsample_pool": pooled_upsample_cases, "losses": loss_cases, "embedding": embedding_cases,
+            "conv_maps": map_conv_cases, "upsample_pool": pooled_upsample_cases,
+            "upsample_pool_cl": pooled_upsample_cl_cases, "losses": loss_cases, "embedding": embedding_cases,
             "optim": optim_cases, "rnn": rnn_cases, "conv_patch": patch_conv_cases, "attention_sr": sr_attention_cases,
             "conv_wide": wide_conv_cases, "conv_sr": sr_conv_cases, "norms_tiny": tiny_norm_cases,
             "pointwise_views": view_pointwise_cases, "upsample": upsample_cases, "spatial": spatial_cases,
