@@ -607,3 +607,15 @@ def test_upsample_to_its_own_size_is_a_copy():
     x = T((16, 256, 64, 64), "float32")
     fwd = estimate(call("aten::upsample_bilinear2d", [x, [64, 64], False, None, None], [T((16, 256, 64, 64))]), "h200")
     assert all("upsample" not in k.name for k in fwd)
+
+
+def test_out_of_place_masked_fill_clones_then_fills():
+    """ATen's masked_fill clones its input, then runs masked_fill_ on the clone: HF Mixtral's
+    router on the H200 ran a DtoD copy (155 us) and the broadcast-mask fill (200 us) for
+    (16384, 3584) fp32; one fill kernel was priced before."""
+    x = T((16384, 3584), "float32")
+    mask = T((16384, 1), "bool")
+    ks = estimate(call("aten::masked_fill.Scalar", [x, mask, 0.0], [T((16384, 3584), "float32")]), "h200")
+    inplace = estimate(call("aten::masked_fill_.Scalar", [x, mask, 0.0], [x]), "h200")
+    assert [k.name for k in ks[1:]] == [k.name for k in inplace] and "Memcpy DtoD" in ks[0].name
+    assert total(ks) > total(inplace) + 80_000
