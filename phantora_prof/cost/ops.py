@@ -34,6 +34,8 @@ sym_storage_offset size stride numel dim is_contiguous record_stream _version _n
 unflatten flatten contiguous _conj _neg_view conj resolve_conj resolve_neg real imag
 _indices _values indices values crow_indices col_indices is_nonzero _assert_async _assert_tensor_metadata
 _functional_assert_async _print item _is_any_true to prim_layout prim_device
+_use_cudnn_ctc_loss _use_miopen_ctc_loss _fused_sdp_choice is_set_to is_coalesced is_pinned _is_zerotensor
+_debug_has_internal_overlap
 """.split())
 
 FILL_OPS = frozenset("""

@@ -1009,8 +1009,44 @@ def _rnn_cell(p):
     return run
 
 
+def speech_op_cases():
+    """Two ops of speech training that no other family has: the weight norm of wav2vec2-style
+    positional convolutions (`torch._weight_norm` over dim 2 of a (C, C / 16, 128) weight: ATen's
+    last-dim kernels, 338 us forward and 404 us backward for 768 channels on the H200, priced as
+    one elementwise pass of ~15 us), and CTC loss (ATen's alpha / beta recursions, one block per
+    utterance and sequential over the frames: 107 us forward, 400 us backward for 199 frames, 8
+    utterances, 64-token targets, 32 classes). fp32, as autocast runs both."""
+    for c, g in ((768, 48), (1024, 64), (512, 32)):
+        yield dict(fam="speech", kind="weight_norm", c=c, g=g, k=128), _speech_op
+    for t in (99, 199, 499, 999):
+        for n in (4, 8, 16):
+            for classes, s in ((32, 64), (32, 16), (1000, 64), (32, 200)):
+                yield dict(fam="speech", kind="ctc", t=t, n=n, classes=classes, s=s), _speech_op
+
+
+def _speech_op(p):
+    st: dict = {}
+    if p["kind"] == "weight_norm":
+        v = torch.randn(p["c"], p["g"], p["k"], device=DEV, requires_grad=True)
+        g = torch.randn(1, 1, p["k"], device=DEV, requires_grad=True)
+
+        def run():
+            _backward(torch._weight_norm(v, g, 2), st)
+        return run
+    logits = torch.randn(p["t"], p["n"], p["classes"], device=DEV, requires_grad=True)
+    s = min(p["s"], (p["t"] - 1) // 2)
+    targets = torch.randint(1, p["classes"], (p["n"], s), device=DEV)
+    in_len = torch.full((p["n"],), p["t"], dtype=torch.long)
+    tgt_len = torch.full((p["n"],), s, dtype=torch.long)
+
+    def run():
+        loss = F.ctc_loss(logits.log_softmax(-1), targets, in_len, tgt_len, zero_infinity=True)
+        loss.backward()
+    return run
+
+
 FAMILIES = {"conv": conv_cases, "conv_grouped": grouped_conv_cases,
-            "conv_grouped2": odd_width_grouped_conv_cases, "conv1d": conv1d_cases, "conv1d_pos": conv1d_pos_cases, "conv3d": conv3d_cases, "pool": pool_cases, "pool_windows": pool_window_cases,
+            "conv_grouped2": odd_width_grouped_conv_cases, "conv1d": conv1d_cases, "conv1d_pos": conv1d_pos_cases, "speech": speech_op_cases, "conv3d": conv3d_cases, "pool": pool_cases, "pool_windows": pool_window_cases,
             "pointwise": pointwise_cases, "copies": copy_cases, "cat_cache": cat_cache_cases,
             "attention": attention_cases, "attention_bias": lambda: attention_cases(("bias",)), "norms": norm_cases, "norms_narrow": narrow_norm_cases,
             "reductions": reduction_cases, "reductions_cols": column_reduction_cases,
