@@ -267,6 +267,10 @@ def class_key(op, base: str) -> str:
     """The op's class within its name (see the module docstring); '' parts are omitted."""
     t = _first_tensor(op)
     parts = [t.dtype if t is not None else "-"]
+    if base in CTC_OPS:
+        # the recursions read the log-probabilities element by element whatever their layout
+        # (HF passes them transposed from (N, T, C)); the features carry the sizes
+        return "|".join(parts + ["ctc"])
     if base in CONV_OPS:
         parts += _conv_key(op, base)
     elif base in ATTN_OPS:
@@ -711,6 +715,8 @@ def shape_features(op, base: str) -> tuple:
     per row, so short rows leave the GPU idle); a reduction's (outputs, elements per output);
     a grouped convolution's shape and its group width (channels per group: cuDNN's grouped
     kernels run 2x to 200x their roofline time from 128 channels per group down to 4)."""
+    if base in CTC_OPS:
+        return _ctc_features(op, base)
     t = _first_tensor(op)
     if t is None:
         return ()
@@ -738,6 +744,22 @@ def shape_features(op, base: str) -> tuple:
                 r *= t.shape[d]
             return (max(t.numel // max(r, 1), 1), r)
     return tuple(t.shape)
+
+
+CTC_OPS = frozenset(("_ctc_loss", "_ctc_loss_backward"))
+
+
+def _ctc_features(op, base: str) -> tuple:
+    """CTC loss: (frames, utterances, classes, longest target). ATen's alpha / beta kernels run
+    one block row per utterance over 2 x target + 1 states and step through the frames one by
+    one, so the target length sets the work as much as the log-probabilities' size does; the
+    backward's first tensor is the loss's gradient, so both read the log-probabilities' shape."""
+    lp, lengths = (_arg(op, 0), _arg(op, 3)) if base == "_ctc_loss" else (_arg(op, 1), _arg(op, 4))
+    if not isinstance(lp, TensorArg) or len(lp.shape) != 3:
+        return ()
+    s = max(lengths) if isinstance(lengths, (list, tuple)) and lengths and all(isinstance(x, int) for x in lengths) \
+        else 1
+    return tuple(lp.shape) + (max(int(s), 1),)
 
 
 def _upsample_scale(op, base: str, t: TensorArg) -> int | None:
