@@ -683,6 +683,24 @@ def reduction_cases():
                        op="mean"), _reduce
 
 
+def short_row_reduction_cases():
+    """Sums, means and 2-norms over a short innermost dim (2..128 elements) of many rows: cosine
+    attention's F.normalize over a head dim of 32 (SwinV2), linear attention's sums over 16
+    (EfficientViT), q/k norms over a head dim of 128 (Qwen3), router sums over top-k (MoE).
+    ATen's inner reduce kernel gives each row a few threads and each block 16+ rows: one element
+    per thread, its index arithmetic per element dominates (SwinV2's fp32 sum over 32 for 786k
+    rows took 178 us on the H200, 0.56 TB/s), which the `reductions` grid's rows of 64+ elements
+    and few thousand outputs did not show."""
+    for dtype in ("fp32", "bf16"):
+        for row in (2, 8, 16, 32, 49, 64, 128):
+            for outs in (65536, 262144, 1048576, 4194304):
+                if outs * row > 2 ** 27:
+                    continue
+                for op in ("sum", "norm") if row in (16, 32, 128) else ("sum",):
+                    yield dict(fam="reductions", dtype=dtype, shape=[outs, row], layout="c", dims=[1], op=op), \
+                        _reduce
+
+
 def column_reduction_cases():
     """Column sums (a linear's bias gradient over tokens x features) whose column count is not a
     multiple of 64: token counts (49, 196, 197: ViT and MLP-Mixer patch grids), classifier
@@ -722,7 +740,8 @@ def _reduce(p):
     x = torch.randn(*p["shape"], device=DEV, dtype=DT[p["dtype"]])
     if p["layout"] == "cl":
         x = x.contiguous(memory_format=torch.channels_last)
-    fn = torch.sum if p["op"] == "sum" else torch.mean
+    fn = {"sum": torch.sum, "mean": torch.mean,
+          "norm": lambda t, dims: torch.linalg.vector_norm(t, 2, dims, keepdim=True)}[p["op"]]
     scratch = torch.empty(_EVICT_BYTES, device=DEV, dtype=torch.uint8) if p.get("cold") else None
 
     def run():
@@ -1050,6 +1069,7 @@ FAMILIES = {"conv": conv_cases, "conv_grouped": grouped_conv_cases,
             "pointwise": pointwise_cases, "copies": copy_cases, "cat_cache": cat_cache_cases,
             "attention": attention_cases, "attention_bias": lambda: attention_cases(("bias",)), "norms": norm_cases, "norms_narrow": narrow_norm_cases,
             "reductions": reduction_cases, "reductions_cols": column_reduction_cases,
+            "reductions_short": short_row_reduction_cases,
             "reductions_outer": outer_reduction_cases, "conv_grouped_1x1": pointwise_grouped_conv_cases,
             "conv_dilated": dilated_conv_cases, "conv_unaligned": unaligned_conv_cases,
             "conv_maps": map_conv_cases, "upsample_pool": pooled_upsample_cases,
