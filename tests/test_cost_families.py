@@ -636,3 +636,22 @@ def test_out_of_place_masked_fill_clones_then_fills():
     inplace = estimate(call("aten::masked_fill_.Scalar", [x, mask, 0.0], [x]), "h200")
     assert [k.name for k in ks[1:]] == [k.name for k in inplace] and "Memcpy DtoD" in ks[0].name
     assert total(ks) > total(inplace) + 80_000
+
+
+def test_operands_dense_in_different_orders_are_their_own_class():
+    """An NCHW map plus a channels-last one (or a sequence plus a transposed one) is class
+    `mixed`: each operand dense, one read across its layout. Where no table measured it, the
+    strided class answers (the same TensorIterator kernel)."""
+    a = T((128, 384, 14, 14), "bfloat16")
+    b = T((128, 384, 14, 14), "bfloat16", stride=(75264, 1, 5376, 384))
+    op = call("aten::add.Tensor", [a, b], [T((128, 384, 14, 14), "bfloat16")])
+    assert F.class_key(op, "add") == "bfloat16|mixed"
+    assert F.stand_in_keys("add", "bfloat16|mixed") == ("bfloat16|strided",)
+    transposed = call("aten::add.Tensor", [a, T((128, 384, 14, 14), "bfloat16", stride=(75264, 196, 1, 14))],
+                      [T((128, 384, 14, 14), "bfloat16")])
+    assert F.class_key(transposed, "add") == "bfloat16|mixed"
+    sliced = call("aten::add.Tensor", [a, T((128, 384, 14, 14), "bfloat16", stride=(150528, 196, 14, 1))],
+                  [T((128, 384, 14, 14), "bfloat16")])
+    assert F.class_key(sliced, "add") == "bfloat16|strided"  # a channel slice: not dense at all
+    ks = estimate(op, "h200")
+    assert len(ks) == 1 and "vectorized" not in ks[0].name

@@ -179,6 +179,8 @@ def stand_in_keys(base: str, key: str) -> tuple[str, ...]:
     if base in CONV_OPS:
         aligned = without_unaligned_part(key)
         return (aligned,) if aligned is not None else ()
+    if key.endswith("|mixed"):  # operands dense in different orders: the strided kernel's class
+        return (key[: -len("mixed")] + "strided",)
     return ()
 
 
@@ -466,7 +468,8 @@ def _first_layout(t: TensorArg | None) -> str:
 
 def _operand_layout(op) -> str:
     """How TensorIterator sees the operands: dense (one dense layout, any dim order),
-    bcast (an operand broadcast: stride 0 or fewer elements), strided (anything else)."""
+    bcast (an operand broadcast: stride 0 or fewer elements), mixed (each dense, in different
+    dim orders), strided (anything else)."""
     from phantora_prof.cost.roofline import dense_order, iter_tensors, one_dense_layout
 
     lists = [a for a in op.args if isinstance(a, tuple) and a and isinstance(a[0], TensorArg)]
@@ -480,7 +483,11 @@ def _operand_layout(op) -> str:
     if any(t.numel != numel or 0 in t.stride for t in tensors):
         return "bcast"
     if all(t.numel == numel for t in outs):
-        return "dense" if one_dense_layout(tensors + outs) else "strided"
+        if one_dense_layout(tensors + outs):
+            return "dense"
+        # each operand dense, in different dim orders (an NCHW map plus a channels-last one,
+        # a sequence plus a transposed one): one of them is read across its layout
+        return "mixed" if all(dense_order(t) is not None for t in tensors + outs) else "strided"
     return "dense" if all(dense_order(t) is not None for t in tensors) else "strided"  # reductions
 
 
