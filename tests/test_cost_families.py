@@ -170,7 +170,13 @@ def test_dilated_convolutions_are_a_class_measured_on_the_h100():
     branch, [16, 2048, 64, 64] -> 256 at dilation 12, 1.22 ms forward in the model's profile)."""
     assert F.class_key(_atrous_conv(12), "convolution") == "bfloat16|k3|s1|1|cl|dil"
     assert F.class_key(_atrous_conv(1), "convolution") == "bfloat16|k3|s1|1|cl"
-    assert total(estimate(_atrous_conv(12), "h100")) / 1e3 == pytest.approx(1219, rel=0.12)
+    # on the H200 (the profile's GPU) the H100's points are carried and blended
+    assert total(estimate(_atrous_conv(12), "h200")) / 1e3 == pytest.approx(1219, rel=0.12)
+    # on the H100 its own point at this very shape answers as measured (in the sweep's
+    # conv + BN + ReLU block: 0.80 ms)
+    pts = [p for p in F.model("h100").points[("convolution", "bfloat16|k3|s1|1|cl|dil")][1]
+           if p["s"] == [16, 2048, 64, 64]]
+    assert pts and total(estimate(_atrous_conv(12), "h100")) == pytest.approx(pts[0]["t"], rel=0.02)
 
 
 def test_grouped_pointwise_convolution_runs_cudnns_per_group_loop():

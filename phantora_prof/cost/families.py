@@ -560,9 +560,12 @@ class FamilyModel:
         got = self._distances(op_name, key, w_ns, shape, clamp=False)
         return min(got[0]) if got is not None else float("inf")
 
-    def predict(self, op_name: str, key: str, w_ns: float, shape: tuple = ()) -> tuple[float, dict] | None:
+    def predict(self, op_name: str, key: str, w_ns: float, shape: tuple = (),
+                exact: bool = False) -> tuple[float, dict] | None:
         """(time in ns, nearest point) for an op of roofline time w_ns whose first tensor has
-        `shape`, or None when not covered."""
+        `shape`, or None when not covered. `exact`: a point measured at the query's very shape
+        answers as measured, not blended with its neighbours (the caller asks it where the table
+        was measured on the GPU simulated)."""
         got = self._distances(op_name, key, w_ns, shape)
         if got is None:
             return None
@@ -580,6 +583,12 @@ class FamilyModel:
             num += wt * math.log(pts[i]["t"] / pts[i]["w"])
             den += wt
         near = pts[best]
+        if exact and best_d < EXACT_D2:
+            # the kernel-weighted mean smooths noise between neighbours, but where the time does not
+            # follow the size (cuDNN's grouped wide-kernel 1-D convolutions: 12.2 ms measured at
+            # (8, 768, 199), 9.6 ms blended with the neighbouring lengths and batches, 12.3 ms in
+            # HF wav2vec2's profile) it moves a measured shape off its measurement
+            return near["t"] * w_ns / near["w"], near
         t = near["t"] * w_ns / near["w"] if den <= 1e-12 else w_ns * math.exp(num / den)
         if lw < lo and op_name in CONV_OPS:
             # below every measured size: the work shrinks, but a kernel that leaves most SMs idle
@@ -708,6 +717,11 @@ def _dim_bandwidths(op_name: str, key: str, n: int) -> tuple[float, ...]:
     if op_name in UPSAMPLE_OPS and n >= 2:
         return (DIM_BANDWIDTH,) * (n - 1) + (UPSAMPLE_SCALE_BANDWIDTH,)
     return (DIM_BANDWIDTH,) * n
+
+
+# squared distance (in bandwidths) under which a point is the query's own shape: its features
+# (log roofline time and log sizes) agree to ~1e-3
+EXACT_D2 = 1e-5
 
 
 def _features(w_ns: float, shape) -> tuple[float, ...]:
