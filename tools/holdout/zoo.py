@@ -155,6 +155,10 @@ def _hf_causal_lm(name: str, a):
                               num_hidden_layers=a.layers or 2, num_attention_heads=8, num_key_value_heads=4,
                               head_dim=256, max_position_embeddings=a.seq)
         model = tf.Gemma2ForCausalLM(cfg)
+    elif name == "hf_gpt_bigcode":  # blind set 14: SantaCoder-like: multi-query attention, dropout 0.1, GELU-tanh
+        cfg = tf.GPTBigCodeConfig(vocab_size=49152, n_positions=a.seq, n_embd=a.dim or 1024, n_layer=a.layers or 8,
+                                  n_head=16, multi_query=True)
+        model = tf.GPTBigCodeForCausalLM(cfg)
     elif name == "hf_qwen3":  # RMSNorm on every head's queries and keys, GQA, SwiGLU, head_dim 128
         cfg = tf.Qwen3Config(vocab_size=32000, hidden_size=a.dim or 1024, intermediate_size=3072,
                              num_hidden_layers=a.layers or 8, num_attention_heads=16, num_key_value_heads=8,
@@ -255,6 +259,9 @@ def _hf_speech_or_clip(name: str, a):
     if name == "hf_wav2vec2":  # wav2vec2-base with a CTC head: 7 strided conv1d, weight-normed positional conv
         cfg = tf.Wav2Vec2Config(vocab_size=32, attn_implementation="sdpa")
         return tf.Wav2Vec2ForCTC(cfg)
+    if name == "hf_hubert":  # blind set 14: hubert-base with a CTC head (weight-normed positional conv, CTC)
+        cfg = tf.HubertConfig(vocab_size=32, attn_implementation="sdpa")
+        return tf.HubertForCTC(cfg)
     if name == "hf_clip":  # CLIP ViT-B/32 image tower + 12-layer text tower, contrastive loss
         cfg = tf.CLIPConfig(attn_implementation="sdpa")
         return tf.CLIPModel(cfg)
@@ -267,7 +274,7 @@ def _hf_speech_or_clip_step(model, a, dev):
     if name == "hf_whisper":
         inputs = {"input_features": torch.randn(a.batch, 80, 3000, generator=g).to(dev),
                   "labels": torch.randint(0, model.config.vocab_size, (a.batch, a.seq), generator=g).to(dev)}
-    elif name == "hf_wav2vec2":
+    elif name in ("hf_wav2vec2", "hf_hubert"):
         inputs = {"input_values": torch.randn(a.batch, a.seq, generator=g).to(dev),
                   "labels": torch.randint(1, model.config.vocab_size, (a.batch, 64), generator=g).to(dev)}
     else:
@@ -442,6 +449,10 @@ MODELS = {
     # channels, not multiples of 8), torchvision's ConvNeXt-B
     "hf_gemma2": (1, 4096), "hf_roberta": (8, 512), "timm_eva02": (64, 224), "timm_ghostnet": (256, 224),
     "tv_convnext_base": (64, 224),
+    # blind set 14 (session 46): chosen before any run, after that session's fixes, families they touch
+    # at shapes off their sweeps' grids: HuBERT-base with CTC on 6 s of audio (299 frames, batch 6),
+    # a multi-query GPTBigCode with causal attention and dropout, torchvision's LR-ASPP segmentation
+    "hf_hubert": (6, 96000), "hf_gpt_bigcode": (4, 2048), "tv_lraspp": (24, 512),
 }
 
 
@@ -484,7 +495,7 @@ def build(a: argparse.Namespace) -> tuple[torch.nn.Module, Callable[[int], None]
     name = a.model
     if name in ("hf_llama", "hf_mistral", "hf_qwen2", "hf_gpt2", "hf_gptneox", "hf_opt", "hf_phi", "hf_gemma",
                 "hf_starcoder2", "hf_olmo", "hf_falcon", "hf_qwen3", "hf_bloom", "hf_mixtral", "hf_llama3_8b",
-                "hf_qwen25_7b", "hf_pythia_7b", "hf_gemma2"):
+                "hf_qwen25_7b", "hf_pythia_7b", "hf_gemma2", "hf_gpt_bigcode"):
         model = _hf_causal_lm(name, a).to(dev)
         step = _hf_lm_step(model, a, dev)
     elif name == "hf_bert":
@@ -543,6 +554,10 @@ def build(a: argparse.Namespace) -> tuple[torch.nn.Module, Callable[[int], None]
         cfg = tf.Swinv2Config(image_size=a.image, window_size=8, num_labels=1000)
         model = tf.Swinv2ForImageClassification(cfg).to(dev)
         step = _hf_pixels_step(model, a, dev, labels=True)
+    elif name == "tv_lraspp":  # blind set 14: LR-ASPP MobileNetV3-Large: pooled attention branch, bilinear upsampling
+        seg = import_torchvision().models.segmentation
+        model = seg.lraspp_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=21).to(dev)
+        step = _tv_segmentation_step(model, a, dev)
     elif name == "tv_deeplabv3":  # DeepLabV3-ResNet50: dilated last stages, ASPP, 21 classes
         seg = import_torchvision().models.segmentation
         model = seg.deeplabv3_resnet50(weights=None, weights_backbone=None, num_classes=21, aux_loss=False).to(dev)
@@ -564,7 +579,7 @@ def build(a: argparse.Namespace) -> tuple[torch.nn.Module, Callable[[int], None]
 
         model = tf.T5ForConditionalGeneration(tf.T5Config(decoder_start_token_id=0, pad_token_id=0)).to(dev)  # t5-small
         step = _hf_t5_step(model, a, dev)
-    elif name in ("hf_whisper", "hf_wav2vec2", "hf_clip"):
+    elif name in ("hf_whisper", "hf_wav2vec2", "hf_clip", "hf_hubert"):
         model = _hf_speech_or_clip(name, a).to(dev)
         step = _hf_speech_or_clip_step(model, a, dev)
     elif name == "tv_r3d":
