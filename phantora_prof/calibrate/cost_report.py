@@ -22,6 +22,7 @@ from phantora_prof.calibrate.kernel_table import load_events
 from phantora_prof.cost import estimate, get_gpu, op_class
 from phantora_prof.cost.roofline import CLASSES, MEMSET
 from phantora_prof.protocol import CPU_DEVICE, OpCall, OpKind, TensorArg
+from tracing.diff.intervals import measure, merge
 
 
 UNPRICED = "unpriced"
@@ -163,14 +164,7 @@ def _span_share(acts) -> float:
     if len({a.stream for a in acts}) < 2:
         return 1.0
     total = sum(a.dur_ns for a in acts)
-    union, end = 0, None
-    for start, stop in sorted((a.start_ns, a.start_ns + a.dur_ns) for a in acts):
-        if end is None or start > end:
-            union += stop - start
-            end = stop
-        elif stop > end:
-            union += stop - end
-            end = stop
+    union = measure(merge([(a.start_ns, a.start_ns + a.dur_ns) for a in acts]))
     return union / total if total else 1.0
 
 

@@ -168,13 +168,10 @@ def autocast_wrappers(events, parent: dict[int, dict | None]) -> set[int]:
             out.add(id(p))
     # an overload around a wrapper of its own name (F.interpolate's `upsample_bilinear2d.vec`
     # around autocast's `upsample_bilinear2d`, around the fp32 call) wraps it too
-    grew = True
-    while grew:
-        grew = False
-        for child, p in same_named_parent.items():
-            if child in out and id(p) not in out:
-                out.add(id(p))
-                grew = True
+    for child in list(out):
+        while child in same_named_parent:
+            child = id(same_named_parent[child])
+            out.add(child)
     return out
 
 

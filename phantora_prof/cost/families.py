@@ -45,6 +45,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from phantora_prof.cost.roofline import CHANNEL_ALIGNMENT
+from phantora_prof.cost.roofline import arg as schema_arg
 from phantora_prof.protocol import TensorArg
 
 DATA = Path(__file__).parent / "data" / "h200_families.json.gz"
@@ -394,9 +395,6 @@ _REDUCTIONS = frozenset(("sum", "mean", "amax", "amin", "max", "min", "prod", "n
                          "var_mean", "std", "std_mean", "argmax", "argmin", "any", "all", "logsumexp"))
 
 
-_DIM_ARG = {"linalg_vector_norm": 2, "norm": 2}
-
-
 def _base_name(op) -> str:
     return op.name.split("::", 1)[-1].split(".", 1)[0]
 
@@ -405,9 +403,10 @@ def reduced_dims(op, t: TensorArg | None) -> list[int] | None:
     """The dims a reduction reduces (normalised, size-1 dims left out), or None for all."""
     if t is None:
         return None
-    # `linalg_vector_norm(self, ord, dim, ...)` and `norm(self, p, dim, ...)` take their dims
-    # third (F.normalize's norm over a head dim read as a reduction to one value before session 46)
-    dims = (op.kwargs or {}).get("dim", _arg(op, _DIM_ARG.get(_base_name(op), 1)))
+    # by schema position: `linalg_vector_norm(self, ord, dim, ...)` and `norm(self, p, dim, ...)`
+    # take their dims third (F.normalize's norm over a head dim read as a reduction to one value
+    # before session 46, when the second argument was read for every reduction)
+    dims = schema_arg(op, _base_name(op), "dim")
     if isinstance(dims, int):
         dims = (dims,)
     if not isinstance(dims, (tuple, list)) or not dims or not all(isinstance(d, int) for d in dims):

@@ -395,6 +395,11 @@ class Model:
         corr = math.exp(_idw(pts, (fc, ()), ATTN_K, lambda a, b: 0.0, ATTN_POWER))
         return attn_roofline_ns(bwd, causal, d, s, bh) * corr
 
+    def shortest_row(self, op: str, dt: str) -> int:
+        """The shortest row length measured for a row-wise op's curves (0 when none)."""
+        curves = self.mem.get((op, dt))
+        return min(curves) if curves else 0
+
     def _mem(self, op, dt, n, h):
         curves = self.mem.get((op, dt))
         if not curves or n <= 0:
@@ -470,13 +475,6 @@ def _gpu_ins(op):
     if op.kwargs:
         ins += list(_tensors(op.kwargs.values()))
     return ins
-
-
-# the isolated sweep's row sums cover rows of 256..32768 elements; shorter rows (a head dim of
-# 32, EfficientViT's 16) run ATen's reduce kernel at one element per thread, 3-5x slower per
-# byte than the curve extrapolates (SwinV2's fp32 sum over 32 for 786k rows: 178 us on the H200,
-# 37 us extrapolated), which the family sweep's `reductions_short` measured
-SUM_LAST_MIN_ROW = 256
 
 
 def query_for(op, base: str, allow_tf32: bool) -> tuple | None:
@@ -561,8 +559,12 @@ def _query_for(op, base, allow_tf32):
             r = 1
             for d in norm:
                 r *= x.shape[d]
-            if r < SUM_LAST_MIN_ROW:
-                return None  # below the sweep's rows: the family sweep's short rows answer
+            if r < model().shortest_row("sum_last", dt):
+                # rows shorter than any the sweep measured (256..32768 elements) run ATen's reduce
+                # kernel at one element per thread, 3-5x slower per byte than the curve
+                # extrapolates (SwinV2's fp32 sum over 32 for 786k rows: 178 us on the H200, 37 us
+                # extrapolated); the family sweep's `reductions_short` measured those
+                return None
             return ("mem", "sum_last", dt, x.numel, r)
         if norm == list(range(len(norm))):  # leading dims: a column reduction
             return ("mem", "sum_dim0", dt, x.numel, max(1, outs[0].numel))
