@@ -51,3 +51,45 @@ def test_grad_scaler_scale_grows_and_backs_off_as_on_a_gpu(cli):
     # torch's _amp_update_scale_ on a GPU: finite -> tracker += 1, doubling (and reset) at 2;
     # non-finite -> scale * 0.5, tracker 0
     assert got == [(1024.0, 1), (2048.0, 0), (2048.0, 1), (4096.0, 0), (2048.0, 0), (2048.0, 1), (4096.0, 0)]
+
+
+def test_small_values_survive_what_ordinary_scripts_do(cli):
+    """Found by running ordinary scripts (session 47): deepcopy of a small CUDA tensor, module or
+    state dict gave zeros (EMA models, "keep the best weights"); isnan / isfinite said "finite"
+    for a tensor holding a NaN; torch.cuda.FloatTensor(3, 4) raised; a CUDA RNG state set back
+    did not replay; a determinism error was not a RuntimeError. Each line is a GPU run's."""
+    r = cli("--no-trace", PY, str(Path(__file__).resolve().parent / "scripts" / "ordinary_values.py"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    expected = ["deepcopy tensor [0.0, 1.0, 2.0, 3.0] True",
+                "deepcopy module True True cuda:0",
+                "isnan [False, True, False] isinf [False, False, True] isfinite [True, False, False]",
+                "nan loss False True",
+                "big finite True False",  # data without values stays assumed finite
+                "legacy (3, 4) cuda 24.0 [1, 2, 3] torch.int64 True False torch.float16",
+                "rng replay True True",
+                "determinism RuntimeError RuntimeError True"]
+    assert r.stdout.splitlines()[:len(expected)] == expected, r.stdout
+    assert "failed while attempting to run meta" not in r.stderr  # FakeTensorMode's traceback, not the user's
+
+
+def test_small_collectives_of_every_kind_carry_values(cli):
+    """reduce_scatter, all_to_all (even and uneven splits, list form), gather, scatter and reduce
+    left their small outputs without values (zeros); each gives what NCCL gives now."""
+    r = cli("--nproc-per-node", "2", "--no-trace", PY,
+            str(Path(__file__).resolve().parent / "scripts" / "collective_values.py"), timeout=180)
+    assert r.returncode == 0, r.stderr[-3000:]
+    want = {0: ["rs [10.0, 12.0]", "rs_list [10.0, 12.0]", "a2a [0.0, 1.0, 10.0, 11.0]",
+                "a2a_uneven [0.0, 10.0, 11.0, 12.0]", "a2a_list [[0.0, 1.0], [10.0, 11.0]]",
+                "gather [[0.0, 1.0, 2.0, 3.0], [10.0, 11.0, 12.0, 13.0]]", "scatter [0.0, 1.0]",
+                "reduce [10.0, 12.0, 14.0, 16.0]", "ag [[0.0, 1.0, 2.0, 3.0], [10.0, 11.0, 12.0, 13.0]]",
+                "agt [0.0, 1.0, 2.0, 3.0, 10.0, 11.0, 12.0, 13.0]", "ar [10.0, 11.0, 12.0, 13.0]",
+                "bc [10.0, 11.0, 12.0, 13.0]"],
+            1: ["rs [14.0, 16.0]", "rs_list [14.0, 16.0]", "a2a [2.0, 3.0, 12.0, 13.0]",
+                "a2a_uneven [1.0, 2.0, 3.0, 13.0]", "a2a_list [[2.0, 3.0], [12.0, 13.0]]", "gather None",
+                "scatter [2.0, 3.0]", "reduce [10.0, 11.0, 12.0, 13.0]",  # a non-root buffer stays
+                "ag [[0.0, 1.0, 2.0, 3.0], [10.0, 11.0, 12.0, 13.0]]",
+                "agt [0.0, 1.0, 2.0, 3.0, 10.0, 11.0, 12.0, 13.0]", "ar [10.0, 11.0, 12.0, 13.0]",
+                "bc [10.0, 11.0, 12.0, 13.0]"]}
+    for rank, lines in want.items():
+        got = [ln.split(": ", 1)[1] for ln in r.stdout.splitlines() if ln.startswith(f"[rank{rank}]: ")]
+        assert got == lines, (rank, got)

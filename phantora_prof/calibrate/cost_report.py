@@ -190,9 +190,9 @@ def report(workload: str, gpu: str = "h200", detail: bool = False, reference: Pa
                      "the GPU in the trace (CPU tensors, which the trace does not tell apart)")
     if rows:
         lines.append("")
-        lines.append(f"{'class':<11}{'op':<46}{'n':>4}{'meas':>9}{'roof':>9}{'err':>7}  dims")
+        lines.append(f"{'class':<11} {'op':<45}{'n':>4}{'meas':>9}{'roof':>9}{'err':>7}{'model':>9}{'err':>7}  dims")
         for (c, name, dims), (n, m, r, t) in sorted(rows.items(), key=lambda kv: -kv[1][1]):
-            lines.append(f"{c:<11}{name[6:]:<46}{n:>4}{m:>9.1f}{r:>9.1f}{_pct(r, m):>7}  {dims}")
+            lines.append(f"{c:<11} {name[6:]:<45}{n:>4}{m:>9.1f}{r:>9.1f}{_pct(r, m):>7}{t:>9.1f}{_pct(t, m):>7}  {dims}")
     return "\n".join(lines)
 
 

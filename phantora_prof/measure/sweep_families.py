@@ -52,6 +52,7 @@ so the trace says which ops and kernels belong to which configuration. Families:
     conv_grouped_1x1  grouped 1x1 convolutions (group widths 8..64, powers of two and not):
                 cuDNN's per-group loop of slice, dgrad and wgrad kernels
     conv_dilated  dilated 3x3 convolutions (dilation 2..36: DeepLab's atrous stages and ASPP)
+    conv_dw_dilated  dilated depthwise 3x3 / 5x5 convolutions (MobileNet backbones for segmentation)
     conv_maps   dense convolutions over maps the conv grid has not (odd and even sizes 9..75) and
                 asymmetric kernels (1x3 / 3x1, 1x5 / 5x1, 1x7 / 7x1: factorised convolutions)
     upsample_pool  bilinear upsampling from pooled grids (1..32 -> x10..x64: ASPP / pyramid pooling)
@@ -203,6 +204,25 @@ def dilated_conv_cases():
             n = 8 if h >= 128 else 16 if h >= 64 else 32
             yield dict(fam="conv_dilated", layout=layout, dtype=dtype, n=n, ci=ci, co=co, h=h, k=3, s=1, g=1,
                        d=d), _conv_block
+
+
+def dw_dilated_conv_cases():
+    """Dilated depthwise convolutions (a MobileNet / EfficientNet backbone run at output stride
+    8 or 16 for segmentation: DeepLabV3- and LR-ASPP-MobileNetV3 dilate their last stages'
+    depthwise 3x3 / 5x5 convolutions). cuDNN runs them with a grouped direct kernel and
+    `dgrad2d_c1_k1` / indexed weight-gradient kernels that take milliseconds where the undilated
+    depthwise convolution takes tens of microseconds (an H100 profile of LR-ASPP: 2.5 ms for a
+    forward the roofline put at 33 us, session 47). Generic widths and maps, dilations 2 and 4."""
+    shapes = [(c, h) for c in (96, 144, 240, 384, 576, 768, 1152) for h in (16, 32)]
+    shapes += [(c, 64) for c in (96, 144, 240, 384)]
+    for layout, dtype in (("cl", "bf16"), ("nchw", "bf16"), ("cl", "fp32")):
+        for c, h in shapes:
+            for k in (3, 5):
+                for d in (2, 4):
+                    if dtype == "fp32" and (d == 4 or c in (144, 576)):
+                        continue
+                    yield dict(fam="conv_dw_dilated", layout=layout, dtype=dtype, n=16 if h >= 64 else 32, ci=c,
+                               co=c, h=h, k=k, s=1, g=c, d=d), _conv_block
 
 
 def map_conv_cases():
@@ -1108,7 +1128,7 @@ FAMILIES = {"conv": conv_cases, "conv_grouped": grouped_conv_cases,
             "reductions": reduction_cases, "reductions_cols": column_reduction_cases,
             "reductions_short": short_row_reduction_cases,
             "reductions_outer": outer_reduction_cases, "conv_grouped_1x1": pointwise_grouped_conv_cases,
-            "conv_dilated": dilated_conv_cases, "conv_unaligned": unaligned_conv_cases,
+            "conv_dilated": dilated_conv_cases, "conv_dw_dilated": dw_dilated_conv_cases, "conv_unaligned": unaligned_conv_cases,
             "conv_maps": map_conv_cases, "upsample_pool": pooled_upsample_cases,
             "upsample_pool_cl": pooled_upsample_cl_cases, "losses": loss_cases, "embedding": embedding_cases,
             "optim": optim_cases, "rnn": rnn_cases, "conv_patch": patch_conv_cases, "attention_sr": sr_attention_cases,

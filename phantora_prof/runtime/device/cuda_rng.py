@@ -14,13 +14,16 @@ with the CUDA one's seed: random ops whose small outputs get real values (values
 it, deterministically per seed. `torch.Generator(device="cuda")` makes one
 (`install_generator_factory`; a CPU build cannot make CUDA generators at all).
 
-Approximate on purpose: simulated (fake) tensors hold no data, so random kernels draw nothing
-and the offset does not advance by itself; it changes only when a program sets it. Values
-drawn on the CPU differ from what a GPU's Philox generator would draw.
+Approximate on purpose: simulated (fake) tensors hold no data, so random kernels over them draw
+nothing and leave the offset where it is; random values drawn for small tensors move it on
+(by a multiple of 4 covering them, as Philox does), and a state set back to an offset values
+were drawn to replays them. Values drawn on the CPU differ from what a GPU's Philox generator
+would draw.
 """
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from typing import Any, Callable
 
 import torch
@@ -28,6 +31,7 @@ import torch
 # CUDA's default seed (c10/core/GeneratorImpl.h: default_rng_seed_val)
 DEFAULT_SEED = 67280421310721
 _STATE_BYTES = 16
+_POSITIONS_KEPT = 4096  # (seed, offset) positions remembered per generator
 
 
 _CGenerator = torch._C.Generator
@@ -48,6 +52,30 @@ class SimCudaGenerator(_CGenerator):
         self._seed = 0
         self._seed_cpu(seed)
         self._offset = offset
+        # the CPU generator's position at each (seed, offset) values were drawn to, so that a
+        # saved state set back replays the same values (activation checkpointing's recompute,
+        # torch.random.fork_rng); bounded, oldest first out
+        self._positions: OrderedDict[tuple[int, int], torch.Tensor] = OrderedDict()
+
+    def note_draw(self, count: int) -> None:
+        """`count` values were drawn from the CPU generator underneath (a random op over a small
+        tensor, values.py): the offset moves on as Philox's does (a multiple of 4 covering them),
+        and the new position is remembered for `set_state`."""
+        self._offset += 4 * ((max(int(count), 1) + 3) // 4)
+        self._positions[(self._seed, self._offset)] = _CGenerator.get_state(self)
+        if len(self._positions) > _POSITIONS_KEPT:
+            self._positions.popitem(last=False)
+
+    def _go_to(self, offset: int) -> None:
+        """Set the offset; the CPU generator follows to where it was at that offset (the seed's
+        start for offset 0, or a position remembered by note_draw; elsewhere it stays put)."""
+        self._offset = int(offset)
+        if self._offset == 0:
+            _CGenerator.manual_seed(self, self._seed)
+            return
+        saved = self._positions.get((self._seed, self._offset))
+        if saved is not None:
+            _CGenerator.set_state(self, saved)
 
     @property
     def device(self) -> torch.device:  # type: ignore[override]
@@ -74,7 +102,7 @@ class SimCudaGenerator(_CGenerator):
         return self._offset
 
     def set_offset(self, offset: int) -> None:
-        self._offset = int(offset)
+        self._go_to(offset)
 
     def get_state(self) -> torch.Tensor:  # type: ignore[override]
         raw = self._seed.to_bytes(8, "little") + self._offset.to_bytes(8, "little", signed=False)
@@ -87,26 +115,33 @@ class SimCudaGenerator(_CGenerator):
                                f"of {getattr(new_state, 'numel', lambda: '?')()} element(s)")
         raw = bytes(new_state.detach().cpu().contiguous().tolist())
         self._seed_cpu(int.from_bytes(raw[:8], "little"))
-        self._offset = int.from_bytes(raw[8:], "little")
+        self._go_to(int.from_bytes(raw[8:], "little"))
         return self
 
     # CUDA-graph-safe variants: the state object is itself a generator.
     def clone_state(self) -> "SimCudaGenerator":
-        return SimCudaGenerator(self.device.index, self._seed, self._offset)
+        return self._copy()
+
+    def _copy(self) -> "SimCudaGenerator":
+        other = SimCudaGenerator(self.device.index, self._seed, self._offset)
+        other._positions.update(self._positions)
+        _CGenerator.set_state(other, _CGenerator.get_state(self))
+        return other
 
     def graphsafe_get_state(self) -> "SimCudaGenerator":
         return self
 
     def graphsafe_set_state(self, other: "SimCudaGenerator") -> "SimCudaGenerator":
         self._seed_cpu(other._seed)
-        self._offset = other._offset
+        self._positions.update(other._positions)
+        self._go_to(other._offset)
         return self
 
     def __reduce__(self) -> tuple:
         return (SimCudaGenerator, (self.device.index, self._seed, self._offset))
 
     def __deepcopy__(self, memo: dict) -> "SimCudaGenerator":
-        return SimCudaGenerator(self.device.index, self._seed, self._offset)
+        return self._copy()
 
     def __repr__(self) -> str:
         return f"SimCudaGenerator(device={self.device}, seed={self._seed}, offset={self._offset})"

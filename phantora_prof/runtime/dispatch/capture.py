@@ -573,6 +573,8 @@ class CaptureMode(TorchDispatchMode):
             mixed = _mixed_devices(exc)
             if mixed is not None:  # the script's own bug, reported as CUDA torch reports it
                 raise RuntimeError(mixed) from None
+            if _nondeterministic_alert(exc):  # torch.use_deterministic_algorithms(True): as on a GPU
+                raise RuntimeError(str(exc)) from None
             raise self._unsupported(name, args, kwargs, exc, func) from None
         out = iterator_layout.fast_setup_output(func, args, kwargs, out, self._fresh_fake)
         out = self._realize_cpu_outputs(out, real_self, func is _TO_COPY_OP and _pins_output(args, kwargs))
@@ -1033,6 +1035,14 @@ class CaptureMode(TorchDispatchMode):
             f"phantora-prof cannot simulate {name}({shapes}): {type(exc).__name__}: {reason[:300]}. {why} with "
             "torch.library.register_fake (its GPU time can then be given with --op-cost NAME=TIME), or avoid the "
             "op on CUDA tensors.")
+
+
+def _nondeterministic_alert(exc: Exception) -> bool:
+    """Whether `exc` is torch's refusal of an op under `torch.use_deterministic_algorithms(True)`
+    (`alertNotDeterministic`, raised by the shape function with the CUDA kernel's name, e.g.
+    `_histc_cuda`): the RuntimeError a GPU raises, which the script may catch. It was wrapped
+    as an UnsupportedOpError, which `except RuntimeError:` does not catch."""
+    return isinstance(exc, RuntimeError) and "does not have a deterministic implementation" in str(exc)
 
 
 def ctc_loss_outputs(mode: CaptureMode, args: tuple, kwargs: dict, orig_args: tuple) -> tuple:

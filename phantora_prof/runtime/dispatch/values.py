@@ -17,7 +17,8 @@ documented placeholder, as before.
 
 Approximations (documented, on purpose):
 - Simulated data is assumed finite: `isfinite` of a tensor without values is all True,
-  `isnan` / `isinf` all False, the AMP non-finite check finds nothing. A healthy training
+  `isnan` / `isinf` all False, the AMP non-finite check finds nothing (a tensor with values
+  is checked for real). A healthy training
   run has no overflow; the simulation follows that path.
 - Small collectives (all-reduce, broadcast, all-gather up to `MAX_BYTES`) exchange the real
   values between the ranks through gloo (see `exchange`); other collectives leave their
@@ -141,6 +142,12 @@ def propagate(func, args: tuple, kwargs: dict, out: Any) -> Any:
     if _is_pure_view(func):
         return out  # its outputs share the input's storage, whose shadow (if any) they see
     name = func._schema.name
+    if name == "aten::set_":
+        # `t.set_(storage, ...)` points t at a storage, which keeps its own shadow (or has
+        # none): nothing was computed. Forgetting "what it wrote" here dropped the values of
+        # every `copy.deepcopy` of a small CUDA tensor (torch clones the storage, then sets a
+        # new tensor onto the clone)
+        return out
     if name == "aten::_amp_foreach_non_finite_check_and_unscale_":
         with _disable_current_modes():
             _amp_check_and_unscale(func, args, kwargs)
@@ -188,9 +195,10 @@ def _propagate(func, name: str, args: tuple, kwargs: dict, out: Any) -> None:
             and name not in _UNKNOWN_REDUCE and name not in _SYNTHESIZED and _has_large_input(args, kwargs):
         forget(_written(func, args, kwargs))  # computed from data that does not exist
         return
-    if _finite_decided(name, args):
+    if _finite_decided(name, args) and shadow(args[0]) is None:
         # `x == x`, `x != inf`, ... : the answer is the same for every finite x, so compute it
-        # on zeros (isfinite / isinf / isnan decompose into these)
+        # on zeros (isfinite / isinf / isnan decompose into these); x with values is compared
+        # for real below (a NaN loss of small tensors must read as NaN)
         x = args[0]
         z = _zeros(tuple(x.shape), dtype=x.dtype, device="cpu")
         _store(out, func(z, z if args[1] is x else args[1], *args[2:], **kwargs))
@@ -212,7 +220,8 @@ def _propagate(func, name: str, args: tuple, kwargs: dict, out: Any) -> None:
             return
         forget(_written(func, args, kwargs))
         return
-    if name in _ASSUME_TRUE or name in _ASSUME_FALSE:
+    if (name in _ASSUME_TRUE or name in _ASSUME_FALSE) and any(
+            v is None for v, a in zip(cpu_args, args) if isinstance(a, FakeTensor)):
         for t in tensors_in(out):
             if isinstance(t, FakeTensor) and t.device.type == "cuda" and _small(t):
                 _give_shadow(t, _full(tuple(t.shape), name in _ASSUME_TRUE, dtype=t.dtype, device="cpu"))
@@ -226,13 +235,16 @@ def _propagate(func, name: str, args: tuple, kwargs: dict, out: Any) -> None:
                 _give_shadow(t, None)
         return
     try:
-        with _device_generator(func, args, kwargs, cpu_kwargs):
+        with _device_generator(func, args, kwargs, cpu_kwargs) as drawn_from:
             r = func(*cpu_args, **cpu_kwargs)
     except Exception as exc:  # noqa: BLE001 - the CPU has no kernel for it: values unknown
         log.debug("no CPU values for %s: %s", name, exc)
         forget(_written(func, args, kwargs))
         forget(out)
         return
+    note_draw = getattr(drawn_from, "note_draw", None)
+    if note_draw is not None:  # a simulated CUDA generator: its state moves on, as Philox's offset does
+        note_draw(sum(t.numel() for t in tensors_in(r)))
     _store(out, r)
 
 
@@ -240,7 +252,7 @@ _GENERATOR_ARG: dict = {}
 
 
 @contextlib.contextmanager
-def _device_generator(func, args: tuple, kwargs: dict, cpu_kwargs: dict) -> Iterator[None]:
+def _device_generator(func, args: tuple, kwargs: dict, cpu_kwargs: dict) -> Iterator[Any]:
     """A random op run on the CPU for a CUDA tensor's values draws from that device's
     (simulated) CUDA generator, not from the CPU's: CUDA's default generator starts from a
     fixed seed and follows torch.manual_seed / torch.cuda.manual_seed, so the values (and any
@@ -248,27 +260,32 @@ def _device_generator(func, args: tuple, kwargs: dict, cpu_kwargs: dict) -> Iter
     torch's CPU generator is seeded at random in every process. An op with a `generator`
     argument is given the device's; one without (`randperm`'s default overload) runs with the
     CPU default generator set to the device generator's state, which then takes the advanced
-    state back."""
+    state back. Yields the generator drawn from (None: the op is not random)."""
     gen = None
     if torch.Tag.nondeterministic_seeded in func.tags:
         position = _GENERATOR_ARG.get(func)
         if position is None:
             position = _GENERATOR_ARG[func] = next(
                 (i for i, a in enumerate(func._schema.arguments) if a.name == "generator"), -1)
-        explicit = cpu_kwargs.get("generator") is not None or 0 <= position < len(args)
-        gen = None if explicit else _device_generator_of(args, kwargs)
+        if cpu_kwargs.get("generator") is not None:
+            yield cpu_kwargs["generator"]  # the program's own generator
+            return
+        if 0 <= position < len(args):
+            yield args[position]
+            return
+        gen = _device_generator_of(args, kwargs)
     if gen is None:
-        yield
+        yield None
         return
     if position >= 0:
         cpu_kwargs["generator"] = gen
-        yield
+        yield gen
         return
     cpu = torch.default_generator
     saved = cpu.get_state()
     cpu.set_state(torch._C.Generator.get_state(gen))
     try:
-        yield
+        yield gen
     finally:
         torch._C.Generator.set_state(gen, cpu.get_state())
         cpu.set_state(saved)
@@ -477,57 +494,120 @@ def _store(out: Any, r: Any) -> None:
             o.copy_(v)  # a D2H copy: the real CPU tensor gets the values
 
 
-# c10d collectives whose values travel (gather/scatter are timed as all-gathers, but their
-# inputs differ between root and the others: their outputs get no values)
-_EXCHANGED = {"allreduce", "broadcast", "_allgather_base", "allgather"}
+# c10d collectives whose values travel (every one but point-to-point, which `p2p` carries)
+_EXCHANGED = {"allreduce", "allreduce_coalesced", "broadcast", "_allgather_base", "allgather",
+              "allgather_into_tensor_coalesced", "reduce_scatter", "_reduce_scatter_base",
+              "reduce_scatter_tensor_coalesced", "all_to_all", "reduce", "gather", "scatter"}
+# those whose non-root members send nothing that counts
+_ROOT_SENDS = {"broadcast", "scatter"}
 
 
 def exchange(host: Any, op: str, coll_name: str, reduce_op: str, inputs: list, outputs: list, nbytes: int,
-             root: int = 0) -> None:
+             root: int = 0, splits: list | None = None) -> None:
     """Give the outputs of a small simulated collective their real values.
 
     The values really travel between the ranks, as CPU collectives do (through the
     coordinator: runtime/distributed/host_collectives.py; `host` is the group's HostGroup),
     when the message is small (every member agrees on that: the sizes of a collective match
     on all ranks). Each rank also says whether it knows its inputs; if any does not, the
-    outputs have no values anywhere. Large messages, point-to-point and other collectives
-    leave their outputs without values. The host clock does not move: the device collective
-    does not block the host."""
+    outputs have no values anywhere. `root` is the group rank of a rooted collective's root,
+    `splits` an all-to-all's input split sizes (None: equal). Large messages leave their
+    outputs without values. The host clock does not move: the device collective does not
+    block the host."""
     from phantora_prof.runtime.distributed import host_collectives as hc
 
     outs = [t for t in outputs if isinstance(t, FakeTensor)]
-    if host is None or nbytes > MAX_BYTES or coll_name not in _EXCHANGED or not inputs or not outs:
+    if host is None or nbytes > MAX_BYTES or coll_name not in _EXCHANGED or not (inputs or outs):
+        forget(outs)
+        return
+    if op == "all_reduce" and reduce_op not in ("sum", "avg", "max", "min", "product"):
         forget(outs)
         return
     with hc.simulator_work():
-        ins = [shadow(t) if isinstance(t, FakeTensor) else None for t in inputs]
+        me = host.index
+        sends = not (coll_name in _ROOT_SENDS and me != root)
+        ins = [shadow(t) if isinstance(t, FakeTensor) else None for t in inputs] if sends else []
         known = all(v is not None for v in ins) and all(_small(t) for t in outs)
-        if op == "all_reduce" and reduce_op not in ("sum", "avg", "max", "min", "product"):
-            known = False
-        if op == "broadcast" and host.index != root:
-            mine = [_tensor([1 if known else 0], dtype=torch.uint8, device="cpu")]  # the root's values count
-        else:
-            mine = [_tensor([1 if known else 0], dtype=torch.uint8, device="cpu")] + (ins if known else [])
+        flag = _tensor([1 if known else 0], dtype=torch.uint8, device="cpu")
+        mine = [flag] + (ins if known else [])
+        if known and coll_name == "all_to_all" and len(inputs) == 1 and splits:
+            mine.append(_tensor([int(x) for x in splits], dtype=torch.int64, device="cpu"))
         parts = host.exchange(f"values:{coll_name}", hc.encode(mine), blocking=False)
         if not all(int(p[0][0]) for p, _ in parts.distinct()):
             forget(outs)
             return
-        if op == "broadcast":
-            sent = parts.of(root)[1:]
-            if not sent:  # a mirrored root whose representative is not the root here: no values
-                forget(outs)
-                return
-            _unpack(torch.cat([v.contiguous().view(-1).view(torch.uint8) for v in sent]), outs)
-        elif op == "all_gather":
-            _unpack(torch.cat([v.contiguous().view(-1).view(torch.uint8)
-                               for j in range(len(parts)) for v in parts.of(j)[1:]]), outs)
-        else:  # all_reduce in float64 (exact for integers below 2**53)
-            buf = hc.reduced(reduce_op, parts, lambda p: torch.cat([v.reshape(-1).to(torch.float64) for v in p[1:]]))
-            i = 0
-            for t in outs:
-                n = t.numel()
-                _set(t, buf[i:i + n].reshape(tuple(t.shape)))
-                i += n
+        if coll_name in _ROOT_SENDS and len(parts.of(root)) < 2:
+            forget(outs)  # a mirrored root whose representative is not the root here: no values
+            return
+        values = _collective_values(coll_name, reduce_op, parts, me, root, len(outs))
+        if values is None:
+            forget(outs)
+            return
+        for t, v in zip(outs, values):
+            if v is None:
+                continue
+            if v.numel() != t.numel():
+                forget(t)
+            else:
+                _set(t, v.reshape(tuple(t.shape)))
+
+
+def _collective_values(coll_name: str, reduce_op: str, parts: Any, me: int, root: int, n_outs: int) -> list | None:
+    """Each output's value (None: leave that output as it is) from the members' parts (a flag,
+    then their inputs; an all-to-all's split sizes last). None when the layout is not one this
+    knows."""
+    from phantora_prof.runtime.distributed import host_collectives as hc
+
+    n = len(parts)
+
+    def ins(j: int) -> list:
+        return parts.of(j)[1:]
+
+    def reduce_each(pick) -> torch.Tensor:
+        return hc.reduced(reduce_op, parts, lambda p: pick(p[1:]).reshape(-1).to(torch.float64))
+
+    if coll_name == "broadcast":
+        return _unflatten(ins(root), n_outs)
+    if coll_name in ("allreduce", "allreduce_coalesced") or (coll_name == "reduce" and me == root):
+        k = len(ins(me))
+        return [reduce_each(lambda p, i=i: p[i]) for i in range(k)]
+    if coll_name == "reduce":
+        return [None] * n_outs  # NCCL leaves a non-root member's buffer as it was
+    if coll_name == "allgather":  # outputs[i][j]: member j's input i, flattened i-major
+        k = len(ins(me))
+        return [ins(j)[i] for i in range(k) for j in range(n)]
+    if coll_name in ("_allgather_base", "allgather_into_tensor_coalesced"):
+        k = len(ins(me))
+        return [torch.cat([ins(j)[i].reshape(-1) for j in range(n)]) for i in range(k)]
+    if coll_name == "reduce_scatter":  # inputs[i][j]: this member's part of member j's output i
+        return [reduce_each(lambda p, i=i: p[i * n + me]) for i in range(n_outs)]
+    if coll_name in ("_reduce_scatter_base", "reduce_scatter_tensor_coalesced"):
+        return [reduce_each(lambda p, i=i: p[i].reshape(-1).chunk(n)[me]) for i in range(n_outs)]
+    if coll_name == "all_to_all":
+        if n_outs == 1:  # all_to_all_single: dim 0 split by each member's input split sizes
+            chunks = []
+            for j in range(n):
+                theirs = ins(j)
+                x = theirs[0]
+                sizes = [int(v) for v in theirs[1]] if len(theirs) > 1 else [x.shape[0] // n] * n
+                if sum(sizes) != x.shape[0]:
+                    return None
+                chunks.append(x.split(sizes)[me].reshape(-1))
+            return [torch.cat(chunks)]
+        return [ins(j)[me] for j in range(n)]  # the list form: output j is member j's input for me
+    if coll_name == "gather":  # the root's outputs[i][j]: member j's input i
+        if me != root:
+            return [None] * n_outs
+        k = len(ins(me))
+        return [ins(j)[i] for i in range(k) for j in range(n)]
+    if coll_name == "scatter":  # the root's inputs[i][j]: member j's output i
+        sent = ins(root)
+        return [sent[i * n + me] for i in range(n_outs)]
+    return None
+
+
+def _unflatten(values: list, n_outs: int) -> list:
+    return list(values[:n_outs]) + [None] * (n_outs - len(values))
 
 
 _P2P_TAG = 0x7068  # tag of these messages: apart from the user's own CPU send/recv (tag 0, ...)
@@ -587,6 +667,30 @@ def _unpack(buf: torch.Tensor, outs: list) -> None:
         n = t.numel() * t.element_size()
         _set(t, buf[i:i + n].view(t.dtype).reshape(tuple(t.shape)))
         i += n
+
+
+def _clone_keeping_values(clone):
+    """`UntypedStorage.clone()` of a simulated CUDA storage that has a shadow gives the clone a
+    copy of it. torch clones a storage by allocating one and calling the storage's C `copy_`,
+    which copies through tensors that are not the simulator's fake ones, so no op saw values:
+    `copy.deepcopy` of a small CUDA tensor, an `nn.Module` (EMA and teacher models) or a state
+    dict (the "keep the best weights" pattern) came out as zeros."""
+
+    def clone_storage(self):
+        new = clone(self)
+        real = getattr(self, _ATTR, None)
+        if real is not None and new.nbytes() == real.nbytes():
+            setattr(new, _ATTR, real.clone())
+        return new
+
+    clone_storage.__doc__ = clone.__doc__
+    return clone_storage
+
+
+def install() -> None:
+    from torch.storage import _StorageBase
+
+    _StorageBase.clone = _clone_keeping_values(_StorageBase.clone)
 
 
 def scalar(t: torch.Tensor) -> Any:

@@ -173,7 +173,8 @@ class PhantoraProcessGroup(dist.ProcessGroup):
 
     # ---- simulated collectives ----
     def _launch(self, op: str, coll_name: str, inputs: list, outputs: list, nbytes: int, in_nelems: int,
-                out_nelems: int, opts: Any = None, root: int = 0, peer: int = -1) -> SimWork:
+                out_nelems: int, opts: Any = None, root: int = 0, peer: int = -1,
+                splits: list | None = None) -> SimWork:
         st = _state.get()
         if _JITTER_S:
             from phantora_prof.runtime.process.clock import real_time
@@ -232,7 +233,7 @@ class PhantoraProcessGroup(dist.ProcessGroup):
             complete_values = values.p2p(self._host, coll_name, peer, inputs, outputs, nbytes)
         else:
             values.exchange(self._host, op, coll_name, call.reduce_op, inputs, outputs, nbytes,
-                            self._group_rank_of(root))
+                            self._group_rank_of(root), splits)
         work = SimWork(self, key, outputs, device)
         work._complete_values = complete_values
         return work
@@ -446,7 +447,7 @@ class PhantoraProcessGroup(dist.ProcessGroup):
         if not _on_cuda([input]):
             return self._cpu_alltoall_base(output, input, input_split_sizes)
         return self._launch("all_to_all", "all_to_all", [input], [output], input.numel() * input.element_size(),
-                            input.numel(), output.numel(), opts)
+                            input.numel(), output.numel(), opts, splits=list(input_split_sizes or []))
 
     all_to_all_single = alltoall_base
 

@@ -270,6 +270,11 @@ def _setup_logging(rank: int) -> None:
     logger.addHandler(handler)
     logger.setLevel(os.environ.get("PHANTORA_LOG_LEVEL", "WARNING").upper())
     logger.propagate = False
+    # FakeTensorMode logs a traceback whenever an op's shape function raises; on the simulated
+    # GPU that exception becomes the op's own error (the RuntimeError a CUDA build raises, or a
+    # clear UnsupportedOpError), so the ~20 lines of torch internals before it say nothing more
+    logging.getLogger("torch._subclasses.fake_tensor").addFilter(
+        lambda record: not str(record.msg).startswith("failed while attempting to run meta"))
 
 
 def _print_user_traceback() -> None:

@@ -205,6 +205,9 @@ def _patch_torch_and_enter_the_mode(st: RuntimeState) -> Any:
     """Everything after the clock and the host model: torch's CUDA surface, the patches, the
     capture mode (entered, and left on the mode stack for the whole program)."""
     cuda_api.install()
+    from phantora_prof.runtime.device import legacy_types
+
+    legacy_types.install()  # torch.cuda.FloatTensor(3, 4) and the other legacy constructors
     from phantora_prof.runtime.device import memory_counters
 
     memory_counters.install()  # GPU memory over the run: run.pftrace counters, the report's memory.png
@@ -230,6 +233,9 @@ def _patch_torch_and_enter_the_mode(st: RuntimeState) -> Any:
     from phantora_prof.runtime.patches import serialization
 
     serialization.install()  # torch.save / torch.load of simulated CUDA tensors
+    from phantora_prof.runtime.dispatch import values
+
+    values.install()  # storage clones (copy.deepcopy) keep small tensors' values
     fake_identity.install()  # libraries asking "is this a FakeTensor (am I traced)?" get a CUDA run's answer
     torch._C._set_only_lift_cpu_tensors(True)
     from phantora_prof.runtime.dispatch import cuda_dispatch
