@@ -179,6 +179,26 @@ def test_dilated_convolutions_are_a_class_measured_on_the_h100():
     assert pts and total(estimate(_atrous_conv(12), "h100")) == pytest.approx(pts[0]["t"], rel=0.02)
 
 
+def _dilated_depthwise(c: int, k: int, dilation: int, h: int = 32, n: int = 24):
+    x, out = CL(n, c, h, h), CL(n, c, h, h)
+    w = T((c, 1, k, k), "bfloat16", stride=(k * k, 1, k, 1))
+    pad = dilation * (k // 2)
+    return call("aten::convolution", [x, w, None, [1, 1], [pad] * 2, [dilation] * 2, False, [0, 0], c], [out])
+
+
+def test_dilated_depthwise_convolutions_are_measured_not_rooflined():
+    """MobileNetV3's dilated last stage (LR-ASPP, DeepLabV3-MobileNet): cuDNN's grouped direct
+    kernel takes milliseconds where the roofline says tens of microseconds. Unmeasured, the class
+    fell to the roofline: LR-ASPP's 5 x 5 / dilation 2 over [24, 960, 32, 32] 33 us against 2.5
+    ms in its H100 profile (session 47); sweep conv_dw_dilated (sw25, generic widths, not 960)."""
+    op = _dilated_depthwise(960, 5, 2)
+    assert F.class_key(op, "convolution") == "bfloat16|k5|s1|dw|cl|dil"
+    roof = total(estimate(op, "h100", use_table=False))
+    model = total(estimate(op, "h100"))
+    assert model > 20 * roof
+    assert model / 1e3 == pytest.approx(2514, rel=0.15)  # the profile's forward, held out of the sweep
+
+
 def test_grouped_pointwise_convolution_runs_cudnns_per_group_loop():
     """EfficientViT's grouped 1x1 convolution, [128, 384, 14, 14] in 24 groups of 16, backward on
     an H100: cuDNN loops over the groups (4 slice kernels, a dgrad, a wgrad and a split-K
