@@ -57,7 +57,8 @@ def test_small_values_survive_what_ordinary_scripts_do(cli):
     """Found by running ordinary scripts (session 47): deepcopy of a small CUDA tensor, module or
     state dict gave zeros (EMA models, "keep the best weights"); isnan / isfinite said "finite"
     for a tensor holding a NaN; torch.cuda.FloatTensor(3, 4) raised; a CUDA RNG state set back
-    did not replay; a determinism error was not a RuntimeError. Each line is a GPU run's."""
+    did not replay, nor did a checkpointed region's dropout in its recompute; a determinism
+    error was not a RuntimeError. Each line is a GPU run's."""
     r = cli("--no-trace", PY, str(Path(__file__).resolve().parent / "scripts" / "ordinary_values.py"))
     assert r.returncode == 0, r.stderr[-3000:]
     expected = ["deepcopy tensor [0.0, 1.0, 2.0, 3.0] True",
@@ -67,6 +68,7 @@ def test_small_values_survive_what_ordinary_scripts_do(cli):
                 "big finite True False",  # data without values stays assumed finite
                 "legacy (3, 4) cuda 24.0 [1, 2, 3] torch.int64 True False torch.float16",
                 "rng replay True True",
+                "checkpoint dropout True",  # the recompute draws the forward's mask
                 "determinism RuntimeError RuntimeError True"]
     assert r.stdout.splitlines()[:len(expected)] == expected, r.stdout
     assert "failed while attempting to run meta" not in r.stderr  # FakeTensorMode's traceback, not the user's

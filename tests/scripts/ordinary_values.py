@@ -40,6 +40,17 @@ with torch.random.fork_rng(devices=[0]):
 u3 = torch.rand(3, device="cuda").tolist()
 print("rng replay", u1 == u2, u1 == u3)
 
+from torch.utils.checkpoint import checkpoint
+
+lin, drop = torch.nn.Linear(8, 8).cuda(), torch.nn.Dropout(0.5)
+x = torch.randn(4, 8, device="cuda")
+torch.manual_seed(1)
+drop(lin(x)).sum().backward()
+plain, lin.weight.grad = lin.weight.grad.clone(), None
+torch.manual_seed(1)
+checkpoint(lambda t: drop(lin(t)).sum(), x, use_reentrant=False).backward()
+print("checkpoint dropout", torch.equal(plain, lin.weight.grad))
+
 torch.use_deterministic_algorithms(True)
 try:
     torch.histc(torch.randn(100, device="cuda"), bins=4)

@@ -135,6 +135,10 @@ def install() -> None:
     for name, fn in patches.items():
         setattr(cuda, name, fn)
     cuda.default_generators = generators
+    # the flag torch sets in _lazy_init, read directly by torch.utils.checkpoint to decide whether
+    # to save and restore the CUDA RNG state around a recompute (without it, dropout inside a
+    # checkpointed region drew another mask in the recompute over small tensors with values)
+    cuda._initialized = True
     cuda_rng.install_generator_factory(lambda: st.current_device, st.config.device_count)
     # Same functions where torch re-exports or caches them.
     torch.cuda.memory.memory_allocated = cuda.memory_allocated
