@@ -67,8 +67,9 @@ class SimCudaGenerator(_CGenerator):
             self._positions.popitem(last=False)
 
     def _go_to(self, offset: int) -> None:
-        """Set the offset; the CPU generator follows to where it was at that offset (the seed's
-        start for offset 0, or a position remembered by note_draw; elsewhere it stays put)."""
+        """Set the offset; the CPU generator follows to where it was at that offset: the seed's
+        start for offset 0, a position remembered by note_draw, else it is left where it is (an
+        offset no value was drawn to: DTensor's tracker sets such offsets per shard)."""
         self._offset = int(offset)
         if self._offset == 0:
             _CGenerator.manual_seed(self, self._seed)

@@ -20,9 +20,10 @@ Approximations (documented, on purpose):
   `isnan` / `isinf` all False, the AMP non-finite check finds nothing (a tensor with values
   is checked for real). A healthy training
   run has no overflow; the simulation follows that path.
-- Small collectives (all-reduce, broadcast, all-gather up to `MAX_BYTES`) exchange the real
-  values between the ranks through gloo (see `exchange`); other collectives leave their
-  outputs without values.
+- Small collectives (up to `MAX_BYTES`: all-reduce, broadcast, all-gather, reduce-scatter,
+  all-to-all, gather, scatter, reduce) exchange the real values between the ranks through the
+  coordinator (see `exchange`); point-to-point messages too (`p2p`). A mirrored member
+  (`--live-ranks`) contributes its representative's values.
 - `empty` gives zeros; random ops draw from the device's simulated CUDA generator (a CPU
   generator seeded as CUDA's is: the same values in every run; not the values a GPU's Philox
   generator would draw).
@@ -520,8 +521,8 @@ def exchange(host: Any, op: str, coll_name: str, reduce_op: str, inputs: list, o
     if host is None or nbytes > MAX_BYTES or coll_name not in _EXCHANGED or not (inputs or outs):
         forget(outs)
         return
-    if op == "all_reduce" and reduce_op not in ("sum", "avg", "max", "min", "product"):
-        forget(outs)
+    if op in ("all_reduce", "reduce", "reduce_scatter") and reduce_op not in ("sum", "avg", "max", "min", "product"):
+        forget(outs)  # (premul_sum, bitwise ops: not computed here)
         return
     with hc.simulator_work():
         me = host.index
