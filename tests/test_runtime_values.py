@@ -57,12 +57,14 @@ def test_small_values_survive_what_ordinary_scripts_do(cli):
     """Found by running ordinary scripts (session 47): deepcopy of a small CUDA tensor, module or
     state dict gave zeros (EMA models, "keep the best weights"); isnan / isfinite said "finite"
     for a tensor holding a NaN; torch.cuda.FloatTensor(3, 4) raised; a CUDA RNG state set back
-    did not replay, nor did a checkpointed region's dropout in its recompute; a determinism
+    did not replay, nor did a checkpointed region's dropout in its recompute; a small LSTM's
+    weights read zeros once on the GPU (cuDNN's flat buffer); a determinism
     error was not a RuntimeError. Each line is a GPU run's."""
     r = cli("--no-trace", PY, str(Path(__file__).resolve().parent / "scripts" / "ordinary_values.py"))
     assert r.returncode == 0, r.stderr[-3000:]
     expected = ["deepcopy tensor [0.0, 1.0, 2.0, 3.0] True",
                 "deepcopy module True True cuda:0",
+                "rnn weights True",  # values moved into cuDNN's flat weight buffer
                 "isnan [False, True, False] isinf [False, False, True] isfinite [True, False, False]",
                 "nan loss False True",
                 "big finite True False",  # data without values stays assumed finite

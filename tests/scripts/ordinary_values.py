@@ -15,6 +15,11 @@ best = copy.deepcopy(m.state_dict())
 print("deepcopy module", ema.weight.tolist() == m.weight.tolist(), best["bias"].tolist() == m.bias.tolist(),
       ema.weight.device)
 
+lstm = torch.nn.LSTM(2, 2)
+before = lstm.weight_ih_l0.detach().clone()
+lstm = lstm.cuda()  # cuDNN flattens the weights into one buffer
+print("rnn weights", torch.equal(lstm.weight_ih_l0.detach().cpu(), before))
+
 v = torch.tensor([1.0, float("nan"), float("inf")], device="cuda")
 print("isnan", torch.isnan(v).tolist(), "isinf", torch.isinf(v).tolist(), "isfinite", torch.isfinite(v).tolist())
 loss = torch.log(torch.tensor(-1.0, device="cuda"))

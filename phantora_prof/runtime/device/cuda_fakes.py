@@ -44,14 +44,22 @@ _LIBRARY: Any = None
 
 def _flatten_weight(weight_arr, weight_stride0, input_size, mode, hidden_size, proj_size, num_layers,
                     batch_first, bidirectional):
+    from phantora_prof.runtime.dispatch import values
+
     ws = list(weight_arr)
     total = sum(w.numel() for w in ws)
+    with values.real_cpu_work():  # small weights' values (values.py), read before they move
+        known = [values.shadow(w) for w in ws]
+        known = [None if v is None else v.clone() for v in known]
     buf = torch.empty(total, dtype=ws[0].dtype, device=ws[0].device)
     offset = 0
     for w in ws:
         w.set_(buf.untyped_storage(), offset, w.shape, w.stride() if w.is_contiguous() else
                torch._prims_common.make_contiguous_strides_for(w.shape))
         offset += w.numel()
+    if all(v is not None for v in known) and values.small(buf):
+        with values.real_cpu_work():  # the weights keep their values, now in the flat buffer
+            values.give_shadow(buf, torch.cat([v.reshape(-1) for v in known]))
     return buf
 
 

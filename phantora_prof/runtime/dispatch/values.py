@@ -99,6 +99,11 @@ def shadow(t: torch.Tensor) -> torch.Tensor | None:
     return v
 
 
+def small(t: torch.Tensor) -> bool:
+    """Whether the storage of `t` is small enough to hold values."""
+    return _small(t)
+
+
 def _small(t: torch.Tensor) -> bool:
     try:
         return t.untyped_storage().nbytes() <= _limit(t.dtype)
@@ -106,10 +111,30 @@ def _small(t: torch.Tensor) -> bool:
         return False
 
 
+@contextlib.contextmanager
+def real_cpu_work() -> Iterator[None]:
+    """Real CPU computation from inside a shape function: no dispatch mode, and not the Meta
+    kernels FakeTensorMode routes every op to while it runs one (its dispatch TLS), under
+    which a shadow's `fill_` / `copy_` did nothing and left uninitialised memory."""
+    meta = torch._C._meta_in_tls_dispatch_include()
+    torch._C._set_meta_in_tls_dispatch_include(False)
+    try:
+        with _disable_current_modes():
+            yield
+    finally:
+        torch._C._set_meta_in_tls_dispatch_include(meta)
+
+
+def give_shadow(t: torch.Tensor, value: torch.Tensor | None) -> None:
+    """Attach a fresh shadow holding `value` to the storage of `t`: for a shape function that
+    lays out its inputs' values itself (cuDNN's flat RNN weight buffer, runtime/device/cuda_fakes.py)."""
+    _give_shadow(t, value)
+
+
 def _give_shadow(t: torch.Tensor, value: torch.Tensor | None) -> None:
     """Attach a fresh shadow to `t`'s storage holding `value` (zeros when None)."""
     s = t.untyped_storage()
-    real = torch.UntypedStorage(s.nbytes())
+    real = torch.UntypedStorage(s.nbytes(), device="cpu")  # explicit, as _empty above
     v = _empty(0, dtype=t.dtype, device="cpu")  # explicit: a `with torch.device("meta")` may be active
     v.set_(real, t.storage_offset(), tuple(t.shape), tuple(t.stride()))
     if value is None:
@@ -143,6 +168,8 @@ def propagate(func, args: tuple, kwargs: dict, out: Any) -> Any:
     if _is_pure_view(func):
         return out  # its outputs share the input's storage, whose shadow (if any) they see
     name = func._schema.name
+    if name in _VALUES_FROM_SHAPE_FUNCTION:
+        return out  # its shape function moved the values (cuda_fakes._flatten_weight)
     if name == "aten::set_":
         # `t.set_(storage, ...)` points t at a storage, which keeps its own shadow (or has
         # none): nothing was computed. Forgetting "what it wrote" here dropped the values of
@@ -168,6 +195,8 @@ def propagate(func, args: tuple, kwargs: dict, out: Any) -> Any:
     return out
 
 
+# ops whose shape function (runtime/device/cuda_fakes.py) gives their outputs the values itself
+_VALUES_FROM_SHAPE_FUNCTION = frozenset({"aten::_cudnn_rnn_flatten_weight"})
 _PURE_VIEWS: dict = {}
 
 
