@@ -31,7 +31,7 @@ import torch
 # CUDA's default seed (c10/core/GeneratorImpl.h: default_rng_seed_val)
 DEFAULT_SEED = 67280421310721
 _STATE_BYTES = 16
-_POSITIONS_KEPT = 4096  # (seed, offset) positions remembered per generator
+_POSITIONS_KEPT = 1024  # (seed, offset) positions remembered per generator (~5 KB each)
 
 
 _CGenerator = torch._C.Generator
