@@ -93,13 +93,6 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
-def _split_name(name: str) -> tuple[str, str]:
-    ns, sep, rest = name.partition("::")
-    if not sep:
-        ns, rest = "aten", name
-    return ns, rest.split(".", 1)[0]
-
-
 def _hashable(v):
     if isinstance(v, dict):
         return tuple(sorted((k, _hashable(x)) for k, x in v.items()))
@@ -126,7 +119,7 @@ def estimate(op: OpCall, gpu: GpuSpec | str | None = None, *, allow_tf32: bool =
         return []
     nb = _NAMES.get(op.name)
     if nb is None:
-        ns, base = _split_name(op.name)
+        ns, base = _R.split_name(op.name)
         nb = _NAMES[op.name] = ns in _NO_GPU_NAMESPACES or base in _ops.NO_GPU_WORK
     if nb:
         return []
@@ -159,7 +152,7 @@ def cache_store(cache: dict, key: tuple, kernels: tuple) -> None:
 
 def op_class(op: OpCall) -> str:
     """The op's class (gemm, attention, elementwise, norm, ...) for summaries."""
-    ns, base = _split_name(op.name)
+    ns, base = _R.split_name(op.name)
     if op.kind == OpKind.MEMCPY or base == "_local_scalar_dense" or _cross_device(op, base):
         return _R.MEMCPY
     h = _ops.handler_for(base)
@@ -245,7 +238,7 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
               use_measured: bool = True, use_family: bool = True, source=None) -> list[Kernel]:
     """The sources in order (see the module docstring); `source` is a kernel database
     (measure/source.py) consulted first, given by the rank's CostModel (cost/model.py)."""
-    ns, base = _split_name(op.name)
+    ns, base = _R.split_name(op.name)
     if op.kind == OpKind.HOST or ns in _NO_GPU_NAMESPACES or base in _ops.NO_GPU_WORK:
         return []
     if not _gpu_tensors(op):
@@ -398,7 +391,7 @@ def copied_operands(name: str, args: tuple) -> list[int]:
     an overload's name too) before its kernels run (GEMM operands cuBLAS cannot take,
     BLAS_OPERANDS; operands of ops that need them contiguous, CONTIGUOUS_OPERANDS). `args` hold
     TensorArgs or tensors (shape, stride)."""
-    base = _split_name(name)[1]
+    base = _R.split_name(name)[1]
     if base in BLAS_OPERANDS:
         positions, needs = BLAS_OPERANDS[base], _R.blas_needs_copy
     elif base in CONTIGUOUS_OPERANDS:
@@ -618,7 +611,7 @@ def _upsample_identity_split(op: OpCall) -> tuple[OpCall, ...] | None:
     decode head resizes its first-stage features to their own size: on the H200 a fill and a 198 us
     copy for (16, 256, 128, 128) fp32, where the NHWC backward kernel was priced (566 us). None
     for a real resize."""
-    base = _split_name(op.name)[1]
+    base = _R.split_name(op.name)[1]
     out = op.outputs[0] if op.outputs and isinstance(op.outputs[0], TensorArg) else None
     src = op.args[0] if op.args and isinstance(op.args[0], TensorArg) else None
     if out is None or src is None or not _upsample_same_size(base, op.args):

@@ -44,7 +44,7 @@ import math
 from functools import lru_cache
 from pathlib import Path
 
-from phantora_prof.cost.roofline import CHANNEL_ALIGNMENT
+from phantora_prof.cost.roofline import CHANNEL_ALIGNMENT, split_name
 from phantora_prof.cost.roofline import arg as schema_arg
 from phantora_prof.protocol import TensorArg
 
@@ -395,10 +395,6 @@ _REDUCTIONS = frozenset(("sum", "mean", "amax", "amin", "max", "min", "prod", "n
                          "var_mean", "std", "std_mean", "argmax", "argmin", "any", "all", "logsumexp"))
 
 
-def _base_name(op) -> str:
-    return op.name.split("::", 1)[-1].split(".", 1)[0]
-
-
 def reduced_dims(op, t: TensorArg | None) -> list[int] | None:
     """The dims a reduction reduces (normalised, size-1 dims left out), or None for all."""
     if t is None:
@@ -406,7 +402,7 @@ def reduced_dims(op, t: TensorArg | None) -> list[int] | None:
     # by schema position: `linalg_vector_norm(self, ord, dim, ...)` and `norm(self, p, dim, ...)`
     # take their dims third (F.normalize's norm over a head dim read as a reduction to one value
     # before session 46, when the second argument was read for every reduction)
-    dims = schema_arg(op, _base_name(op), "dim")
+    dims = schema_arg(op, split_name(op.name)[1], "dim")
     if isinstance(dims, int):
         dims = (dims,)
     if not isinstance(dims, (tuple, list)) or not dims or not all(isinstance(d, int) for d in dims):

@@ -201,6 +201,15 @@ def _arg_positions() -> dict[str, dict[str, int]]:
     return json.loads(path.read_text())["positions"]
 
 
+def split_name(name: str) -> tuple[str, str]:
+    """("aten", "addmm") for "aten::addmm.out": an op name's namespace and base, without the
+    overload (a name without a namespace is aten's)."""
+    ns, sep, rest = name.partition("::")
+    if not sep:
+        ns, rest = "aten", name
+    return ns, rest.split(".", 1)[0]
+
+
 def _arg_index(base: str, argname: str) -> int:
     """The position of `argname` in aten::`base`'s schema (-1: keyword-only or absent)."""
     if argname not in SCHEMA_ARGS:

@@ -101,10 +101,6 @@ def shadow(t: torch.Tensor) -> torch.Tensor | None:
 
 def small(t: torch.Tensor) -> bool:
     """Whether the storage of `t` is small enough to hold values."""
-    return _small(t)
-
-
-def _small(t: torch.Tensor) -> bool:
     try:
         return t.untyped_storage().nbytes() <= _limit(t.dtype)
     except Exception:  # noqa: BLE001
@@ -126,13 +122,9 @@ def real_cpu_work() -> Iterator[None]:
 
 
 def give_shadow(t: torch.Tensor, value: torch.Tensor | None) -> None:
-    """Attach a fresh shadow holding `value` to the storage of `t`: for a shape function that
-    lays out its inputs' values itself (cuDNN's flat RNN weight buffer, runtime/device/cuda_fakes.py)."""
-    _give_shadow(t, value)
-
-
-def _give_shadow(t: torch.Tensor, value: torch.Tensor | None) -> None:
-    """Attach a fresh shadow to `t`'s storage holding `value` (zeros when None)."""
+    """Attach a fresh shadow to `t`'s storage holding `value` (zeros when None); also for a shape
+    function that lays out its inputs' values itself (cuDNN's flat RNN weight buffer,
+    runtime/device/cuda_fakes.py)."""
     s = t.untyped_storage()
     real = torch.UntypedStorage(s.nbytes(), device="cpu")  # explicit, as _empty above
     v = _empty(0, dtype=t.dtype, device="cpu")  # explicit: a `with torch.device("meta")` may be active
@@ -245,16 +237,16 @@ def _propagate(func, name: str, args: tuple, kwargs: dict, out: Any) -> None:
             return
         if name in _UNKNOWN_REDUCE:
             for t in tensors_in(out):
-                if isinstance(t, FakeTensor) and t.device.type == "cuda" and _small(t):
-                    _give_shadow(t, _full(tuple(t.shape), _UNKNOWN_REDUCE[name], dtype=t.dtype, device="cpu"))
+                if isinstance(t, FakeTensor) and t.device.type == "cuda" and small(t):
+                    give_shadow(t, _full(tuple(t.shape), _UNKNOWN_REDUCE[name], dtype=t.dtype, device="cpu"))
             return
         forget(_written(func, args, kwargs))
         return
     if (name in _ASSUME_TRUE or name in _ASSUME_FALSE) and any(
             v is None for v, a in zip(cpu_args, args) if isinstance(a, FakeTensor)):
         for t in tensors_in(out):
-            if isinstance(t, FakeTensor) and t.device.type == "cuda" and _small(t):
-                _give_shadow(t, _full(tuple(t.shape), name in _ASSUME_TRUE, dtype=t.dtype, device="cpu"))
+            if isinstance(t, FakeTensor) and t.device.type == "cuda" and small(t):
+                give_shadow(t, _full(tuple(t.shape), name in _ASSUME_TRUE, dtype=t.dtype, device="cpu"))
         return
     if not _outputs_small(out):
         forget(_written(func, args, kwargs))
@@ -262,7 +254,7 @@ def _propagate(func, name: str, args: tuple, kwargs: dict, out: Any) -> None:
     if name.startswith(("aten::empty", "aten::new_empty")):  # uninitialised memory: zeros
         for t in tensors_in(out):
             if isinstance(t, FakeTensor) and t.device.type == "cuda":
-                _give_shadow(t, None)
+                give_shadow(t, None)
         return
     try:
         with _device_generator(func, args, kwargs, cpu_kwargs) as drawn_from:
@@ -340,10 +332,10 @@ def _balanced_counts(args: tuple, out: Any) -> None:
     x = args[0] if args else None
     n = int(x.numel()) if isinstance(x, torch.Tensor) else 0
     for t in tensors_in(out):
-        if isinstance(t, FakeTensor) and t.device.type == "cuda" and _small(t) and t.dim() == 1:
+        if isinstance(t, FakeTensor) and t.device.type == "cuda" and small(t) and t.dim() == 1:
             bins = max(1, t.numel())
             counts = [n // bins + (1 if i < n % bins else 0) for i in range(bins)]
-            _give_shadow(t, _tensor(counts, dtype=t.dtype, device="cpu"))
+            give_shadow(t, _tensor(counts, dtype=t.dtype, device="cpu"))
         else:
             forget(t)
 
@@ -356,7 +348,7 @@ def _balanced_choices(args: tuple, kwargs: dict, out: Any) -> None:
     dim = int(args[2] if len(args) > 2 else kwargs.get("dim", -1)) % max(1, x.dim())
     values, indices = out[0], out[1]
     forget(values)
-    if not (isinstance(indices, FakeTensor) and _small(indices)) or x.dim() == 0:
+    if not (isinstance(indices, FakeTensor) and small(indices)) or x.dim() == 0:
         forget(indices)
         return
     n = max(1, int(x.shape[dim]))
@@ -365,7 +357,7 @@ def _balanced_choices(args: tuple, kwargs: dict, out: Any) -> None:
     for size in moved[:-1]:
         rows *= size
     choice = (torch.arange(rows * k, dtype=torch.int64, device="cpu").reshape(moved) % n).movedim(-1, dim)
-    _give_shadow(indices, choice.to(indices.dtype))
+    give_shadow(indices, choice.to(indices.dtype))
 
 
 def store_result(out: Any, result: Any) -> Any:
@@ -467,7 +459,7 @@ def _written(func, args: tuple, kwargs: dict) -> list[torch.Tensor]:
 
 def _outputs_small(out: Any) -> bool:
     for t in tensors_in(out):
-        if isinstance(t, FakeTensor) and t.device.type == "cuda" and not _small(t):
+        if isinstance(t, FakeTensor) and t.device.type == "cuda" and not small(t):
             return False
     return True
 
@@ -481,8 +473,8 @@ def _map(a: Any, name: str) -> Any:
         if v is None:
             if name in _ASSUME_TRUE or name in _ASSUME_FALSE:
                 return None
-            if name in _NO_DATA_READ and _small(a):  # written without reading: give it a shadow
-                _give_shadow(a, None)
+            if name in _NO_DATA_READ and small(a):  # written without reading: give it a shadow
+                give_shadow(a, None)
                 return shadow(a)
             raise _Unknown
         return v
@@ -519,7 +511,7 @@ def _store(out: Any, r: Any) -> None:
             if s is not None:
                 shadow(o).copy_(v)
             else:
-                _give_shadow(o, v)
+                give_shadow(o, v)
         elif o.device.type == "cpu" and o is not v and o.shape == v.shape:
             o.copy_(v)  # a D2H copy: the real CPU tensor gets the values
 
@@ -557,7 +549,7 @@ def exchange(host: Any, op: str, coll_name: str, reduce_op: str, inputs: list, o
         me = host.index
         sends = not (coll_name in _ROOT_SENDS and me != root)
         ins = [shadow(t) if isinstance(t, FakeTensor) else None for t in inputs] if sends else []
-        known = all(v is not None for v in ins) and all(_small(t) for t in outs)
+        known = all(v is not None for v in ins) and all(small(t) for t in outs)
         flag = _tensor([1 if known else 0], dtype=torch.uint8, device="cpu")
         mine = [flag] + (ins if known else [])
         if known and coll_name == "all_to_all" and len(inputs) == 1 and splits:
@@ -597,7 +589,7 @@ def _collective_values(coll_name: str, reduce_op: str, parts: Any, me: int, root
         return hc.reduced(reduce_op, parts, lambda p: pick(p[1:]).reshape(-1).to(torch.float64))
 
     if coll_name == "broadcast":
-        return _unflatten(ins(root), n_outs)
+        return ins(root)
     if coll_name in ("allreduce", "allreduce_coalesced") or (coll_name == "reduce" and me == root):
         k = len(ins(me))
         return [reduce_each(lambda p, i=i: p[i]) for i in range(k)]
@@ -636,10 +628,6 @@ def _collective_values(coll_name: str, reduce_op: str, parts: Any, me: int, root
     return None
 
 
-def _unflatten(values: list, n_outs: int) -> list:
-    return list(values[:n_outs]) + [None] * (n_outs - len(values))
-
-
 _P2P_TAG = 0x7068  # tag of these messages: apart from the user's own CPU send/recv (tag 0, ...)
 
 
@@ -673,7 +661,7 @@ def p2p(host: Any, coll_name: str, peer: int, inputs: list, outputs: list, nbyte
     def complete() -> None:
         with hc.simulator_work():
             got = hc.decode(host.recv(peer, _P2P_TAG, blocking=False))
-            if not got or not all(_small(t) for t in outs):
+            if not got or not all(small(t) for t in outs):
                 return
             buf = torch.cat([v.contiguous().view(-1).view(torch.uint8) for v in got])
             if buf.numel() == nbytes:
@@ -685,7 +673,7 @@ def p2p(host: Any, coll_name: str, peer: int, inputs: list, outputs: list, nbyte
 def _set(t: torch.Tensor, value: torch.Tensor) -> None:
     v = shadow(t)
     if v is None:
-        _give_shadow(t, value.to(t.dtype))
+        give_shadow(t, value.to(t.dtype))
     else:
         v.copy_(value)
 
@@ -725,7 +713,7 @@ def install() -> None:
 
 def scalar(t: torch.Tensor) -> Any:
     """`.item()` of a CUDA tensor with a known value (None when it has none)."""
-    if not _small(t):
+    if not small(t):
         return None
     with _disable_current_modes():
         v = shadow(t)
