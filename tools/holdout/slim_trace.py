@@ -1,13 +1,16 @@
 """Write a smaller copy of a kept profile: the event categories no reader of this repository uses
 left out (issue #15's housekeeping: the device tool copies the tracked tree, 64 MiB at most).
 
-    python tools/holdout/slim_trace.py TRACE.pt.trace.json.gz [--drop ac2g,fwdbwd] [--out FILE]
+    python tools/holdout/slim_trace.py TRACE.pt.trace.json.gz [--drop ac2g,fwdbwd] [--unlinked-runtime] [--out FILE]
 
 Default drop: the flow events (`ac2g`: a launch's arrow to its kernel; `fwdbwd`: forward op to
 backward node), which Perfetto draws but the calibration (trace_ops, families, host_costs) does
 not read: it links kernels to launches by `args.correlation` and ops by time ranges. The output
 is valid JSON (the family sweep's unescaped range names repaired, as trace_ops.load_events reads
-them), gzip level 9. Whatever was generated from the original must come out the same from the
+them), gzip level 9. `--unlinked-runtime` also drops the CUDA runtime calls that launched nothing
+(`cudaPeekAtLastError`, `cudaFuncSetAttribute`, event records: ~40% of a family sweep's events), for
+sweeps, whose readers take kernels and their launches only; a model's profile keeps them (the
+host side of `diff` reads its synchronizations). Whatever was generated from the original must come out the same from the
 copy (tests/test_generated_data.py rebuilds the H100 family table from its sweeps)."""
 from __future__ import annotations
 
@@ -22,9 +25,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from phantora_prof.calibrate.trace_ops import load_events  # noqa: E402
 
 
-def slim(src: Path, out: Path, drop: set[str]) -> tuple[int, int]:
+def slim(src: Path, out: Path, drop: set[str], unlinked_runtime: bool = False) -> tuple[int, int]:
     events = load_events(src)
     kept = [e for e in events if e.get("cat") not in drop]
+    if unlinked_runtime:
+        on_gpu = {e["args"].get("correlation") for e in kept
+                  if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy") and "args" in e}
+        kept = [e for e in kept if e.get("cat") != "cuda_runtime" or e.get("args", {}).get("correlation") in on_gpu]
     with gzip.open(src, "rt") as f:
         head = f.read(4096)
     doc: dict = {}
@@ -43,10 +50,12 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("trace", type=Path)
     p.add_argument("--drop", default="ac2g,fwdbwd")
+    p.add_argument("--unlinked-runtime", action="store_true",
+                   help="also drop CUDA runtime calls whose correlation id no GPU activity has (sweeps only)")
     p.add_argument("--out", type=Path, default=None, help="default: replace TRACE")
     a = p.parse_args()
     out = a.out or a.trace.with_name(a.trace.name + ".slim")
-    n, k = slim(a.trace, out, set(a.drop.split(",")))
+    n, k = slim(a.trace, out, set(a.drop.split(",")), a.unlinked_runtime)
     if a.out is None:
         out.replace(a.trace)
         out = a.trace
