@@ -3,7 +3,9 @@
 # part's log) opened with the torch and Triton versions of the GPU machine; and helpers:
 # `compare_py EXPR` prints a value of compare.py's (its case lists), `host_bound_phases FILE` appends
 # each host-bound run's unprofiled phases (phases.py) to FILE, `sweep NUMBER FAMILY SECONDS` runs one
-# sweep_families family into sweep/sw<NUMBER>.*, `pack_output PART` turns the output folder into
+# sweep_families family into sweep/sw<NUMBER>.*, `profile_cases CASES` profiles each of compare.py's
+# comma-separated CASES (zoo.py, 5 steps, 2-3 recorded) into traces/<case>.pt.trace.json.gz,
+# `pack_output PART` turns the output folder into
 # OUTDIR.PART.tgz (the device tool returns a limited number of files, at most 16 MiB each).
 mkdir -p "$out"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -26,6 +28,18 @@ sweep() {
   timeout "$3" python3 -m phantora_prof.measure.sweep_families --only "$2" \
     --out "$out/sweep/sw$1.pt.trace.json.gz" > "$out/sweep/sw$1.log" 2>&1
   echo "sweep sw$1 $2 rc=$? $(( $(date +%s) - start ))s" >> "$log"
+}
+profile_cases() {
+  local m tmp args f
+  mkdir -p "$out/traces"
+  for m in ${1//,/ }; do
+    tmp=$(mktemp -d)
+    args=$(compare_py "' '.join(compare.CASES['$m'][1])")
+    (cd "$H" && timeout 200 python3 zoo.py $args --steps 5 --profile-dir "$tmp") > "$out/profiled_$m.log" 2>&1
+    echo "profile $m rc=$? $(( $(date +%s) - start ))s" >> "$log"
+    f=$(ls "$tmp"/*.pt.trace.json.gz 2>/dev/null | head -1)
+    [ -n "$f" ] && cp "$f" "$out/traces/$m.pt.trace.json.gz"
+  done
 }
 pack_output() {
   tar czf "$out.$1.tgz" -C "$(dirname "$out")" "$(basename "$out")" && rm -rf "$out"

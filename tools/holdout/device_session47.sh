@@ -15,15 +15,7 @@ for r in 1 2; do
   echo "lraspp phases $r $p" >> "$log"
 done
 anchor
-mkdir -p "$out/traces"
-for m in tv_lraspp hf_hubert hf_gpt_bigcode; do
-  tmp=$(mktemp -d)
-  args=$(compare_py "' '.join(compare.CASES['$m'][1])")
-  (cd "$H" && timeout 200 python3 zoo.py $args --steps 5 --profile-dir "$tmp") > "$out/profiled_$m.log" 2>&1
-  echo "profile $m rc=$? $(( $(date +%s) - start ))s" >> "$log"
-  f=$(ls "$tmp"/*.pt.trace.json.gz 2>/dev/null | head -1)
-  [ -n "$f" ] && cp "$f" "$out/traces/$m.pt.trace.json.gz"
-done
+profile_cases tv_lraspp,hf_hubert,hf_gpt_bigcode
 anchor
 cat "$log"
 pack_output s47

@@ -50,14 +50,14 @@ def import_torchvision():
     return torchvision
 
 
-def _train_step(forward, opt, loss_of=lambda out: out):
+def _train_step(forward, opt, loss_of=lambda out: out, autocast: bool = True):
     """A training step: the forward under bf16 autocast, its loss's backward, the optimizer's
     step and zero_grad (set to None), as the zoo's models all train. The forward's output
     (an HF model's whole ModelOutput, logits included) stays alive until the step ends, as in
     the scripts that measured the real runs: freeing the logits before the backward moves the
     peak memory (HF LLaMA: -593 MB, a regression of 2026-12-04 found by the held-out table)."""
     def step(i):
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
             out = forward()
         loss_of(out).backward()
         opt.step()
@@ -164,6 +164,11 @@ def _hf_causal_lm(name: str, a):
                              num_hidden_layers=a.layers or 8, num_attention_heads=16, num_key_value_heads=8,
                              head_dim=128, max_position_embeddings=a.seq)
         model = tf.Qwen3ForCausalLM(cfg)
+    elif name == "hf_mamba":  # blind set 15: Mamba-130m's width, transformers' sequential selective scan
+        # (no mamba-ssm kernels: the path a user without them gets, a Python loop over the sequence)
+        cfg = tf.MambaConfig(vocab_size=32000, hidden_size=a.dim or 768, num_hidden_layers=a.layers or 4,
+                             state_size=16, expand=2, conv_kernel=4, use_mambapy=False)
+        return tf.MambaForCausalLM(cfg)  # no attention implementation to set
     else:
         raise SystemExit(f"unknown model {name}")
     model.config._attn_implementation = a.attn
@@ -184,6 +189,18 @@ def _hf_bert_step(model, a, dev):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
     return _train_step(lambda: model(input_ids=ids, attention_mask=mask, labels=ids), opt, _loss)
+
+
+def _hf_longformer_step(model, a, dev):
+    """Masked LM with local attention everywhere and global attention on the first token."""
+    ids = torch.randint(0, model.config.vocab_size, (a.batch, a.seq), device=dev)
+    mask = torch.ones(a.batch, a.seq, dtype=torch.long, device=dev)
+    global_mask = torch.zeros(a.batch, a.seq, dtype=torch.long, device=dev)
+    global_mask[:, 0] = 1
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    return _train_step(lambda: model(input_ids=ids, attention_mask=mask, global_attention_mask=global_mask,
+                                     labels=ids), opt, _loss)
 
 
 def _hf_t5_step(model, a, dev):
@@ -208,7 +225,7 @@ def _vision_model(name: str):
                 "timm_bit": "resnetv2_50x1_bit", "timm_convnextv2": "convnextv2_tiny",
                 "timm_efficientvit": "efficientvit_b1", "timm_hrnet": "hrnet_w18", "timm_xcit": "xcit_tiny_12_p16_224",
                 "timm_vit_large": "vit_large_patch16_224", "timm_eva02": "eva02_base_patch14_224",
-                "timm_ghostnet": "ghostnet_100"}[name]
+                "timm_ghostnet": "ghostnet_100", "timm_pvt_v2": "pvt_v2_b2", "timm_resnest": "resnest50d"}[name]
         return timm.create_model(arch, pretrained=False)
     tv = import_torchvision()
     arch = {"tv_resnet50": "resnet50", "tv_mobilenet": "mobilenet_v3_large",
@@ -453,6 +470,13 @@ MODELS = {
     # at shapes off their sweeps' grids: HuBERT-base with CTC on 6 s of audio (299 frames, batch 6),
     # a multi-query GPTBigCode with causal attention and dropout, torchvision's LR-ASPP segmentation
     "hf_hubert": (6, 96000), "hf_gpt_bigcode": (4, 2048), "tv_lraspp": (24, 512),
+    # blind set 15 (session 48): chosen before any run, families none of the sets above has: Mamba's
+    # selective scan as transformers runs it without custom kernels (a launch-bound loop over 256
+    # tokens, depthwise causal conv1d), Longformer's sliding-window chunked attention (as_strided,
+    # padding, banded einsums), FNet's Fourier mixing (cuFFT), PVT-v2's spatial-reduction attention,
+    # ResNeSt's split attention (radix softmax over grouped convolutions)
+    "hf_mamba": (8, 256), "hf_longformer": (8, 1024), "hf_fnet": (16, 512), "timm_pvt_v2": (64, 224),
+    "timm_resnest": (64, 224),
 }
 
 
@@ -495,7 +519,7 @@ def build(a: argparse.Namespace) -> tuple[torch.nn.Module, Callable[[int], None]
     name = a.model
     if name in ("hf_llama", "hf_mistral", "hf_qwen2", "hf_gpt2", "hf_gptneox", "hf_opt", "hf_phi", "hf_gemma",
                 "hf_starcoder2", "hf_olmo", "hf_falcon", "hf_qwen3", "hf_bloom", "hf_mixtral", "hf_llama3_8b",
-                "hf_qwen25_7b", "hf_pythia_7b", "hf_gemma2", "hf_gpt_bigcode"):
+                "hf_qwen25_7b", "hf_pythia_7b", "hf_gemma2", "hf_gpt_bigcode", "hf_mamba"):
         model = _hf_causal_lm(name, a).to(dev)
         step = _hf_lm_step(model, a, dev)
     elif name == "hf_bert":
@@ -510,6 +534,20 @@ def build(a: argparse.Namespace) -> tuple[torch.nn.Module, Callable[[int], None]
                                intermediate_size=4096, max_position_embeddings=a.seq + 2, attn_implementation="sdpa")
         model = tf.RobertaForMaskedLM(cfg).to(dev)
         step = _hf_bert_step(model, a, dev)
+    elif name == "hf_longformer":  # blind set 15: longformer-base: sliding windows of 256, global CLS token
+        import transformers as tf
+
+        cfg = tf.LongformerConfig(vocab_size=50265, attention_window=256, max_position_embeddings=a.seq + 2)
+        model = tf.LongformerForMaskedLM(cfg).to(dev)
+        step = _hf_longformer_step(model, a, dev)
+    elif name == "hf_fnet":  # blind set 15: FNet-base: token mixing by a 2-D FFT instead of attention
+        import transformers as tf
+
+        model = tf.FNetForMaskedLM(tf.FNetConfig(max_position_embeddings=a.seq)).to(dev)
+        ids = torch.randint(0, model.config.vocab_size, (a.batch, a.seq), device=dev)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        # fp32: torch's FFTs take no bfloat16 (on CUDA too) and half only at power-of-two sizes
+        step = _train_step(lambda: model(input_ids=ids, labels=ids), opt, _loss, autocast=False)
     elif name == "hf_deberta":  # DeBERTa-v3-base-like: disentangled attention with relative positions
         import transformers as tf
 
