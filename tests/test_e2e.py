@@ -583,7 +583,8 @@ def test_checkpoints_round_trip_and_load_in_a_plain_cpu_process(cli):
     assert ck["step"].item() == 7 and float(ck["optim"]["state"][0]["step"]) == 2.0
     assert ck["big"].shape == (512, 1024) and ck["big"].dtype == torch.float32
     assert ck["big_rows"].untyped_storage().data_ptr() == ck["big"].untyped_storage().data_ptr()
-    assert int(ck["big"].count_nonzero()) == 0  # large simulated tensors have no values: zeros
+    assert int(ck["big"].count_nonzero()) == 512 * 1024  # `ones`: large, but its values are known
+    assert ck["noise"].shape == (256, 1024) and int(ck["noise"].count_nonzero()) == 0  # simulated data: zeros
     with pytest.raises(RuntimeError, match="CUDA"):  # the storages are on the GPU, as in a real checkpoint
         torch.load(cli.cwd / "ckpt.pt")
 

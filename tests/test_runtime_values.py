@@ -76,6 +76,25 @@ def test_small_values_survive_what_ordinary_scripts_do(cli):
     assert "failed while attempting to run meta" not in r.stderr  # FakeTensorMode's traceback, not the user's
 
 
+def test_large_tensors_built_from_known_values_answer_small_questions(cli):
+    """A large CUDA tensor whose contents follow from known values (a [8, 1, 1024, 1024] mask
+    materialised from a [8, 1024] padding mask, a 4M-element arange, ones with a slice filled)
+    answers what is derived from it (`.any().item()`, per-row counts, `nonzero`, sums) as the
+    same script does on the CPU: HF Longformer took its global-attention path on the GPU and
+    the other one in the simulation (44% fewer kernels) before large storages got recipes
+    (runtime/dispatch/deferred_values.py). Random data stays without values."""
+    script = Path(__file__).resolve().parent / "scripts" / "large_known_values.py"
+    import subprocess
+
+    cpu = subprocess.run([PY, str(script), "--device", "cpu"], capture_output=True, text=True, timeout=120)
+    assert cpu.returncode == 0, cpu.stderr[-2000:]
+    r = cli("--no-trace", PY, str(script), timeout=180)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.splitlines()[:6] == cpu.stdout.splitlines()[:6]
+    assert "global path True" in r.stdout and "[1, 1, 1, 2, 1, 1, 1, 1]" in r.stdout  # not placeholders
+    assert "data-dependent output size" not in r.stderr  # nonzero got its exact size
+
+
 def test_small_collectives_of_every_kind_carry_values(cli):
     """reduce_scatter, all_to_all (even and uneven splits, list form), gather, scatter and reduce
     left their small outputs without values (zeros); each gives what NCCL gives now."""

@@ -22,10 +22,11 @@ for _ in range(2):
     model(torch.randn(4, 8, device="cuda")).sum().backward()
     opt.step()
     opt.zero_grad()
-big = torch.ones(512, 1024, device="cuda")  # 2 MiB: a simulated tensor without values
+big = torch.ones(512, 1024, device="cuda")  # 2 MiB of known values (replayed from its recipe)
+noise = torch.randn(256, 1024, device="cuda")  # 1 MiB of simulated data: no values
 path = os.path.join(out, "ckpt.pt")
 torch.save({"model": model.state_dict(), "optim": opt.state_dict(), "step": torch.tensor(7, device="cuda"),
-            "big": big, "big_rows": big[3:5]}, path)
+            "big": big, "big_rows": big[3:5], "noise": noise}, path)
 torch.save(model, os.path.join(out, "module.pt"))
 print("saved", os.path.getsize(path))
 

@@ -40,6 +40,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._python_dispatch import _disable_current_modes
 
+from phantora_prof.runtime.dispatch import deferred_values as deferred
 from phantora_prof.runtime.dispatch.tensors import tensors_in
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,8 @@ _BALANCED_COUNTS = {"aten::histc", "aten::bincount"}
 # tokens downstream (one_hot, ==, where, nonzero, index_add_ compute exact sizes from them)
 _BALANCED_CHOICES = {"aten::topk"}
 _SYNTHESIZED = _BALANCED_COUNTS | _BALANCED_CHOICES
+# ops answered without the data (or with made-up data) whatever their size
+_SPECIAL = _ASSUME_TRUE | _ASSUME_FALSE | set(_UNKNOWN_REDUCE) | _SYNTHESIZED
 # ops that write their (small) outputs without reading data: no shadow is needed on inputs
 _NO_DATA_READ = {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty",
                  "aten::new_empty_strided", "aten::zeros", "aten::zeros_like", "aten::new_zeros", "aten::ones",
@@ -86,14 +89,15 @@ _NO_DATA_READ = {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten
 
 
 def shadow(t: torch.Tensor) -> torch.Tensor | None:
-    """The real CPU value of the fake CUDA tensor `t` (a view of its storage's shadow), or None."""
+    """The real CPU value of the fake CUDA tensor `t` (a view of its storage's shadow, or of a
+    large storage's replayed recipe: deferred_values; read only), or None."""
     try:
         s = t.untyped_storage()
     except Exception:  # noqa: BLE001 - tensors without storage
         return None
     real = getattr(s, _ATTR, None)
     if real is None:
-        return None
+        return deferred.values(t, _empty) if deferred.active() else None
     v = _empty(0, dtype=t.dtype, device="cpu")  # explicit: a `with torch.device("meta")` may be active
     v.set_(real, t.storage_offset(), tuple(t.shape), tuple(t.stride()))
     return v
@@ -138,8 +142,23 @@ def give_shadow(t: torch.Tensor, value: torch.Tensor | None) -> None:
     setattr(s, _ATTR, real)
 
 
+def _small_shadow(t: torch.Tensor) -> torch.Tensor | None:
+    """A small storage's own shadow (never a replayed recipe): what a recipe copies."""
+    try:
+        s = t.untyped_storage()
+    except Exception:  # noqa: BLE001
+        return None
+    real = getattr(s, _ATTR, None)
+    if real is None:
+        return None
+    v = _empty(0, dtype=t.dtype, device="cpu")
+    v.set_(real, t.storage_offset(), tuple(t.shape), tuple(t.stride()))
+    return v
+
+
 def forget(t: Any) -> None:
     """The data of `t` is no longer known (written from data that does not exist)."""
+    active = deferred.active()
     for x in tensors_in(t):
         if isinstance(x, FakeTensor):
             try:
@@ -148,6 +167,8 @@ def forget(t: Any) -> None:
                 continue
             if getattr(s, _ATTR, None) is not None:
                 setattr(s, _ATTR, None)
+            if active and getattr(s, deferred.ATTR, None) is not None:
+                setattr(s, deferred.ATTR, None)
 
 
 class _Unknown(Exception):
@@ -178,7 +199,8 @@ def propagate(func, args: tuple, kwargs: dict, out: Any) -> Any:
         # exist; only small written tensors can have had values
         written = _written(func, args, kwargs)
         if written:
-            forget([t for t in written if t.numel() * t.element_size() <= _limit(t.dtype)])
+            forget(written if deferred.active() else
+                   [t for t in written if t.numel() * t.element_size() <= _limit(t.dtype)])
         return out
     # Real CPU work: outside whatever modes are active (a framework's own FakeTensorMode, e.g.
     # DTensor's sharding propagation, would make the shadows fake too).
@@ -224,6 +246,12 @@ def _propagate(func, name: str, args: tuple, kwargs: dict, out: Any) -> None:
         x = args[0]
         z = _zeros(tuple(x.shape), dtype=x.dtype, device="cpu")
         _store(out, func(z, z if args[1] is x else args[1], *args[2:], **kwargs))
+        return
+    if name not in _SPECIAL and not _outputs_small(out):
+        # large outputs: a recipe, replayed only if something small is derived from them
+        if not deferred.defer(func, args, kwargs, out, _written(func, args, kwargs), _small_shadow):
+            forget(_written(func, args, kwargs))
+            forget(out)
         return
     try:
         cpu_args = _map(args, name)
@@ -367,7 +395,13 @@ def store_result(out: Any, result: Any) -> Any:
         if _outputs_small(out):
             _store(out, result)
         else:
-            forget(out)
+            outs, rs = list(tensors_in(out)), list(tensors_in(result))
+            for i, o in enumerate(outs):
+                # a large storage with a recipe (written in place through a data-dependent index)
+                # records the values as a step; anything else is unknown
+                if not (isinstance(o, FakeTensor) and len(rs) == len(outs) and deferred.active()
+                        and deferred.assign(o, rs[i])):
+                    forget(o)
     return out
 
 
@@ -381,6 +415,10 @@ def data_dependent_result(func, args: tuple, kwargs: dict) -> Any:
             cpu_kwargs = {k: _map(v, name) for k, v in kwargs.items()}
         except _Unknown:
             return None
+        if deferred.active():  # a replayed recipe is read only: an in-place op writes a copy
+            written = {id(t) for t in _written(func, args, kwargs) if _small_shadow(t) is None}
+            cpu_args = tuple(c.clone() if id(a) in written else c for a, c in zip(args, cpu_args))
+            cpu_kwargs = {k: c.clone() if id(kwargs[k]) in written else c for k, c in cpu_kwargs.items()}
         try:
             return func(*cpu_args, **cpu_kwargs)
         except Exception as exc:  # noqa: BLE001 - no CPU kernel: the caller estimates
@@ -431,15 +469,25 @@ def _finite_decided(name: str, args: tuple) -> bool:
 
 
 def _has_large_input(args: tuple, kwargs: dict) -> bool:
-    """Cheap pre-check (no storage lookups): a large CUDA input has no values."""
+    """Cheap pre-check (no storage lookups for ordinary tensors): a large CUDA input has no
+    values, unless it is an expanded view of a small storage (a [batch, seq] mask broadcast to
+    [batch, 1, seq, seq]) or its storage has a recipe (deferred_values)."""
     for t in tensors_in(args):
-        if t.device.type == "cuda" and t.numel() * t.element_size() > _limit(t.dtype):
+        if t.device.type == "cuda" and t.numel() * t.element_size() > _limit(t.dtype) and not _valued_large(t):
             return True
     for v in kwargs.values():
         for t in tensors_in(v):
-            if t.device.type == "cuda" and t.numel() * t.element_size() > _limit(t.dtype):
+            if t.device.type == "cuda" and t.numel() * t.element_size() > _limit(t.dtype) and not _valued_large(t):
                 return True
     return False
+
+
+def _valued_large(t: torch.Tensor) -> bool:
+    """Whether a tensor of many elements can still have values: an expanded view (a zero
+    stride) of a small storage, or a storage with a recipe."""
+    if 0 in t.stride() and small(t):
+        return True
+    return deferred.active() and deferred.recipe_of(t) is not None
 
 
 _WRITES: dict = {}
@@ -486,11 +534,7 @@ def _map(a: Any, name: str) -> Any:
         if not tensors_in(a):  # nested too: `cat((t1, t2))` is `(list,)` at the top
             return a
         return type(a)(_map(b, name) for b in a)
-    if isinstance(a, torch.device) and a.type == "cuda":
-        return torch.device("cpu")
-    if isinstance(a, str) and a.startswith("cuda"):
-        return "cpu"
-    return a
+    return deferred.on_cpu(a)
 
 
 def _store(out: Any, r: Any) -> None:
@@ -713,7 +757,7 @@ def install() -> None:
 
 def scalar(t: torch.Tensor) -> Any:
     """`.item()` of a CUDA tensor with a known value (None when it has none)."""
-    if not small(t):
+    if not small(t) and not (deferred.active() and deferred.recipe_of(t) is not None):
         return None
     with _disable_current_modes():
         v = shadow(t)
