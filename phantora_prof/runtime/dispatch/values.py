@@ -91,15 +91,9 @@ _NO_DATA_READ = {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten
 def shadow(t: torch.Tensor) -> torch.Tensor | None:
     """The real CPU value of the fake CUDA tensor `t` (a view of its storage's shadow, or of a
     large storage's replayed recipe: deferred_values; read only), or None."""
-    try:
-        s = t.untyped_storage()
-    except Exception:  # noqa: BLE001 - tensors without storage
-        return None
-    real = getattr(s, _ATTR, None)
-    if real is None:
-        return deferred.values(t, _empty) if deferred.active() else None
-    v = _empty(0, dtype=t.dtype, device="cpu")  # explicit: a `with torch.device("meta")` may be active
-    v.set_(real, t.storage_offset(), tuple(t.shape), tuple(t.stride()))
+    v = _small_shadow(t)
+    if v is None and deferred.active():
+        return deferred.values(t, _empty)
     return v
 
 
@@ -143,15 +137,15 @@ def give_shadow(t: torch.Tensor, value: torch.Tensor | None) -> None:
 
 
 def _small_shadow(t: torch.Tensor) -> torch.Tensor | None:
-    """A small storage's own shadow (never a replayed recipe): what a recipe copies."""
+    """A storage's own shadow (never a replayed recipe: what a recipe copies), or None."""
     try:
         s = t.untyped_storage()
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - tensors without storage
         return None
     real = getattr(s, _ATTR, None)
     if real is None:
         return None
-    v = _empty(0, dtype=t.dtype, device="cpu")
+    v = _empty(0, dtype=t.dtype, device="cpu")  # explicit: a `with torch.device("meta")` may be active
     v.set_(real, t.storage_offset(), tuple(t.shape), tuple(t.stride()))
     return v
 
@@ -249,8 +243,9 @@ def _propagate(func, name: str, args: tuple, kwargs: dict, out: Any) -> None:
         return
     if name not in _SPECIAL and not _outputs_small(out):
         # large outputs: a recipe, replayed only if something small is derived from them
-        if not deferred.defer(func, args, kwargs, out, _written(func, args, kwargs), _small_shadow):
-            forget(_written(func, args, kwargs))
+        written = _written(func, args, kwargs)
+        if not deferred.defer(func, args, kwargs, out, written, _small_shadow):
+            forget(written)
             forget(out)
         return
     try:
