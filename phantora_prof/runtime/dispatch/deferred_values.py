@@ -40,7 +40,12 @@ MAX_STEPS = 64  # in-place ops recorded on one storage
 CACHE_BYTES = 256 * 1024 * 1024  # replayed storages kept for the next question
 SMALL_CPU_BYTES = 1024 * 1024  # CPU tensors a recipe may copy (larger: values unknown)
 
-_live = 0  # recipes attached to live storages: propagation skips every check while 0
+# Recipe objects alive (on storages, referenced by other recipes, or cached): while 0 no storage
+# can have one, and propagation skips every lookup
+_live = 0
+# torch.empty as it is before the program runs (frameworks replace it for a while: DeepSpeed's
+# zero.Init), as values.py keeps it
+_empty = torch.empty
 
 
 class Unknown(Exception):
@@ -102,12 +107,12 @@ def drop(t: torch.Tensor) -> None:
 
 
 def view_of(real: torch.UntypedStorage, offset: int, shape: tuple, stride: tuple, dtype: torch.dtype) -> torch.Tensor:
-    v = torch.empty(0, dtype=dtype, device="cpu")
+    v = _empty(0, dtype=dtype, device="cpu")  # explicit: a `with torch.device("meta")` may be active
     v.set_(real, offset, shape, stride)
     return v
 
 
-def values(t: torch.Tensor, empty: Callable) -> torch.Tensor | None:
+def values(t: torch.Tensor) -> torch.Tensor | None:
     """`t`'s values through its storage's recipe, replayed if needed (read only), or None."""
     r = recipe_of(t)
     if r is None:
@@ -118,9 +123,7 @@ def values(t: torch.Tensor, empty: Callable) -> torch.Tensor | None:
         log.debug("recipe replay failed: %s", exc)
         drop(t)
         return None
-    v = empty(0, dtype=t.dtype, device="cpu")
-    v.set_(real, t.storage_offset(), tuple(t.shape), tuple(t.stride()))
-    return v
+    return view_of(real, t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
 
 
 def _replay(r: Recipe, length: int) -> torch.UntypedStorage:
@@ -208,23 +211,19 @@ def defer(func, args: tuple, kwargs: dict, out: Any, written: list[torch.Tensor]
         ckwargs = {k: snapshot(v, small_values) for k, v in kwargs.items()}
     except Unknown:
         return False
-    written_storages = set()
-    for w in written:
-        r = recipe_of(w)
-        if r is None or len(r.steps) >= MAX_STEPS:
-            return False
-        written_storages.add(w.untyped_storage()._cdata)
-    for w in written:
-        r = recipe_of(w)
+    recipes = [recipe_of(w) for w in written]
+    if any(r is None or len(r.steps) >= MAX_STEPS for r in recipes):
+        return False
+    for r in recipes:
 
         def step(real, r=r):
             # references to `r` itself (the view the op writes) are the storage as built so far
             func(*_resolve(cargs, r, real), **{k: _resolve(v, r, real) for k, v in ckwargs.items()})
 
         r.steps.append(step)
-    # outputs that alias an input (`_unsafe_view`, an in-place op's return) see its recipe
-    aliased = written_storages | {t.untyped_storage()._cdata for t in tensors_in((args, kwargs))
-                                  if isinstance(t, FakeTensor)}
+    # outputs that alias an input (`_unsafe_view`, an in-place op's return: the written
+    # tensors are arguments too) see its recipe
+    aliased = {t.untyped_storage()._cdata for t in tensors_in((args, kwargs)) if isinstance(t, FakeTensor)}
     for k, o in enumerate(tensors_in(out)):
         if not isinstance(o, FakeTensor) or o.device.type != "cuda" or o.untyped_storage()._cdata in aliased:
             continue

@@ -93,7 +93,7 @@ def shadow(t: torch.Tensor) -> torch.Tensor | None:
     large storage's replayed recipe: deferred_values; read only), or None."""
     v = _small_shadow(t)
     if v is None and deferred.active():
-        return deferred.values(t, _empty)
+        return deferred.values(t)
     return v
 
 
