@@ -693,6 +693,29 @@ def test_split_k_observation_tables_merge_per_gpu(tmp_path):
     assert sum(line.startswith('  {"dtype"') for line in path.read_text().splitlines()) == 2
 
 
+def test_split_k_observations_go_to_the_gpu_each_trace_names(tmp_path):
+    """Each profile's table is the GPU its own deviceProperties name (leases of the H200 machine
+    often gave H100s; a list of session folders used to decide); a trace naming no known GPU is
+    refused with its path, not guessed."""
+    import gzip
+
+    from phantora_prof.calibrate.split_k_observed import by_gpu, trace_gpu
+    from phantora_prof.errors import PhantoraError
+
+    def trace(name, device):
+        path = tmp_path / f"{name}.pt.trace.json.gz"
+        doc = '{\n  "schemaVersion": 1,\n  "deviceProperties": [\n    {\n      "id": 0, "name": "%s", ' \
+              '"totalGlobalMem": 1\n    }\n  ],\n  "traceEvents": []\n}' % device
+        path.write_bytes(gzip.compress(doc.encode()))
+        return path
+
+    a, b, c = trace("a", "NVIDIA H100 80GB HBM3"), trace("b", "NVIDIA H200"), trace("c", "NVIDIA H100 80GB HBM3")
+    assert (trace_gpu(a), trace_gpu(b)) == ("h100", "h200")
+    assert by_gpu([a, b, c]) == {"h100": [a, c], "h200": [b]}
+    with pytest.raises(PhantoraError, match="x.pt.trace"):
+        by_gpu([a, trace("x", "Some Other Card")])
+
+
 def test_gemm_flag_memset_follows_the_output_tile_waves():
     """A non-split 16-bit Hopper GEMM whose kernel runs more than two waves of output tiles starts
     with cuBLAS's 4-byte Memset (the H200 profiles: GPT-2's 8,192 x 2,304 QKV projection has one,

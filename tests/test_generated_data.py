@@ -284,16 +284,13 @@ def test_pad_mm_ratio_is_the_fit_of_its_probe():
     assert agree >= 0.9 * n
 
 
-# the GPU each kept real profile ran on: session 32's and 33's leases gave H100s, the rest H200s
-_H100_SESSIONS = ("session32", "session33")
-
-
 def _kept_profiles(gpu: str) -> list[Path]:
-    traces = sorted(HOLDOUT.rglob("*.pt.trace.json.gz"))
-    on_h100 = [t for t in traces if any(s in t.parts for s in _H100_SESSIONS)]
-    if gpu == "h100":
-        return on_h100
-    return [t for t in traces if t not in on_h100] + sorted(REFERENCE.glob("*/trace.pt.trace.json.gz"))
+    """The kept real profiles of one GPU, as each trace's deviceProperties name it (the H200
+    reference traces only when they are here)."""
+    from phantora_prof.calibrate import split_k_observed
+
+    traces = sorted(HOLDOUT.rglob("*.pt.trace.json.gz")) + sorted(REFERENCE.glob("*/trace.pt.trace.json.gz"))
+    return split_k_observed.by_gpu(traces).get(gpu, [])
 
 
 def _observed_table(gpu: str) -> dict:
@@ -305,7 +302,7 @@ def _observed_table(gpu: str) -> dict:
 
 def test_observed_split_k_is_the_kept_profiles():
     """cost/data/split_k_observed.json's H100 table is `phantora-prof calibrate split-k-observed
-    --gpu h100` over the kept H100 profiles (tools/holdout/real_h200/session32, session33)."""
+    --gpu h100` over the kept profiles whose deviceProperties name an H100."""
     shipped = json.loads((DATA / "split_k_observed.json").read_text())
     assert sorted(shipped) == ["h100", "h200"]
     assert shipped["h100"] == _observed_table("h100")

@@ -7,7 +7,7 @@ Shipped model data (phantora_prof/cost/data), each with `--check` where its inpu
     phantora-prof calibrate host-costs [--check]                               # host_costs.json
     phantora-prof calibrate families SWEEP.pt.trace.json.gz ... [--gpu h100] [--out FILE]   # <gpu>_families.json.gz
     phantora-prof calibrate errors TRACE ... [--out FILE]                      # source_errors.json
-    phantora-prof calibrate split-k-observed --gpu h200 TRACE ... [--out FILE]  # split_k_observed.json
+    phantora-prof calibrate split-k-observed TRACE ... [--gpu G] [--out FILE]  # split_k_observed.json
     phantora-prof calibrate triton REAL.jsonl SIM.jsonl ... [--out FILE]       # triton_h200.json
     phantora-prof calibrate compiled-host SIM.log REAL.log ... [--write]       # host_model.json compiled_calls
     phantora-prof calibrate pad-mm REAL.txt SIM.log [--write]                   # profiles/h200.json pad_mm_ratio
@@ -122,18 +122,30 @@ def families_cmd(traces: tuple[Path, ...], gpu: str, out: Path | None, add: bool
 
 @calibrate.command("split-k-observed")
 @click.argument("traces", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--gpu", default="h200", show_default=True, help="the GPU every one of these profiles ran on")
+@click.option("--gpu", default=None, help="rebuild only this GPU's table (default: every GPU the traces ran on); "
+              "each trace's GPU is read from its deviceProperties")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=DATA / "split_k_observed.json",
               show_default=True, help="output file (other GPUs' tables in it are kept)")
-def split_k_observed_cmd(traces: tuple[Path, ...], gpu: str, out: Path) -> None:
-    """cuBLAS's split-K choice per 16-bit GEMM shape, from real training profiles of one GPU."""
+def split_k_observed_cmd(traces: tuple[Path, ...], gpu: str | None, out: Path) -> None:
+    """cuBLAS's split-K choice per 16-bit GEMM shape, from real training profiles (one table per GPU)."""
     from phantora_prof.calibrate import split_k_observed
     from phantora_prof.cost import get_gpu
+    from phantora_prof.errors import PhantoraError
 
-    table = split_k_observed.build(list(traces), get_gpu(gpu).key)
-    out.write_text(split_k_observed.dumps(split_k_observed.merge(out, table)))
-    splits = sum(e["split"] for e in table["entries"])
-    click.echo(f"{len(table['entries'])} GEMM shapes ({splits} split) from {len(traces)} traces -> {out}")
+    try:
+        groups = split_k_observed.by_gpu(list(traces))
+    except PhantoraError as e:
+        raise click.UsageError(str(e)) from e
+    if gpu is not None:
+        key = get_gpu(gpu).key
+        if key not in groups:
+            raise click.UsageError(f"--gpu {gpu}: none of these traces ran on it (they ran on {', '.join(groups)})")
+        groups = {key: groups[key]}
+    for key, paths in groups.items():
+        table = split_k_observed.build(paths, key)
+        out.write_text(split_k_observed.dumps(split_k_observed.merge(out, table)))
+        splits = sum(e["split"] for e in table["entries"])
+        click.echo(f"{key}: {len(table['entries'])} GEMM shapes ({splits} split) from {len(paths)} traces -> {out}")
 
 
 @calibrate.command("triton")

@@ -16,19 +16,25 @@ choice can depend on the workspace left) takes the majority, ties split. split_k
 this table first, for the same GPU only (the H100 chooses differently from the H200 on shapes
 the two share in our profiles), then the sweep.
 
-    phantora-prof calibrate split-k-observed --gpu h200 TRACE.pt.trace.json.gz ... [--out FILE]
+    phantora-prof calibrate split-k-observed TRACE.pt.trace.json.gz ... [--gpu h200] [--out FILE]
 
-The profiles are the H200 (and H100) training profiles kept in tools/holdout/real_h200/ and the
-reference traces; the closing notes of issue #14 say which cases' profiles were read, so
-which held-out cases stop being held out.
+The profiles are the training profiles kept in tools/holdout/real_h200/ and the reference
+traces; the closing notes of issue #14 say which cases' profiles were read, so which held-out
+cases stop being held out. Each profile goes to the table of the GPU its own
+`deviceProperties` names (`trace_gpu`): leases of the "H200" machine often gave H100s, and
+until session 49 a list of session folders decided, which put five H100 sessions' GEMM
+choices into the H200 table.
 """
 from __future__ import annotations
 
 import bisect
+import gzip
 import json
+import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from phantora_prof.errors import TraceFormatError
 from phantora_prof.calibrate.kernel_table import load_events
 
 GEMM_OPS = ("aten::mm", "aten::addmm")
@@ -101,6 +107,39 @@ def observe(events: list[dict]) -> Counter:
         dtype, m, k, n, layout = shape
         out[(dtype, layout, m, n, k, "reduce" in seen)] += 1
     return out
+
+
+_DEVICE_NAME = re.compile(r'"deviceProperties"\s*:\s*\[\s*\{[^}]*?"name"\s*:\s*"([^"]+)"')
+
+
+def trace_gpu(path: Path) -> str | None:
+    """The GPU key (h200, h100, ...) of the device a torch.profiler trace ran on, from its first
+    `deviceProperties` entry (kineto writes them at the top of the file), or None when the trace
+    names no known GPU. Only the file's head is read: the traces are up to ~100 MB unpacked."""
+    from phantora_prof.measure.source import gpu_key_for
+
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as f:
+        head = f.read(64 * 1024)
+    found = _DEVICE_NAME.search(head)
+    return gpu_key_for(found.group(1)) if found else None
+
+
+def by_gpu(traces: list[Path]) -> dict[str, list[Path]]:
+    """{gpu key: traces that ran on it}; a trace that names no known GPU is an error (which
+    table it belongs to cannot be guessed)."""
+    groups: dict[str, list[Path]] = defaultdict(list)
+    unknown = []
+    for path in traces:
+        gpu = trace_gpu(path)
+        if gpu is None:
+            unknown.append(str(path))
+        else:
+            groups[gpu].append(path)
+    if unknown:
+        raise TraceFormatError("no known GPU in the deviceProperties of: " + ", ".join(unknown)
+                               + " (split-K choices are kept per GPU; profile on an H100 / H200 / A100)")
+    return dict(sorted(groups.items()))
 
 
 def _source_name(path: Path) -> str:
