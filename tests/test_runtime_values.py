@@ -95,6 +95,30 @@ def test_large_tensors_built_from_known_values_answer_small_questions(cli):
     assert "data-dependent output size" not in r.stderr  # nonzero got its exact size
 
 
+def test_cuda_tensors_index_with_cpu_indices_as_a_cuda_build_does(cli):
+    """`t[cpu_idx]`, `t[(cpu_i, cpu_j)] = v`, a CPU boolean mask and an accumulating index_put on
+    CUDA tensors run and give what the CPU gives (a CUDA build moves the indices to the GPU in
+    the op; FakeTensorMode refused index_put's mix, which stopped HF DETR's loss), and the
+    index's HtoD copy is recorded inside the op, as in a CUDA profile."""
+    import subprocess
+
+    script = Path(__file__).resolve().parent / "scripts" / "cpu_indices.py"
+    cpu = subprocess.run([PY, str(script), "--device", "cpu"], capture_output=True, text=True, timeout=120)
+    assert cpu.returncode == 0, cpu.stderr[-2000:]
+    r = cli("--out", "traces", PY, str(script), timeout=180)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.splitlines()[:5] == cpu.stdout.splitlines()[:5]
+    from tracing.kineto import load_trace
+
+    ops = [e for e in load_trace(cli.cwd / "traces" / "rank0.pt.trace.json.gz")["traceEvents"]
+           if e.get("cat") == "cpu_op"]
+    puts = [e for e in ops if e["name"] == "aten::_index_put_impl_"]
+    assert puts
+    for put in puts[:2]:  # the first two index with CPU tensors: each copies its indices in the op
+        inside = [e["name"] for e in ops if put["ts"] <= e["ts"] and e["ts"] + e["dur"] <= put["ts"] + put["dur"]]
+        assert "aten::to" in inside and "aten::copy_" in inside, inside
+
+
 def test_small_collectives_of_every_kind_carry_values(cli):
     """reduce_scatter, all_to_all (even and uneven splits, list form), gather, scatter and reduce
     left their small outputs without values (zeros); each gives what NCCL gives now."""

@@ -32,6 +32,7 @@ ZOO_BLIND12_MODELS = ("hf_llama3_8b", "hf_qwen25_7b", "hf_pythia_7b", "timm_vit_
 ZOO_BLIND13_MODELS = ("hf_gemma2", "hf_roberta", "timm_eva02", "timm_ghostnet", "tv_convnext_base")
 ZOO_BLIND14_MODELS = ("hf_hubert", "hf_gpt_bigcode", "tv_lraspp")
 ZOO_BLIND15_MODELS = ("hf_mamba", "hf_longformer", "hf_fnet", "timm_pvt_v2", "timm_resnest")
+ZOO_BLIND16_MODELS = ("hf_albert", "hf_detr", "timm_sequencer", "timm_res2net", "timm_davit")
 # host-bound runs (session 33): the zoo's models at a batch so small that the GPU waits for the
 # host, so the step time is the host's (issue #15); name: host_<model>
 HOST_BOUND_ARGS = {**{m: ["--batch", "2"] for m in ("hf_swinv2", "timm_efficientvit", "hf_vit_mae", "timm_bit",
@@ -97,7 +98,8 @@ CASES: dict[str, tuple[str, list[str]]] = {
     **{m: ("zoo.py", ["--model", m]) for m in ("hf_bloom", "hf_modernbert", "hf_segformer", "timm_nfnet",
                                                "tv_vit_b32")},
     **{m: ("zoo.py", ["--model", m]) for m in ZOO_BLIND9_MODELS + ZOO_BLIND10_MODELS + ZOO_BLIND11_MODELS
-       + ZOO_BLIND12_MODELS + ZOO_BLIND13_MODELS + ZOO_BLIND14_MODELS + ZOO_BLIND15_MODELS},
+       + ZOO_BLIND12_MODELS + ZOO_BLIND13_MODELS + ZOO_BLIND14_MODELS + ZOO_BLIND15_MODELS
+       + ZOO_BLIND16_MODELS},
     # Gemma-2 soft-caps its attention logits, which transformers' sdpa path refuses: eager, as its docs say
     "hf_gemma2": ("zoo.py", ["--model", "hf_gemma2", "--attn", "eager"]),
     **{f"host_{m}": ("zoo.py", ["--model", m, *a]) for m, a in HOST_BOUND_ARGS_ALL.items()},
@@ -191,6 +193,11 @@ ZOO_BLIND14 = ZOO_BLIND14_MODELS
 # selective scan without custom kernels, Longformer's sliding-window attention, FNet's FFT mixing,
 # PVT-v2's spatial-reduction attention, ResNeSt's split attention); simulated first, measured once
 ZOO_BLIND15 = ZOO_BLIND15_MODELS
+# chosen in session 49 before any run: families none of the sets above has (ALBERT's shared layers,
+# DETR's detection with host-side Hungarian matching, Sequencer2D's BiLSTMs over feature maps,
+# Res2Net's hierarchical split convolutions, DaViT's channel-group attention); simulated first,
+# measured once
+ZOO_BLIND16 = ZOO_BLIND16_MODELS
 COMPILED_FIT = ("gpt_b8c", "gpt_b32c")
 COMPILED_HELD = ("hf_llama_c", "timm_vit_c", "tv_resnet50_c", "hf_bert_c", "hf_llama_fx_c", "hf_llama_fx")
 COMPILED_BLIND = ("hf_gpt2_c", "timm_convnext_c", "tv_mobilenet_c", "tv_swin_c")
@@ -316,6 +323,8 @@ def case_set(case: str) -> str:
         return "blind14"
     if case in ZOO_BLIND15:
         return "blind15"
+    if case in ZOO_BLIND16:
+        return "blind16"
     if case in ZOO_DEV:
         return "dev"
     if case in HOST_BOUND:

@@ -225,7 +225,8 @@ def _vision_model(name: str):
                 "timm_bit": "resnetv2_50x1_bit", "timm_convnextv2": "convnextv2_tiny",
                 "timm_efficientvit": "efficientvit_b1", "timm_hrnet": "hrnet_w18", "timm_xcit": "xcit_tiny_12_p16_224",
                 "timm_vit_large": "vit_large_patch16_224", "timm_eva02": "eva02_base_patch14_224",
-                "timm_ghostnet": "ghostnet_100", "timm_pvt_v2": "pvt_v2_b2", "timm_resnest": "resnest50d"}[name]
+                "timm_ghostnet": "ghostnet_100", "timm_pvt_v2": "pvt_v2_b2", "timm_resnest": "resnest50d",
+                "timm_sequencer": "sequencer2d_s", "timm_res2net": "res2net50_26w_4s", "timm_davit": "davit_tiny"}[name]
         return timm.create_model(arch, pretrained=False)
     tv = import_torchvision()
     arch = {"tv_resnet50": "resnet50", "tv_mobilenet": "mobilenet_v3_large",
@@ -343,6 +344,25 @@ def _hf_pixels_step(model, a, dev, labels: bool = False):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
     return _train_step(lambda: model(**inputs), opt, _loss)
+
+
+def _hf_detr_step(model, a, dev):
+    """COCO-style detection as HF trains DETR: images with a pixel mask and, per image, a few
+    boxes (normalised cx, cy, w, h) with class labels; the loss matches the 100 predictions to
+    them with scipy's Hungarian solver on the host (a .cpu() of the cost matrix every step)."""
+    g = torch.Generator(device="cpu").manual_seed(0)
+    pixels = torch.randn(a.batch, 3, a.image, a.image, generator=g).to(dev)
+    mask = torch.ones(a.batch, a.image, a.image, dtype=torch.long, device=dev)
+    labels = []
+    for i in range(a.batch):
+        n = 3 + i % 5
+        centre = torch.rand(n, 2, generator=g) * 0.6 + 0.2
+        size = torch.rand(n, 2, generator=g) * 0.3 + 0.05
+        labels.append({"class_labels": torch.randint(0, 91, (n,), generator=g).to(dev),
+                       "boxes": torch.cat([centre, size], dim=1).to(dev)})
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=1e-4)
+
+    return _train_step(lambda: model(pixel_values=pixels, pixel_mask=mask, labels=labels), opt, _loss)
 
 
 # ---------------------------------------------------------------- blind set 11: auxiliary heads, optical flow
@@ -477,6 +497,13 @@ MODELS = {
     # ResNeSt's split attention (radix softmax over grouped convolutions)
     "hf_mamba": (8, 256), "hf_longformer": (8, 1024), "hf_fnet": (16, 512), "timm_pvt_v2": (64, 224),
     "timm_resnest": (64, 224),
+    # blind set 16 (session 49): chosen before any run, families none of the sets above has: ALBERT's
+    # cross-layer parameter sharing with a factorised embedding, DETR's set-prediction detection
+    # (ResNet-50 with frozen batch norm, an encoder-decoder over image features, Hungarian matching
+    # in scipy on the host, GIoU box loss), Sequencer2D's bidirectional LSTMs over rows and columns
+    # of feature maps, Res2Net's hierarchical split convolutions, DaViT's channel-group attention
+    "hf_albert": (16, 512), "hf_detr": (8, 512), "timm_sequencer": (64, 224), "timm_res2net": (64, 224),
+    "timm_davit": (64, 224),
 }
 
 
@@ -548,6 +575,20 @@ def build(a: argparse.Namespace) -> tuple[torch.nn.Module, Callable[[int], None]
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         # fp32: torch's FFTs take no bfloat16 (on CUDA too) and half only at power-of-two sizes
         step = _train_step(lambda: model(input_ids=ids, labels=ids), opt, _loss, autocast=False)
+    elif name == "hf_albert":  # blind set 16: albert-base-v2: one layer's weights shared by 12, 128-wide embedding
+        import transformers as tf
+
+        cfg = tf.AlbertConfig(vocab_size=30000, embedding_size=128, hidden_size=768, num_hidden_layers=12,
+                              num_attention_heads=12, intermediate_size=3072, max_position_embeddings=a.seq,
+                              attn_implementation="sdpa")
+        model = tf.AlbertForMaskedLM(cfg).to(dev)
+        step = _hf_bert_step(model, a, dev)
+    elif name == "hf_detr":  # blind set 16: DETR-R50 (transformers' own ResNet), 100 queries, Hungarian matching
+        import transformers as tf
+
+        cfg = tf.DetrConfig(use_timm_backbone=False, use_pretrained_backbone=False, num_labels=91)
+        model = tf.DetrForObjectDetection(cfg).to(dev)
+        step = _hf_detr_step(model, a, dev)
     elif name == "hf_deberta":  # DeBERTa-v3-base-like: disentangled attention with relative positions
         import transformers as tf
 

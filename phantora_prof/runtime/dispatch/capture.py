@@ -72,6 +72,11 @@ _ROLL = aten.roll.default
 _EQUAL = aten.equal.default
 _GROUPED_MM = aten._grouped_mm.default if hasattr(aten, "_grouped_mm") else None  # torch >= 2.8
 _IS_PINNED = aten.is_pinned.default
+# advanced indexing: a CUDA build moves CPU index tensors to the indexed tensor's GPU itself
+# (ATen's make_info, TensorAdvancedIndexing.cpp); FakeTensorMode refuses the mix for index_put
+_INDEXING = tuple(getattr(aten, n).default if n != "index" and n != "_unsafe_index" else getattr(aten, n).Tensor
+                  for n in ("index", "_unsafe_index", "index_put", "index_put_", "_index_put_impl_",
+                            "_unsafe_index_put") if hasattr(aten, n))
 _TO_COPY_OP = aten._to_copy.default
 _ADD = torch.ops.aten.add.Tensor
 _ADD_ = torch.ops.aten.add_.Tensor
@@ -472,6 +477,8 @@ class CaptureMode(TorchDispatchMode):
         route = _ROUTES.get(id(func)) or _route(func)
         name = route.name
         if route.special:
+            if route.indexing and route.body is None:  # index_put_'s body: its _index_put_impl_ moves them
+                args = self._indices_on_device(args, tls)
             r = self._special_op(route, func, args, kwargs, tls)
             if r is not _NOT_SPECIAL:
                 return r
@@ -489,6 +496,34 @@ class CaptureMode(TorchDispatchMode):
                 out = self._general_cache.outputs(general_key, self._wrap)
                 done = out is not None
         return self._cuda_op_rest(func, args, kwargs, tls, record_name, name, out, done, general_key)
+
+    def _indices_on_device(self, args: tuple, tls) -> tuple:
+        """An advanced-indexing op's args with its CPU index tensors on the indexed tensor's GPU,
+        as a CUDA build's kernel makes them before indexing (ATen's make_info): a boolean mask
+        becomes its nonzero() index tensors on the CPU first (expandTensors), then each index is
+        copied with `.to(device)`, recorded inside the op (a blocking pageable HtoD copy).
+        DETR's loss (`target_classes[idx] = ...` with the Hungarian matcher's CPU indices) needs
+        this; FakeTensorMode raised a device mismatch. The args unchanged when nothing moves."""
+        if len(args) < 2 or not isinstance(args[0], torch.Tensor) or args[0].device.type != "cuda":
+            return args
+        indices = args[1]
+        if not isinstance(indices, (list, tuple)) or not any(
+                isinstance(i, torch.Tensor) and i.device.type == "cpu" for i in indices):
+            return args
+        device = args[0].device
+
+        def moved():
+            out = []
+            for i in indices:
+                if not isinstance(i, torch.Tensor) or i.device.type != "cpu":
+                    out.append(i)
+                elif i.dtype in (torch.bool, torch.uint8):
+                    out.extend(j.to(device) for j in i.nonzero().unbind(1))
+                else:
+                    out.append(i.to(device))
+            return out
+
+        return (args[0], self._as_parts(tls, moved), *args[2:])
 
     def _special_op(self, route: "_Route", func, args: tuple, kwargs: dict, tls):
         """The ops _cuda_op does not fake and record as they come (decomposed or run as a CUDA
@@ -1183,7 +1218,7 @@ class _Route:
     Python and dict lookups keyed by the op ran it ~9 times per captured op (issue #18)."""
 
     __slots__ = ("func", "name", "namespace", "decompose", "body", "query", "fast", "returns_nothing", "conv",
-                 "python_cuda", "special")
+                 "python_cuda", "indexing", "special")
 
     def __init__(self, func) -> None:
         self.func = func
@@ -1204,8 +1239,9 @@ class _Route:
         self.conv = func in conv_layout.CONV_OPS
         # a non-ATen op whose CUDA kernel is torch's own Python (FSDP2's copy-in / copy-out ops)
         self.python_cuda = cuda_dispatch.python_cuda_kernel(func)
+        self.indexing = any(func is f for f in _INDEXING)
         self.special = (self.decompose or self.body is not None or self.query is not None or self.python_cuda
-                        or self.namespace == "_c10d_functional"
+                        or self.namespace == "_c10d_functional" or self.indexing
                         or any(func is f for f in (_LOCAL_SCALAR_DENSE, _ROLL, _EQUAL, _GROUPED_MM, _RECORD_STREAM,
                                                    _IS_PINNED)))
 

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Session 49 on the GPU machine (issue #14, blind set 16): the host anchor (gpt.py --batch 1
+# --seq 64), blind set 16 timed once (compare.py --real-gpu, unprofiled), the anchor again, then a
+# profile of each case (5 steps, 2-3 recorded).
+# Usage: tools/holdout/device_session49.sh OUTDIR   (run's carry: tools/holdout/_wl). Leaves OUTDIR.s49.tgz.
+out=$1; part=s49
+source "$(dirname "$0")/device_env.sh"
+export HF_HUB_OFFLINE=1  # transformers' hub-kernel lookups fail at once (the machine has no internet)
+start=$(date +%s)
+nvidia-smi --query-gpu=name --format=csv,noheader >> "$log"
+python3 -c "import transformers, timm, scipy; print('transformers', transformers.__version__, 'timm', timm.__version__, 'scipy', scipy.__version__)" >> "$log" 2>&1
+anchor() { ( cd "$H/_wl" && timeout 120 python3 gpt.py --batch 1 --seq 64 --steps 10 ) 2>&1 | grep -o '"median_steady_ms": [0-9.]*' | sed 's/^/anchor /' >> "$log"; }
+anchor
+cases=$(compare_py "','.join(compare.ZOO_BLIND16)")
+python3 "$H/compare.py" --real-gpu --only "$cases" --real-dir "$out/blind16" >> "$log" 2>&1
+echo "timed rc=$? $(( $(date +%s) - start ))s" >> "$log"
+anchor
+profile_cases "$cases"
+echo "done $(( $(date +%s) - start ))s" >> "$log"
+cat "$log"
+pack_output s49
