@@ -119,6 +119,15 @@ def test_cuda_tensors_index_with_cpu_indices_as_a_cuda_build_does(cli):
         assert "aten::to" in inside and "aten::copy_" in inside, inside
 
 
+def test_a_sparse_tensor_on_the_gpu_is_refused_clearly(cli):
+    """torch.sparse on CUDA tensors is not simulated: the script stops with one line that says so
+    and what to do, not FakeTensor's "Cannot access storage of SparseTensorImpl" from inside the
+    simulator's memory tracking."""
+    r = cli("--no-trace", PY, str(Path(__file__).resolve().parent / "scripts" / "sparse_cuda.py"), timeout=120)
+    assert r.returncode == 1 and "unreachable" not in r.stdout
+    assert "makes a sparse tensor on the GPU" in r.stderr and "Cannot access storage" not in r.stderr
+
+
 def test_small_collectives_of_every_kind_carry_values(cli):
     """reduce_scatter, all_to_all (even and uneven splits, list form), gather, scatter and reduce
     left their small outputs without values (zeros); each gives what NCCL gives now."""
