@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 49 on the GPU machine (issue #14, blind set 16): the host anchor (gpt.py --batch 1
-# --seq 64), blind set 16 timed once (compare.py --real-gpu, unprofiled), the anchor again, then a
-# profile of each case (5 steps, 2-3 recorded).
+# --seq 64), blind set 16 timed once (compare.py --real-gpu, unprofiled), the unprofiled host
+# phases (phases.py) of each case, the anchor again, then a profile of each case (5 steps, 2-3 recorded).
 # Usage: tools/holdout/device_session49.sh OUTDIR   (run's carry: tools/holdout/_wl). Leaves OUTDIR.s49.tgz.
 out=$1; part=s49
 source "$(dirname "$0")/device_env.sh"
@@ -15,6 +15,10 @@ python3 "$H/ordinary_ops.py" cuda > "$out/ordinary_ops_cuda.txt" 2>&1
 cases=$(compare_py "','.join(compare.ZOO_BLIND16)")
 python3 "$H/compare.py" --real-gpu --only "$cases" --real-dir "$out/blind16" >> "$log" 2>&1
 echo "timed rc=$? $(( $(date +%s) - start ))s" >> "$log"
+for m in ${cases//,/ }; do
+  p=$(cd "$H" && timeout 150 python3 phases.py zoo.py --model $m --steps 10 2>&1 | grep -E '^PHASES ')
+  echo "phases $m $p" >> "$log"
+done
 anchor
 profile_cases "$cases"
 echo "done $(( $(date +%s) - start ))s" >> "$log"
