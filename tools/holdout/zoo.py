@@ -586,7 +586,9 @@ def build(a: argparse.Namespace) -> tuple[torch.nn.Module, Callable[[int], None]
     elif name == "hf_detr":  # blind set 16: DETR-R50 (transformers' own ResNet), 100 queries, Hungarian matching
         import transformers as tf
 
-        cfg = tf.DetrConfig(use_timm_backbone=False, use_pretrained_backbone=False, num_labels=91)
+        # the backbone from its config, never by name: transformers 5.17 looked "resnet50" up on the hub
+        cfg = tf.DetrConfig(use_timm_backbone=False, use_pretrained_backbone=False, backbone=None,
+                            backbone_config=tf.ResNetConfig(out_features=["stage4"]), num_labels=91)
         model = tf.DetrForObjectDetection(cfg).to(dev)
         step = _hf_detr_step(model, a, dev)
     elif name == "hf_deberta":  # DeBERTa-v3-base-like: disentangled attention with relative positions
