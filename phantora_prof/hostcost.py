@@ -123,6 +123,8 @@ def _apply(table: dict, prof: dict) -> dict:
     t["pin_memory"]["bytes_per_ns"] /= cpu
     t["dataloader_ipc"] = {k: float(v) * cpu for k, v in t["dataloader_ipc"].items() if k != "comment"}
     t["autograd_engine"] = {k: float(v) * speed for k, v in t["autograd_engine"].items() if k != "comment"}
+    # measured as whole cuDNN calls' exclusive time, scaled to the reference host: the speed applies
+    t["cudnn_rnn"] = {k: float(v) * speed for k, v in t.get("cudnn_rnn", {}).items() if k != "comment"}
     t["cpu_ops"]["per_op_ns"] = {k: v * cpu for k, v in t["cpu_ops"].get("per_op_ns", {}).items() if k != "comment"}
     t["cpu_ops"]["per_listed_tensor_ns"] = t["cpu_ops"].get("per_listed_tensor_ns", 0) * cpu
     # measured against a plain op of the reference host (measure/host_lists.py): the host's speed applies
@@ -365,6 +367,17 @@ def dispatch_ns(op_name: str, has_kernels: bool, backward: bool = False) -> int:
         return c if c is not None else _DEF_BWD[has_kernels]
     c = _FWD.get(op_name)
     return c if c is not None else _DEF_FWD[has_kernels]
+
+
+_CUDNN_RNN = TABLE["cudnn_rnn"]
+_LIBRARY_WORK = {"aten::_cudnn_rnn": int(_CUDNN_RNN.get("forward_ns", 0)),
+                 "aten::_cudnn_rnn_backward": int(_CUDNN_RNN.get("backward_ns", 0))}
+
+
+def library_ns(op_name: str) -> int:
+    """Host work a library does inside the op's kernel function beyond its dispatch and launch
+    calls (cuDNN's RNN descriptors and plans: host_model.json "cudnn_rnn"); 0 for other ops."""
+    return _LIBRARY_WORK.get(op_name, 0)
 
 
 def api_ns(name: str) -> int:

@@ -642,6 +642,7 @@ class CaptureMode(TorchDispatchMode):
         dispatch = hostcost.tensor_list_ns(name, targs, tkwargs, len(touts))
         if dispatch is None:
             dispatch = hostcost.dispatch_ns(name, bool(kernels), self._autograd_open is not None)
+        dispatch += hostcost.library_ns(name)
         if depth < 0 and not kernels and tls is not None:
             # No dispatcher call of this op is open: the Python interpreter called the mode
             # itself (FakeTensor's shallow_copy_and_detach dispatches aten::detach, where a

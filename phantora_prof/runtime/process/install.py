@@ -241,6 +241,9 @@ def _patch_torch_and_enter_the_mode(st: RuntimeState) -> Any:
     from phantora_prof.runtime.dispatch import cuda_dispatch
 
     cuda_dispatch.install()  # ops a CUDA build runs as one kernel stop decomposing on this CPU build
+    from phantora_prof.runtime.dispatch import autocast_rnn
+
+    autocast_rnn.install()  # cuDNN RNNs under autocast: fp16 weights reflattened, as a CUDA build does
     from phantora_prof.runtime.device import cuda_fakes
 
     cuda_fakes.install()  # shapes of CUDA-only ops torch has no Meta kernel for (cuDNN RNNs)
