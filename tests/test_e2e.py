@@ -199,10 +199,12 @@ def test_data_dependent_ops_wait_for_the_gpu(cli):
 def test_ctc_loss_as_speech_models_run_it(cli):
     """HF wav2vec2's loss: cudnn.flags(...) reads cuDNN's benchmark limit (absent from a CPU
     build), `_use_cudnn_ctc_loss` is answered as CUDA answers it (int64 targets: no cuDNN), and
-    `_ctc_loss` sizes its work by the longest target, read from the target lengths' values."""
+    `_ctc_loss` sizes its work by the longest target, read from the target lengths' values.
+    Length tensors on the CPU with a CUDA loss run as on a GPU (runtime/dispatch/ctc_loss.py: ATen's
+    plain-tensor path; its subclass path divided the CUDA loss by the CPU lengths and raised)."""
     r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "ctc")
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "ctc (36,) [9, 9, 9, 9] () (50, 4, 20) () 10 True" in r.stdout, r.stdout
+    assert "ctc (36,) [9, 9, 9, 9] () (50, 4, 20) () 10 True () cuda" in r.stdout, r.stdout
     assert "upper bound" not in r.stderr
 
 

@@ -75,8 +75,11 @@ elif mode == "ctc":
         loss = F.ctc_loss(logits.log_softmax(2), targets, input_lengths, target_lengths)
     loss.backward()
     padded = F.ctc_loss(logits.log_softmax(2), labels.clamp(min=1), [50] * 4, [9] * 4)
+    # lengths as CPU tensors, as torch's own CTCLoss example makes them (runs on a GPU)
+    cpu_lengths = F.ctc_loss(logits.log_softmax(2), labels.clamp(min=1), torch.full((4,), 50), torch.full((4,), 9))
     print("ctc", tuple(targets.shape), target_lengths.tolist(), tuple(loss.shape), tuple(logits.grad.shape),
-          tuple(padded.shape), torch.backends.cudnn.benchmark_limit, torch.backends.cudnn.enabled)
+          tuple(padded.shape), torch.backends.cudnn.benchmark_limit, torch.backends.cudnn.enabled,
+          tuple(cpu_lengths.shape), cpu_lengths.device.type)
 elif mode == "encoder_padding":
     # nn.TransformerEncoder's inference fast path with a padding mask (nested tensors on a GPU);
     # the module was moved to CUDA after construction, as scripts do

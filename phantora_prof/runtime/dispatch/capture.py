@@ -607,6 +607,7 @@ class CaptureMode(TorchDispatchMode):
         except Exception as exc:  # noqa: BLE001 - turned into a clear error below
             mixed = _mixed_devices(exc)
             if mixed is not None:  # the script's own bug, reported as CUDA torch reports it
+                log.debug("%s refused tensors on two devices: %s", name, exc)
                 raise RuntimeError(mixed) from None
             if _nondeterministic_alert(exc):  # torch.use_deterministic_algorithms(True): as on a GPU
                 raise RuntimeError(str(exc)) from None

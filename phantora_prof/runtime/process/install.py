@@ -244,6 +244,9 @@ def _patch_torch_and_enter_the_mode(st: RuntimeState) -> Any:
     from phantora_prof.runtime.dispatch import autocast_rnn
 
     autocast_rnn.install()  # cuDNN RNNs under autocast: fp16 weights reflattened, as a CUDA build does
+    from phantora_prof.runtime.dispatch import ctc_loss
+
+    ctc_loss.install()  # CTC with CPU length tensors: ATen's plain-tensor path, not the subclass one
     from phantora_prof.runtime.device import cuda_fakes
 
     cuda_fakes.install()  # shapes of CUDA-only ops torch has no Meta kernel for (cuDNN RNNs)
