@@ -126,6 +126,36 @@ def test_rnn_roofline_ignores_the_reserve_buffer():
     assert 7e6 < t < 11e6  # the sweep's LSTM: 8.4 ms; real in the LSTM LM: 10.1 ms of kernels
 
 
+def test_an_fp16_cudnn_rnn_takes_the_autocast_sweeps_kernels_less_the_wrappers():
+    """Under autocast a CUDA build runs the cuDNN RNN in fp16 inside a wrapper that casts the
+    weights into a flat fp16 buffer (runtime/dispatch/autocast_rnn.py captures those ops apart).
+    The `rnn` sweep measured that under autocast, keyed by the wrapper's call: the inner fp16
+    call takes those points without the wrapper's fill and cast copies (their cuDNN kernels
+    only), and its backward the sweep's fp16 backward points; before, both were rooflines
+    (timm Sequencer2D's GPU time -44% against its profile, -13% with the sweep's points)."""
+    x = T((64, 128, 512), "float16")
+    ws = (T((2048, 512), "float16", stride=(1, 1)),) * 2 + (T((2048,), "float16"),) * 2
+    ws = tuple(T((w.shape[0] * (w.shape[1] if len(w.shape) > 1 else 1), 1), "float16") for w in ws)
+    h = T((1, 64, 512), "float16")
+    args = [x, ws, 4, T((2 * 2048 * 512 + 2 * 2048,), "float16"), h, h, 2, 512, 0, 1, True, 0.0, True, False, (),
+            None]
+    op = call("aten::_cudnn_rnn", args, [x, h, h, T((0,), "uint8"), T((1,), "float16")])
+    assert F.class_key(op, "_cudnn_rnn") == "float16|c|lstm|float16"
+    assert F.stand_in_keys("_cudnn_rnn", "float16|c|lstm|float16") == ("float16|c|lstm|bfloat16",
+                                                                       "float32|c|lstm|bfloat16")
+    kernels = estimate(op, "h200")
+    names = [k.name for k in kernels]
+    assert all(k.source == "family" for k in kernels)
+    assert not any("FillFunctor<c10::Half>" in n or "float16_copy_kernel" in n for n in names)
+    assert any("elemWiseRNNcell" in n or "lstm" in n.lower() or "RNN" in n for n in names)
+    # the sweep's point at this shape, its wrapper kernels taken off, is what is left
+    point = next(p for p in _points("_cudnn_rnn", "float32|c|lstm|bfloat16") if p["s"] == [64, 128, 512])
+    with gzip.open(F.DATA, "rt") as f:
+        table_names = json.load(f)["names"]
+    inner = F.autocast_rnn_inner(table_names, point["k"])
+    assert 0 < len(inner) < len(point["k"]) and len(kernels) == len(inner)
+
+
 def test_conv_forward_with_bias_adds_the_bias_after_cudnn():
     """cudnn_convolution takes no bias: ATen adds it in place afterwards (timm ConvNeXt-T on the
     H200: conv2d_c1_k1_nhwc_specialized 150 us, then an elementwise add_ of the bias, 54 us)."""

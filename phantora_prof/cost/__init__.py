@@ -812,6 +812,8 @@ def _family(op, base, gpu, allow_tf32, handler, cost, specs, total, hit: tuple) 
     scale = t / max(near["t"], 1)
     own = _own_casting_kernel(handler, specs, near, fam)
     point = near["k"]
+    if base == "_cudnn_rnn" and key.endswith("|bfloat16") and _FAM.class_key(op, base).endswith("|float16"):
+        point = _FAM.autocast_rnn_inner(fam.names, point)  # the autocast sweep's point for the inner call
     if base == "where":
         # the sweep's points are HF masks, where(mask, x, scalar): the scalar's fill kernel is
         # scalar_tensor's (captured as its own op here), and their broadcast mask ran the strided
