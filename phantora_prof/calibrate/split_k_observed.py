@@ -34,8 +34,8 @@ import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from phantora_prof.errors import TraceFormatError
 from phantora_prof.calibrate.kernel_table import load_events
+from phantora_prof.errors import TraceFormatError
 
 GEMM_OPS = ("aten::mm", "aten::addmm")
 _DTYPES = {"c10::BFloat16": "bf16", "c10::Half": "fp16"}

@@ -74,9 +74,8 @@ _GROUPED_MM = aten._grouped_mm.default if hasattr(aten, "_grouped_mm") else None
 _IS_PINNED = aten.is_pinned.default
 # advanced indexing: a CUDA build moves CPU index tensors to the indexed tensor's GPU itself
 # (ATen's make_info, TensorAdvancedIndexing.cpp); FakeTensorMode refuses the mix for index_put
-_INDEXING = tuple(getattr(aten, n).default if n != "index" and n != "_unsafe_index" else getattr(aten, n).Tensor
-                  for n in ("index", "_unsafe_index", "index_put", "index_put_", "_index_put_impl_",
-                            "_unsafe_index_put") if hasattr(aten, n))
+_INDEXING = (aten.index.Tensor, aten._unsafe_index.Tensor, aten.index_put.default, aten.index_put_.default,
+             aten._index_put_impl_.default, aten._unsafe_index_put.default)
 _TO_COPY_OP = aten._to_copy.default
 _ADD = torch.ops.aten.add.Tensor
 _ADD_ = torch.ops.aten.add_.Tensor
