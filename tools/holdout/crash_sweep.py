@@ -114,6 +114,7 @@ def sweep(cases: list[str], timeout: int) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--hf", action="store_true", help="every HF causal LM type")
+    p.add_argument("--hf-types", default="", help="comma-separated HF model types (instead of --hf's all)")
     p.add_argument("--timm", default="", help="comma-separated timm architectures")
     p.add_argument("--one", help="run one case in this process (hf:TYPE or timm:NAME)")
     p.add_argument("--device", default="cuda")
@@ -122,7 +123,8 @@ def main() -> None:
     if a.one:
         run_one(a.one, a.device)
         return
-    cases = ([f"hf:{t}" for t in hf_types()] if a.hf else []) + [f"timm:{n}" for n in a.timm.split(",") if n]
+    cases = ([f"hf:{t}" for t in hf_types()] if a.hf else []) + [f"hf:{t}" for t in a.hf_types.split(",") if t] + \
+        [f"timm:{n}" for n in a.timm.split(",") if n]
     sweep(cases, a.timeout)
 
 
