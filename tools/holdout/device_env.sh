@@ -5,6 +5,7 @@
 # each host-bound run's unprofiled phases (phases.py) to FILE, `sweep NUMBER FAMILY SECONDS` runs one
 # sweep_families family into sweep/sw<NUMBER>.*, `profile_cases CASES` profiles each of compare.py's
 # comma-separated CASES (zoo.py, 5 steps, 2-3 recorded) into traces/<case>.pt.trace.json.gz,
+# `anchor` appends the host anchor (the reference gpt.py --batch 1 --seq 64, median step) to the log,
 # `pack_output PART` turns the output folder into
 # OUTDIR.PART.tgz (the device tool returns a limited number of files, at most 16 MiB each).
 mkdir -p "$out"
@@ -28,6 +29,10 @@ sweep() {
   timeout "$3" python3 -m phantora_prof.measure.sweep_families --only "$2" \
     --out "$out/sweep/sw$1.pt.trace.json.gz" > "$out/sweep/sw$1.log" 2>&1
   echo "sweep sw$1 $2 rc=$? $(( $(date +%s) - start ))s" >> "$log"
+}
+anchor() {
+  ( cd "$H/_wl" && timeout 120 python3 gpt.py --batch 1 --seq 64 --steps 10 ) 2>&1 \
+    | grep -o '"median_steady_ms": [0-9.]*' | sed 's/^/anchor /' >> "$log"
 }
 profile_cases() {
   local m tmp args f

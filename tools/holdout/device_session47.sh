@@ -8,7 +8,6 @@ out=$1; part=s47
 source "$(dirname "$0")/device_env.sh"
 start=$(date +%s)
 nvidia-smi --query-gpu=name --format=csv,noheader >> "$log"
-anchor() { ( cd "$H/_wl" && timeout 120 python3 gpt.py --batch 1 --seq 64 --steps 10 ) 2>&1 | grep -o '"median_steady_ms": [0-9.]*' | sed 's/^/anchor /' >> "$log"; }
 anchor
 for r in 1 2; do
   p=$(cd "$H" && timeout 120 python3 phases.py zoo.py --model tv_lraspp --batch 24 --image 512 --steps 12 2>&1 | grep -E '^PHASES |RESULT')

@@ -10,7 +10,6 @@ export HF_HUB_OFFLINE=1  # transformers' hub-kernel lookups fail at once (the ma
 start=$(date +%s)
 nvidia-smi --query-gpu=name --format=csv,noheader >> "$log"
 python3 -c "import transformers, timm; print('transformers', transformers.__version__, 'timm', timm.__version__)" >> "$log" 2>&1
-anchor() { ( cd "$H/_wl" && timeout 120 python3 gpt.py --batch 1 --seq 64 --steps 10 ) 2>&1 | grep -o '"median_steady_ms": [0-9.]*' | sed 's/^/anchor /' >> "$log"; }
 anchor
 cases=$(compare_py "','.join(compare.ZOO_BLIND15)")
 python3 "$H/compare.py" --real-gpu --only "$cases" --real-dir "$out/blind15" >> "$log" 2>&1

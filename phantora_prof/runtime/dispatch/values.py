@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 
 # torch's factory functions as they are before the user's program runs: frameworks replace
 # them for a while (DeepSpeed's zero.Init puts new tensors on the GPU and casts them to bf16)
-_empty, _zeros, _full, _tensor, _empty_like = torch.empty, torch.zeros, torch.full, torch.tensor, torch.empty_like
+_zeros, _full, _tensor = torch.zeros, torch.full, torch.tensor
 
 MAX_BYTES = 16 * 1024  # storages up to this size get real values
 # integer and bool storages up to this size too: index lists, token ids, masks and a router's
@@ -124,9 +124,8 @@ def give_shadow(t: torch.Tensor, value: torch.Tensor | None) -> None:
     function that lays out its inputs' values itself (cuDNN's flat RNN weight buffer,
     runtime/device/cuda_fakes.py)."""
     s = t.untyped_storage()
-    real = torch.UntypedStorage(s.nbytes(), device="cpu")  # explicit, as _empty above
-    v = _empty(0, dtype=t.dtype, device="cpu")  # explicit: a `with torch.device("meta")` may be active
-    v.set_(real, t.storage_offset(), tuple(t.shape), tuple(t.stride()))
+    real = torch.UntypedStorage(s.nbytes(), device="cpu")  # explicit: a `with torch.device("meta")` may be active
+    v = deferred.view_of(real, t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
     if value is None:
         real.fill_(0)
     else:
@@ -145,9 +144,7 @@ def _small_shadow(t: torch.Tensor) -> torch.Tensor | None:
     real = getattr(s, _ATTR, None)
     if real is None:
         return None
-    v = _empty(0, dtype=t.dtype, device="cpu")  # explicit: a `with torch.device("meta")` may be active
-    v.set_(real, t.storage_offset(), tuple(t.shape), tuple(t.stride()))
-    return v
+    return deferred.view_of(real, t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
 
 
 def forget(t: Any) -> None:
