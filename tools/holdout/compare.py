@@ -33,6 +33,29 @@ ZOO_BLIND13_MODELS = ("hf_gemma2", "hf_roberta", "timm_eva02", "timm_ghostnet", 
 ZOO_BLIND14_MODELS = ("hf_hubert", "hf_gpt_bigcode", "tv_lraspp")
 ZOO_BLIND15_MODELS = ("hf_mamba", "hf_longformer", "hf_fnet", "timm_pvt_v2", "timm_resnest")
 ZOO_BLIND16_MODELS = ("hf_albert", "hf_detr", "timm_sequencer", "timm_res2net", "timm_davit")
+# blind set 17 (session 50), chosen before any run: training recipes no earlier set measured, each on
+# a model whose bf16-autocast run was measured before (zoo.py's Recipe): the PyTorch ImageNet
+# example's fp32 (torch's default precision flags), fp16 autocast with GradScaler, parameters in bf16
+# without autocast, TF32 matmuls with gradient accumulation, activation checkpointing
+ZOO_BLIND17_ARGS = {
+    "r17_tv_resnet50_fp32": ["--model", "tv_resnet50", "--recipe", "fp32", "--nchw"],
+    "r17_hf_phi_fp16": ["--model", "hf_phi", "--recipe", "fp16"],
+    "r17_hf_gemma_bf16w": ["--model", "hf_gemma", "--recipe", "bf16-weights"],
+    "r17_timm_vit_tf32_accum": ["--model", "timm_vit", "--recipe", "tf32", "--accum", "2"],
+    "r17_hf_gpt2_ckpt": ["--model", "hf_gpt2", "--grad-ckpt"],
+}
+# blind set 18 (session 50), chosen after blind set 17's fixes (cuDNN's TF32 default, fp32
+# attention) and before any run of its own: the same recipes on other models, to check those fixes
+# where nothing was fitted: ConvNeXt-T in fp32 (depthwise 7x7 convolutions, IEEE fp32 linears),
+# BERT-base in fp32 (fp32 attention at 512 tokens), EfficientNet-B0 with fp16 and GradScaler,
+# VGG-11-BN with TF32 (NCHW), Qwen2-style LM with activation checkpointing
+ZOO_BLIND18_ARGS = {
+    "r18_timm_convnext_fp32": ["--model", "timm_convnext", "--recipe", "fp32"],
+    "r18_hf_bert_fp32": ["--model", "hf_bert", "--recipe", "fp32"],
+    "r18_tv_efficientnet_fp16": ["--model", "tv_efficientnet", "--recipe", "fp16"],
+    "r18_tv_vgg_tf32": ["--model", "tv_vgg", "--recipe", "tf32", "--nchw"],
+    "r18_hf_qwen2_ckpt": ["--model", "hf_qwen2", "--grad-ckpt"],
+}
 # host-bound runs (session 33): the zoo's models at a batch so small that the GPU waits for the
 # host, so the step time is the host's (issue #15); name: host_<model>
 HOST_BOUND_ARGS = {**{m: ["--batch", "2"] for m in ("hf_swinv2", "timm_efficientvit", "hf_vit_mae", "timm_bit",
@@ -100,6 +123,7 @@ CASES: dict[str, tuple[str, list[str]]] = {
     **{m: ("zoo.py", ["--model", m]) for m in ZOO_BLIND9_MODELS + ZOO_BLIND10_MODELS + ZOO_BLIND11_MODELS
        + ZOO_BLIND12_MODELS + ZOO_BLIND13_MODELS + ZOO_BLIND14_MODELS + ZOO_BLIND15_MODELS
        + ZOO_BLIND16_MODELS},
+    **{case: ("zoo.py", args) for case, args in {**ZOO_BLIND17_ARGS, **ZOO_BLIND18_ARGS}.items()},
     # Gemma-2 soft-caps its attention logits, which transformers' sdpa path refuses: eager, as its docs say
     "hf_gemma2": ("zoo.py", ["--model", "hf_gemma2", "--attn", "eager"]),
     **{f"host_{m}": ("zoo.py", ["--model", m, *a]) for m, a in HOST_BOUND_ARGS_ALL.items()},
@@ -198,6 +222,8 @@ ZOO_BLIND15 = ZOO_BLIND15_MODELS
 # Res2Net's hierarchical split convolutions, DaViT's channel-group attention); simulated first,
 # measured once
 ZOO_BLIND16 = ZOO_BLIND16_MODELS
+ZOO_BLIND17 = tuple(ZOO_BLIND17_ARGS)
+ZOO_BLIND18 = tuple(ZOO_BLIND18_ARGS)
 COMPILED_FIT = ("gpt_b8c", "gpt_b32c")
 COMPILED_HELD = ("hf_llama_c", "timm_vit_c", "tv_resnet50_c", "hf_bert_c", "hf_llama_fx_c", "hf_llama_fx")
 COMPILED_BLIND = ("hf_gpt2_c", "timm_convnext_c", "tv_mobilenet_c", "tv_swin_c")
@@ -325,6 +351,10 @@ def case_set(case: str) -> str:
         return "blind15"
     if case in ZOO_BLIND16:
         return "blind16"
+    if case in ZOO_BLIND17:
+        return "blind17"
+    if case in ZOO_BLIND18:
+        return "blind18"
     if case in ZOO_DEV:
         return "dev"
     if case in HOST_BOUND:
@@ -407,7 +437,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         a.json.write_text(json.dumps(rows, indent=1) + "\n")
     for group in ("holdout", "dev", "blind", "blind2", "blind3", "blind4", "blind5", "blind6", "blind7", "blind8",
-                  "blind9", "blind10", "blind11", "blind12", "c_fit", "c_held", "c_blind", "c_blind2",
+                  "blind9", "blind10", "blind11", "blind12", "blind13", "blind14", "blind15", "blind16",
+                  "blind17", "blind18", "c_fit", "c_held", "c_blind", "c_blind2",
                   "ro_seen", "ro_held"):
         errs = sorted(abs(r["error"]) for r in rows if r.get("error") is not None and r["set"] == group)
         if errs:

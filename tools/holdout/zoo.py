@@ -11,6 +11,7 @@ the libraries' own; only the size and the training loop are chosen here.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Callable
 
@@ -50,17 +51,61 @@ def import_torchvision():
     return torchvision
 
 
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """How the zoo's models train beyond the model itself (blind set 17, session 50): the numeric
+    recipe and gradient accumulation. `bf16` is what every earlier set measured.
+
+    - `bf16`: the forward under bf16 autocast;
+    - `fp32`: no autocast, torch's default precision flags (cuDNN convolutions may use TF32,
+      matmuls may not), as a script that never mentions precision trains;
+    - `tf32`: fp32 with `torch.set_float32_matmul_precision("high")` (TF32 GEMMs);
+    - `fp16`: fp16 autocast with `torch.amp.GradScaler` (scale, unscale, inf checks, update);
+    - `bf16-weights`: the model's parameters cast to bf16 (`model.to(torch.bfloat16)`), no
+      autocast: language models only (their inputs are token ids).
+    `accum` micro-batches (the same inputs, each loss divided by `accum`) run per optimizer step."""
+
+    precision: str = "bf16"
+    accum: int = 1
+
+    PRECISIONS = ("bf16", "fp32", "tf32", "fp16", "bf16-weights")
+
+    def __post_init__(self):
+        if self.precision not in self.PRECISIONS:
+            raise SystemExit(f"--recipe must be one of {', '.join(self.PRECISIONS)}, not {self.precision!r}")
+        if self.accum < 1:
+            raise SystemExit(f"--accum must be at least 1, not {self.accum}")
+
+
+RECIPE = Recipe()
+
+
 def _train_step(forward, opt, loss_of=lambda out: out, autocast: bool = True):
     """A training step: the forward under bf16 autocast, its loss's backward, the optimizer's
     step and zero_grad (set to None), as the zoo's models all train. The forward's output
     (an HF model's whole ModelOutput, logits included) stays alive until the step ends, as in
     the scripts that measured the real runs: freeing the logits before the backward moves the
-    peak memory (HF LLaMA: -593 MB, a regression of 2026-12-04 found by the held-out table)."""
+    peak memory (HF LLaMA: -593 MB, a regression of 2026-12-04 found by the held-out table).
+    `RECIPE` changes the precision and the number of micro-batches (see Recipe); a model that
+    trains without autocast (`autocast=False`) keeps that under every recipe."""
+    recipe = RECIPE
+    dtype = torch.float16 if recipe.precision == "fp16" else torch.bfloat16
+    autocast = autocast and recipe.precision in ("bf16", "fp16")
+    scaler = torch.amp.GradScaler("cuda") if recipe.precision == "fp16" else None
+
     def step(i):
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
-            out = forward()
-        loss_of(out).backward()
-        opt.step()
+        for _ in range(recipe.accum):
+            with torch.autocast("cuda", dtype=dtype, enabled=autocast):
+                out = forward()
+            loss = loss_of(out)
+            if recipe.accum > 1:
+                loss = loss / recipe.accum
+            (scaler.scale(loss) if scaler is not None else loss).backward()
+        if scaler is not None:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
         opt.zero_grad(set_to_none=True)
 
     return step
@@ -522,6 +567,11 @@ def parser() -> argparse.ArgumentParser:
                    help="with --compile: torch.compile's mode (default: its default mode)")
     p.add_argument("--attn", default="sdpa", choices=("sdpa", "flex_attention", "eager"),
                    help="HF causal language models: the attention implementation")
+    p.add_argument("--recipe", default="bf16", choices=Recipe.PRECISIONS,
+                   help="numeric recipe (default bf16 autocast; see Recipe)")
+    p.add_argument("--accum", type=int, default=1, help="micro-batches per optimizer step (gradient accumulation)")
+    p.add_argument("--grad-ckpt", action="store_true",
+                   help="activation checkpointing: HF's gradient_checkpointing_enable(), timm's set_grad_checkpointing()")
     return p
 
 
@@ -542,6 +592,10 @@ def build(a: argparse.Namespace) -> tuple[torch.nn.Module, Callable[[int], None]
     a.image = a.image or size
     torch.manual_seed(0)
     dev = torch.device(a.device)
+    global RECIPE
+    RECIPE = Recipe(getattr(a, "recipe", "bf16"), getattr(a, "accum", 1))
+    if RECIPE.precision == "tf32":
+        torch.set_float32_matmul_precision("high")
     import_torchvision()  # transformers and timm import it when it is installed
     name = a.model
     if name in ("hf_llama", "hf_mistral", "hf_qwen2", "hf_gpt2", "hf_gptneox", "hf_opt", "hf_phi", "hf_gemma",
@@ -675,6 +729,17 @@ def build(a: argparse.Namespace) -> tuple[torch.nn.Module, Callable[[int], None]
     else:
         model = _vision_model(name).to(dev)
         step = _vision_step(model, a, dev, channels_last=not a.nchw, sgd="resnet" in name or "mobilenet" in name)
+    if RECIPE.precision == "bf16-weights":
+        if not hasattr(model, "config"):
+            raise SystemExit("--recipe bf16-weights is for the HF language models (token-id inputs)")
+        model.to(torch.bfloat16)  # in place: the optimizer above holds the same Parameters
+    if getattr(a, "grad_ckpt", False):
+        if hasattr(model, "gradient_checkpointing_enable"):
+            model.gradient_checkpointing_enable()
+        elif hasattr(model, "set_grad_checkpointing"):
+            model.set_grad_checkpointing(True)
+        else:
+            raise SystemExit(f"--grad-ckpt: {a.model} has no checkpointing switch (HF or timm models only)")
     if a.compile:
         # in place: the step functions above hold the module itself
         model.compile(**({"mode": a.compile_mode} if a.compile_mode else {}))
