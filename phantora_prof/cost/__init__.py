@@ -294,10 +294,11 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
         if res is not None:
             return res
     total = _R.op_time_ns(cost, gpu)
-    hit = _family_table(op, base, gpu, handler, allow_tf32) if use_family and specs else (None, None, None)
+    fam_args = _family_frame(op, base, gpu, handler, allow_tf32, cost, specs, total) if use_family and specs else None
+    hit = _family_table(op, base, gpu, handler, False) if fam_args is not None else (None, None, None)
     if _answers_first(hit, gpu):
         # measured on this GPU, or cold, in training context: before the H200's isolated sweep
-        res = _family(op, base, gpu, allow_tf32, handler, cost, specs, total, hit)
+        res = _family(op, base, gpu, False, handler, *fam_args, hit)
         if res is not None:
             return res
     if use_measured and specs:
@@ -305,10 +306,35 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
         if res is not None:
             return res
     if hit[2] is not None:
-        res = _family(op, base, gpu, allow_tf32, handler, cost, specs, total, hit)
+        res = _family(op, base, gpu, False, handler, *fam_args, hit)
         if res is not None:
             return res
     return materialize(cost, specs, total, gpu)
+
+
+# handlers whose fp32 time depends on a TF32 switch, and of them those whose fp32 family points
+# ran with TF32 allowed: cuDNN's switches default to TF32 (convolutions, RNNs), the matmul one
+# does not (its points are IEEE fp32)
+_TF32_HANDLERS = frozenset({_ops.gemm, _ops.grouped_mm, _ops.convolution, _ops.cudnn_rnn})
+_FAMILY_TF32_HANDLERS = frozenset({_ops.convolution, _ops.cudnn_rnn})
+
+
+def _family_frame(op, base, gpu, handler, allow_tf32: bool, cost, specs, total) -> tuple | None:
+    """(cost, specs, total) of the op as the family tables place it, or None where they cannot
+    answer. The family sweep ran under torch's default TF32 switches and `calibrate families`
+    placed every point by its roofline without TF32: a query is placed the same way (else a
+    TF32 roofline 7x shorter lands among much smaller points: ResNet-50's fp32 convolutions came
+    out 50-80% fast, session 50), and an fp32 op whose switch is not the default (cuDNN's TF32
+    turned off, the matmul one turned on) has no points that ran its kernels."""
+    first = _R.first_tensor(op)
+    if handler not in _TF32_HANDLERS or first is None or first.dtype != "float32":
+        return cost, specs, total  # the switches change nothing but fp32 GEMM-like math
+    if allow_tf32 != (handler in _FAMILY_TF32_HANDLERS):
+        return None
+    if not allow_tf32:
+        return cost, specs, total
+    c, sp = handler(op, base, gpu, False)
+    return c, sp, _R.op_time_ns(c, gpu)
 
 
 def _conv_forward_bias_split(op: OpCall) -> tuple[OpCall, OpCall] | None:

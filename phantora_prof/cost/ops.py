@@ -392,8 +392,12 @@ def attention(op, base, gpu, allow_tf32):
     backend = "cudnn" if "cudnn" in base else ("flash" if "flash" in base else "efficient")
     if "overrideable" in base:
         backend = "flash"
+    # no TF32 switch reaches the fused attention kernels: fp32 runs the memory-efficient kernel's
+    # own fp32 path whatever torch's matmul precision (session 50: ViT-B in fp32 with
+    # set_float32_matmul_precision("high") priced at the TF32 peak came out 4-5x too fast)
     cost = Cost(ATTENTION, "attention_bwd" if backward else "attention_fwd", flops, io_bytes(op),
-                gpu.peak_flops(q.dtype, allow_tf32), extra_ns=tail, compute_mult=attention_tile_padding(s_q, s_k, prof.attn_tile))
+                gpu.peak_flops(q.dtype), extra_ns=tail,
+                compute_mult=attention_tile_padding(s_q, s_k, prof.attn_tile_fp32 if q.dtype == "float32" else prof.attn_tile))
     specs = K.attention_specs(gpu, backend, backward, b, h, s_q, d, q.dtype, causal)
     return cost, specs
 

@@ -122,6 +122,34 @@ def _matmul_tf32() -> bool:
     return precision == "tf32" if precision is not None else bool(matmul.allow_tf32)
 
 
+# ops whose fp32 math cuDNN does: its own TF32 switches apply, not the matmul one
+_CUDNN_CONV_PREFIXES = ("aten::convolution", "aten::_convolution", "aten::cudnn_convolution")
+_CUDNN_RNN_PREFIXES = ("aten::_cudnn_rnn",)
+
+
+def _cudnn_tf32(part: str) -> bool:
+    """Whether cuDNN may run fp32 `part` ("conv" or "rnn") on TF32 tensor cores:
+    `torch.backends.cudnn.<part>.fp32_precision` (torch >= 2.9), else `cudnn.allow_tf32`. Both
+    default to TF32, unlike matmuls: a script that never mentions precision trains its fp32
+    convolutions on tensor cores (measured, session 50: ResNet-50's strided 3x3 convolutions in
+    fp32 ran 0.16-0.29 ms on an H100, the fp32 roofline said 1.86)."""
+    sub = getattr(torch.backends.cudnn, part, None)
+    precision = getattr(sub, "fp32_precision", None)
+    if precision is not None:
+        return precision == "tf32"
+    return bool(torch.backends.cudnn.allow_tf32)
+
+
+def _tf32_for(name: str) -> bool:
+    """The TF32 switch that governs op `name` on a CUDA build: cuDNN's for convolutions and
+    cuDNN RNNs, the matmul one for everything else."""
+    if name.startswith(_CUDNN_CONV_PREFIXES):
+        return _cudnn_tf32("conv")
+    if name.startswith(_CUDNN_RNN_PREFIXES):
+        return _cudnn_tf32("rnn")
+    return _matmul_tf32()
+
+
 # (the capture FakeTensorMode, the instance-dict key of a fake tensor's device) when FakeTensor's
 # fast wrapping is on (FakeWrapper.device_key), set by CaptureMode
 _FAST_DEVICE: tuple[Any, str] | None = None
@@ -638,7 +666,7 @@ class CaptureMode(TorchDispatchMode):
         if name in _VIEW_OPS and not self.costs.has_user_cost(name):
             kernels = ()
         else:
-            kernels = self.costs.estimate(op, allow_tf32=_matmul_tf32())
+            kernels = self.costs.estimate(op, allow_tf32=_tf32_for(name))
         dispatch = hostcost.tensor_list_ns(name, targs, tkwargs, len(touts))
         if dispatch is None:
             dispatch = hostcost.dispatch_ns(name, bool(kernels), self._autograd_open is not None)
@@ -747,7 +775,7 @@ class CaptureMode(TorchDispatchMode):
         op = OpCall(st.config.rank, st.next_external_id(), name, targs, tkwargs, touts, tid, start, start,
                     stream, device, OpKind.COMPUTE)
         if kernels is None:
-            kernels = self.costs.estimate(op, allow_tf32=_matmul_tf32())
+            kernels = self.costs.estimate(op, allow_tf32=_tf32_for(name))
         if dispatch_ns is None:
             dispatch_ns = hostcost.dispatch_ns(name, bool(kernels), self._autograd_open is not None)
             dispatch_ns = max(hostcost.DISPATCH_NS_VIEW, dispatch_ns + dispatch_adjust_ns)
