@@ -245,20 +245,22 @@ def _l2_warm_weight() -> float:
     return load_profile(GPU_KEY).l2_warm_weight
 
 
-def attn_roofline_ns(bwd: bool, causal: bool, d: int, s: int, bh: int) -> float:
-    """ops.attention's roofline time on the H200 for a [b*h, s, d] bf16 self-attention call."""
+def attn_roofline_ns(bwd: bool, causal: bool, d: int, s: int, bh: int, gpu_key: str = GPU_KEY,
+                     fp32: bool = False) -> float:
+    """ops.attention's roofline time on the H200 (or `gpu_key`) for a [b*h, s, d] bf16
+    self-attention call (tiled as fp32 attention is with `fp32`)."""
     from phantora_prof.cost import ops as _ops
     from phantora_prof.cost import roofline as _R
     from phantora_prof.cost.gpus import get_gpu
 
-    g = get_gpu(GPU_KEY)
-    prof = load_profile(GPU_KEY)
+    g = get_gpu(gpu_key)
+    prof = load_profile(gpu_key)
     act = bh * s * d * 2
     io = (7 if bwd else 4) * act + bh * s * 4
     tail = (prof.attn_t0_bwd_ns if bwd else prof.attn_t0_fwd_ns) * (s / 1024.0) * (d / 64.0)
     cost = _R.Cost(_R.ATTENTION, "attention_bwd" if bwd else "attention_fwd", attn_flops(causal, bwd, d, s, bh),
                    io, g.peak_flops("bfloat16"), extra_ns=tail,
-                   compute_mult=_ops.attention_tile_padding(s, s, prof.attn_tile))
+                   compute_mult=_ops.attention_tile_padding(s, s, prof.attn_tile_fp32 if fp32 else prof.attn_tile))
     return _R.op_time_ns(cost, g)
 
 
@@ -304,13 +306,24 @@ class Model:
         t = record_time(r)
         if q is None:
             return
+        measured_on = r["p"].get("gpu", GPU_KEY)
+        if measured_on != GPU_KEY:
+            # another GPU of the H200's architecture (attention_fp32_short ran on an H100 lease):
+            # carried to the H200 by the roofline, as the model carries H200 times to other GPUs
+            if q[0] != "attention":
+                raise ValueError(f"a {r['cls']} record measured on {measured_on}: only attention records "
+                                 f"may come from a GPU other than the {GPU_KEY}")
+            _, be, bwd, causal, d, s, bh = q
+            fp32 = be.endswith("_fp32")
+            t *= (attn_roofline_ns(bwd, causal, d, s, bh, fp32=fp32)
+                  / attn_roofline_ns(bwd, causal, d, s, bh, measured_on, fp32=fp32))
         if q[0] == "gemm":
             _, key, op, lay, m, n, k, al, base = q
             self.gemm.setdefault((gemm_family(key), al), []).append(
                 ((math.log2(m), math.log2(n), math.log2(k)), (key, op, lay), math.log(t / base)))
         elif q[0] == "attention":
             _, be, bwd, causal, d, s, bh = q
-            base = attn_roofline_ns(bwd, causal, d, s, bh)
+            base = attn_roofline_ns(bwd, causal, d, s, bh, fp32=be.endswith("_fp32"))
             self.attn.setdefault((be, bwd, causal, d), []).append(
                 ((math.log2(s), math.log2(bh)), (), math.log(t / base)))
         elif q[0] == "mem":
@@ -393,7 +406,7 @@ class Model:
             return None
         fc = [min(max(x, a), b) for x, a, b in zip(f, lo, hi)]
         corr = math.exp(_idw(pts, (fc, ()), ATTN_K, lambda a, b: 0.0, ATTN_POWER))
-        return attn_roofline_ns(bwd, causal, d, s, bh) * corr
+        return attn_roofline_ns(bwd, causal, d, s, bh, fp32=be.endswith("_fp32")) * corr
 
     def shortest_row(self, op: str, dt: str) -> int:
         """The shortest row length measured for a row-wise op's curves (0 when none)."""

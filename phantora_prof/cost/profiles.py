@@ -67,6 +67,7 @@ class GpuProfile:
     attn_t0_fwd_ns: float
     attn_t0_bwd_ns: float
     attn_tile: int
+    attn_tile_fp32: int  # the memory-efficient kernels' fp32 path
     bn_block_elems_per_s: Mapping[str, float]
     bn_block_t0_ns: Mapping[str, float]
     bn_blocks_per_sm: int

@@ -248,6 +248,35 @@ def attn_fp32_cases(quick: bool):
     return cases
 
 
+def attn_fp32_short_cases(quick: bool):
+    """fp32 self-attention on the memory-efficient backend at the short sequences of vision and
+    encoder transformers (ViT's 50 / 197 / 577 tokens, CLIP's 257, powers of two below 256) and
+    the many batch*heads they run with (96-3072), non-causal, within 2^35 b*h*s^2*d: below
+    attention_fp32's 256 tokens the model had no points (session 50: a ViT-B/16 in fp32 ran its
+    attention 4x slower than the TF32 roofline had it). Each record carries the GPU it ran on
+    (`gpu`), which the model carries to the H200 by the roofline."""
+    gpu = _gpu_tag()
+    cases = []
+    for d in (64, 128):
+        for s in ([50, 64, 128, 197, 257, 577] if not quick else [197]):
+            for bh in ((96, 384, 768, 1536, 3072) if not quick else (768,)):
+                if bh * s * s * d > 2 ** 35:
+                    continue
+                h = next(x for x in (16, 12, 8, 6) if bh % x == 0)
+                for c in _sdpa_pair("efficient", d, False, s, bh // h, h, dtype="fp32"):
+                    c[2]["gpu"] = gpu
+                    cases.append(c)
+    return cases
+
+
+def _gpu_tag() -> str:
+    """The short name of the GPU this runs on (h100, h200; the device name lower-cased otherwise)."""
+    if not torch.cuda.is_available():
+        return "h200"  # --list on a machine without a GPU
+    name = torch.cuda.get_device_name().lower()
+    return next((k for k in ("h200", "h100", "a100", "b200") if k in name), name.replace(" ", "_"))
+
+
 def attn_wide_cases(quick: bool):
     """Batch*heads 384-3072 (larger batches and models than attn_cases), within 2^40 b*h*s^2*d."""
     cases = []
@@ -848,12 +877,14 @@ def main(argv=None) -> int:
               ("gemm_align2", gemm_align_cases(a.quick, seed=11, scale=3)),
               ("gemm_small", gemm_small_cases(a.quick)), ("gemm_fp32", gemm_fp32_cases(a.quick)),
               ("attention_fp32", attn_fp32_cases(a.quick)),
+              ("attention_fp32_short", attn_fp32_short_cases(a.quick)),
               ("scaled_mm", scaled_mm_cases(a.quick))]
     if a.only:
         keep = set(a.only.split(","))
         groups = [g for g in groups if g[0] in keep]
     else:  # the wide and alignment groups extend a base sweep: ask for them with --only
-        groups = [g for g in groups if not g[0].endswith(("_wide", "_align", "_align2", "_small", "_fp32", "scaled_mm"))]
+        groups = [g for g in groups if not g[0].endswith(("_wide", "_align", "_align2", "_small", "_fp32", "_fp32_short",
+                                                              "scaled_mm"))]
     # interleave so a budget stop loses a little of every class, not a whole class
     for _, cs in groups:
         random.Random(3).shuffle(cs)
