@@ -324,13 +324,15 @@ def _family_frame(op, base, gpu, handler, allow_tf32: bool, cost, specs, total) 
     answer. The family sweep ran under torch's default TF32 switches and `calibrate families`
     placed every point by its roofline without TF32: a query is placed the same way (else a
     TF32 roofline 7x shorter lands among much smaller points: ResNet-50's fp32 convolutions came
-    out 50-80% fast, session 50), and an fp32 op whose switch is not the default (cuDNN's TF32
-    turned off, the matmul one turned on) has no points that ran its kernels."""
+    out 50-80% fast, session 50), and a matmul with TF32 on has no points that ran its kernels."""
     first = _R.first_tensor(op)
     if handler not in _TF32_HANDLERS or first is None or first.dtype != "float32":
         return cost, specs, total  # the switches change nothing but fp32 GEMM-like math
-    if allow_tf32 != (handler in _FAMILY_TF32_HANDLERS):
-        return None
+    if handler not in _FAMILY_TF32_HANDLERS:
+        # a matmul's fp32 points are IEEE: with TF32 on, none ran its kernels
+        return None if allow_tf32 else (cost, specs, total)
+    # cuDNN's points ran with TF32; with its switch turned off they still answer (approximate,
+    # not measured: such a run is slower than the family says)
     if not allow_tf32:
         return cost, specs, total
     c, sp = handler(op, base, gpu, False)
@@ -729,25 +731,29 @@ def _family_table(op, base, gpu, handler, allow_tf32: bool = False):
                 return fam, ref, found
             hits.append((fam, ref, found))
         if hits:
-            return _nearest_table(op, base, handler, allow_tf32, hits)
+            return _nearest_table(op, base, handler, allow_tf32, hits, gpu)
     return None, None, None
 
 
-def _nearest_table(op, base, handler, allow_tf32: bool, hits: list[tuple]) -> tuple:
+def _nearest_table(op, base, handler, allow_tf32: bool, hits: list[tuple], gpu) -> tuple:
     """Of the tables that measured an op's class, the one whose nearest point is nearest the
-    op: this GPU's own table first only where it measured something as near as another's. An
-    H100 sweep of a few sizes of a class (conv_maps: 3x3 convolutions over maps of 9..75, session
-    38) then answers for those sizes, and the H200's full grid, carried, for the rest."""
+    op; this GPU's own table (hits[0] when it has one) wins unless another's nearest point is
+    nearer by more than the profile's `family_own_gpu_margin`: a carried point adds the
+    roofline's scaling between the GPUs to its error. An H100 sweep of a few sizes of a class
+    (conv_maps: 3x3 convolutions over maps of 9..75, session 38) then answers for those sizes,
+    and the H200's full grid, carried, for the rest."""
     if len(hits) == 1 or any(h[2][2] is not None for h in hits):  # composed attention: the first
         return hits[0]
-    best, best_d = hits[0], float("inf")
+    scored = []
     for fam, ref, found in hits:
         name, key, _ = found
         rc = _cost_on(handler, op, base, ref, allow_tf32)
         w = _R.op_time_ns(rc, ref)
-        d = fam.nearest_distance(name, key, w, _FAM.shape_features(op, name))
-        if d < best_d:
-            best, best_d = (fam, ref, found), d
+        scored.append((fam.nearest_distance(name, key, w, _FAM.shape_features(op, name)), (fam, ref, found)))
+    best_d, best = min(scored, key=lambda x: x[0])
+    own_d, own = scored[0]
+    if own[1].key == gpu.key and own_d <= best_d * profile_for(gpu).family_own_gpu_margin:
+        return own
     return best
 
 

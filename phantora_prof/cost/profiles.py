@@ -68,6 +68,7 @@ class GpuProfile:
     attn_t0_bwd_ns: float
     attn_tile: int
     attn_tile_fp32: int  # the memory-efficient kernels' fp32 path
+    family_own_gpu_margin: float  # cost/__init__.py _nearest_table
     bn_block_elems_per_s: Mapping[str, float]
     bn_block_t0_ns: Mapping[str, float]
     bn_blocks_per_sm: int

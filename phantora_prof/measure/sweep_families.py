@@ -292,6 +292,30 @@ def _conv_block(p):
     return _conv_bn_relu(conv, bn, x, p["dtype"])
 
 
+def bn_nchw_fp32_cases():
+    """fp32 NCHW batch norm + ReLU (the PyTorch ImageNet example's recipe: no autocast, NCHW):
+    cuDNN's bn_fw_tr_1C11 / bn_bw_1C11 kernels, whose time follows the channel count as much as
+    the bytes (the conv sweep's few fp32 NCHW points put VGG-11's [64, 128, 112, 112] batch norm
+    at 1.7x its H100 time, between C=64 points that run 1.6x their roofline and C>=384 ones at
+    0.7x; session 50). Channels 16-2048 over the feature maps CNNs give them."""
+    for c in (16, 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048):
+        for n, h in ((64, 112), (64, 56), (128, 28), (128, 14), (128, 7)):
+            if n * c * h * h > 2 ** 27 or n * c * h * h < 2 ** 16:
+                continue
+            yield dict(fam="bn_nchw_fp32", n=n, c=c, h=h), _bn_relu_nchw_fp32
+
+
+def _bn_relu_nchw_fp32(p):
+    bn = nn.BatchNorm2d(p["c"]).to(DEV)
+    x = torch.randn(p["n"], p["c"], p["h"], p["h"], device=DEV, requires_grad=True)
+    state: dict = {}
+
+    def run():
+        _backward(F.relu(bn(x)), state)
+
+    return run
+
+
 def _conv_bn_relu(conv: nn.Module, bn: nn.Module, x: torch.Tensor, dtype: str):
     """One step of a convolution block: conv, batch norm, ReLU forward and their backward."""
     state: dict = {}
@@ -1134,7 +1158,7 @@ FAMILIES = {"conv": conv_cases, "conv_grouped": grouped_conv_cases,
             "optim": optim_cases, "rnn": rnn_cases, "conv_patch": patch_conv_cases, "attention_sr": sr_attention_cases,
             "conv_wide": wide_conv_cases, "conv_sr": sr_conv_cases, "norms_tiny": tiny_norm_cases,
             "pointwise_views": view_pointwise_cases, "upsample": upsample_cases, "spatial": spatial_cases,
-            "sync_bn": sync_bn_cases, "rnn_cell": rnn_cell_cases}
+            "sync_bn": sync_bn_cases, "rnn_cell": rnn_cell_cases, "bn_nchw_fp32": bn_nchw_fp32_cases}
 
 
 def main() -> int:
