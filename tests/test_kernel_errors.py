@@ -68,6 +68,10 @@ def test_mixed_dtype_matmuls_and_convolutions_fail_as_on_a_gpu():
     err = dtype_mismatch(aten.convolution.default, (x, _meta(4, 3, 3, 3), None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1),
                          {})
     assert str(err) == "Input type (torch.cuda.HalfTensor) and weight type (torch.cuda.FloatTensor) should be the same"
+    bias = torch.empty(4, device="meta", dtype=torch.bfloat16)
+    err = dtype_mismatch(aten.convolution.default,
+                         (_meta(1, 3, 8, 8), _meta(4, 3, 3, 3), bias, [1, 1], [0, 0], [1, 1], False, [0, 0], 1), {})
+    assert str(err) == "Input type (torch.cuda.FloatTensor) and bias type (torch.cuda.BFloat16Tensor) should be the same"
     assert dtype_mismatch(aten.mm.default, (_meta(4, 8), _meta(8, 5)), {}) is None  # one dtype: not looked at
     long = torch.empty(4, 8, device="meta", dtype=torch.long)
     assert str(dtype_mismatch(aten.mm.default, (long, _meta(8, 5)), {})) == \

@@ -71,6 +71,31 @@ def cuda_build_error(func: Any, args: tuple, kwargs: dict) -> RuntimeError | Non
     return None
 
 
+def _cuda_type_name(t: torch.Tensor) -> str:
+    """A CUDA tensor's legacy type name, as ATen's error messages print it (torch.cuda.HalfTensor)."""
+    name = {torch.float16: "Half", torch.bfloat16: "BFloat16", torch.float32: "Float", torch.float64: "Double"}.get(
+        t.dtype, str(t.dtype).replace("torch.", "").capitalize())
+    return f"torch.cuda.{name}Tensor"
+
+
+def _convolution_type_error(args: tuple) -> RuntimeError | None:
+    """The CUDA build's check_input_same_type_as_parameters (ATen Convolution.cpp), in its words.
+    Built here rather than taken from the CPU kernel: which CPU backend runs the stand-ins (and
+    so which words it uses) depends on the CPU's instruction sets (oneDNN's fp16 support: on a
+    machine without it the slow kernel says "expected scalar type Half but found Float")."""
+    x, w = args[0], args[1]
+    bias = args[2] if len(args) > 2 else None
+    if not (isinstance(x, torch.Tensor) and isinstance(w, torch.Tensor)):
+        return None
+    if x.dtype != w.dtype:
+        return RuntimeError(f"Input type ({_cuda_type_name(x)}) and weight type ({_cuda_type_name(w)}) "
+                            f"should be the same")
+    if isinstance(bias, torch.Tensor) and bias.dtype != x.dtype:
+        return RuntimeError(f"Input type ({_cuda_type_name(x)}) and bias type ({_cuda_type_name(bias)}) "
+                            f"should be the same")
+    return None
+
+
 def mixed_dtypes(args: tuple) -> bool:
     """Whether the op's tensor arguments differ in dtype (cheap: asked of every DTYPE_CHECKED op)."""
     return len({a.dtype for a in args if isinstance(a, torch.Tensor)}) > 1
@@ -81,6 +106,8 @@ def dtype_mismatch(func: Any, args: tuple, kwargs: dict) -> RuntimeError | None:
     kernel raises (None when the dtypes agree, or the CPU kernel accepts them)."""
     if not mixed_dtypes(args):
         return None
+    if func is aten.convolution.default:
+        return _convolution_type_error(args)
     err = cuda_build_error(func, args, kwargs)
     if err is None:
         return None
