@@ -292,6 +292,39 @@ def _conv_block(p):
     return _conv_bn_relu(conv, bn, x, p["dtype"])
 
 
+def conv_fp32_nchw_cases():
+    """fp32 NCHW convolution + batch norm + ReLU blocks (the fp32 ImageNet recipe), where the
+    `conv` family kept only a third of its NCHW fp32 shapes: its whole grid in fp32 NCHW, plus
+    the shapes ResNets and VGGs run that it lacks (1x1 stride-2 projections, 3x3 convolutions
+    at full resolution, the 3-channel stems). Session 50: ResNet-50 and VGG-11 in fp32 NCHW put
+    their convolutions -50..+57% off the H100 profiles from the few fp32 NCHW points."""
+    shapes = []
+    for c, h in [(64, 56), (128, 28), (256, 14), (512, 7), (256, 56), (512, 28), (1024, 14), (2048, 7), (32, 112),
+                 (96, 56), (192, 28), (384, 14), (768, 7)]:
+        shapes += [(c, c // 4 if c >= 256 else c * 4, h, 1, 1, 1), (c, c, h, 3, 1, 1), (c, c, h, 3, 1, -1)]
+    shapes += [(64, 128, 56, 3, 2, 1), (128, 256, 28, 3, 2, 1), (256, 512, 14, 3, 2, 1), (128, 128, 56, 3, 2, 1),
+               (256, 256, 28, 3, 2, 1), (512, 512, 14, 3, 2, 1), (256, 512, 56, 1, 2, 1), (512, 1024, 28, 1, 2, 1),
+               (1024, 2048, 14, 1, 2, 1), (3, 64, 224, 7, 2, 1), (3, 64, 224, 3, 1, 1), (64, 64, 224, 3, 1, 1),
+               (64, 128, 112, 3, 1, 1), (128, 128, 112, 3, 1, 1), (128, 256, 56, 3, 1, 1), (256, 512, 28, 3, 1, 1),
+               (512, 512, 28, 3, 1, 1), (64, 256, 56, 1, 1, 1), (512, 2048, 7, 1, 1, 1), (32, 64, 112, 3, 2, -1)]
+    for (ci, co, h, k, s, g) in shapes:
+        batch = 32 if h >= 224 else (64 if h >= 56 else 128)
+        yield dict(fam="conv_fp32_nchw", layout="nchw", dtype="fp32", n=batch, ci=ci, co=co, h=h, k=k, s=s,
+                   g=ci if g == -1 else g), _conv_block
+
+
+def pool_k2_cases():
+    """2x2 stride-2 max and average pooling (VGG's, U-Net's): the `pool` family's max-pool is
+    3x3 stride 2, which cuDNN / ATen run with other kernels and costs (session 50: VGG-11's
+    2x2 max-pools in fp32 NCHW came out +28..+53% from those points)."""
+    for layout in ("nchw", "cl"):
+        for dtype in ("fp32", "bf16"):
+            for c, h in [(64, 224), (128, 112), (256, 56), (512, 28), (512, 14), (96, 56), (32, 128)]:
+                for kind in ("max2", "avg"):
+                    yield dict(fam="pool_k2", layout=layout, dtype=dtype, n=32 if h >= 224 else 64, c=c, h=h,
+                               kind=kind), _pool
+
+
 def bn_nchw_fp32_cases():
     """fp32 NCHW batch norm + ReLU (the PyTorch ImageNet example's recipe: no autocast, NCHW):
     cuDNN's bn_fw_tr_1C11 / bn_bw_1C11 kernels, whose time follows the channel count as much as
@@ -434,7 +467,7 @@ def _pool(p):
     f = {"max": lambda t: F.max_pool2d(t, 3, 2, 1), "avg": lambda t: F.avg_pool2d(t, 2, 2),
          "adaptive": lambda t: F.adaptive_avg_pool2d(t, 1),
          "avg3s1": lambda t: F.avg_pool2d(t, 3, 1, 1, count_include_pad=False),
-         "max3s1": lambda t: F.max_pool2d(t, 3, 1, 1)}[p["kind"]]
+         "max3s1": lambda t: F.max_pool2d(t, 3, 1, 1), "max2": lambda t: F.max_pool2d(t, 2, 2)}[p["kind"]]
 
     st: dict = {}
 
@@ -1158,7 +1191,8 @@ FAMILIES = {"conv": conv_cases, "conv_grouped": grouped_conv_cases,
             "optim": optim_cases, "rnn": rnn_cases, "conv_patch": patch_conv_cases, "attention_sr": sr_attention_cases,
             "conv_wide": wide_conv_cases, "conv_sr": sr_conv_cases, "norms_tiny": tiny_norm_cases,
             "pointwise_views": view_pointwise_cases, "upsample": upsample_cases, "spatial": spatial_cases,
-            "sync_bn": sync_bn_cases, "rnn_cell": rnn_cell_cases, "bn_nchw_fp32": bn_nchw_fp32_cases}
+            "sync_bn": sync_bn_cases, "rnn_cell": rnn_cell_cases, "bn_nchw_fp32": bn_nchw_fp32_cases,
+            "conv_fp32_nchw": conv_fp32_nchw_cases, "pool_k2": pool_k2_cases}
 
 
 def main() -> int:

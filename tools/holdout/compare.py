@@ -56,6 +56,17 @@ ZOO_BLIND18_ARGS = {
     "r18_tv_vgg_tf32": ["--model", "tv_vgg", "--recipe", "tf32", "--nchw"],
     "r18_hf_qwen2_ckpt": ["--model", "hf_qwen2", "--grad-ckpt"],
 }
+# blind set 19 (session 50), chosen after the fp32 NCHW convolution and 2x2 pooling sweeps were
+# designed (from ResNet-50's and VGG-11's profiles) and before any run: fp32 NCHW CNNs none of
+# which ran in fp32 before, to check those sweeps where nothing was fitted: DenseNet-121,
+# MobileNetV3-Large, ResNeXt-50 32x4d (grouped), RegNetX-1.6GF (grouped), ResNet-152
+ZOO_BLIND19_ARGS = {
+    "r19_tv_densenet_fp32": ["--model", "tv_densenet", "--recipe", "fp32", "--nchw"],
+    "r19_tv_mobilenet_fp32": ["--model", "tv_mobilenet", "--recipe", "fp32", "--nchw"],
+    "r19_timm_resnext_fp32": ["--model", "timm_resnext", "--recipe", "fp32", "--nchw"],
+    "r19_tv_regnet_x_fp32": ["--model", "tv_regnet_x", "--recipe", "fp32", "--nchw"],
+    "r19_tv_resnet152_fp32": ["--model", "tv_resnet152", "--recipe", "fp32", "--nchw"],
+}
 # host-bound runs (session 33): the zoo's models at a batch so small that the GPU waits for the
 # host, so the step time is the host's (issue #15); name: host_<model>
 HOST_BOUND_ARGS = {**{m: ["--batch", "2"] for m in ("hf_swinv2", "timm_efficientvit", "hf_vit_mae", "timm_bit",
@@ -123,7 +134,7 @@ CASES: dict[str, tuple[str, list[str]]] = {
     **{m: ("zoo.py", ["--model", m]) for m in ZOO_BLIND9_MODELS + ZOO_BLIND10_MODELS + ZOO_BLIND11_MODELS
        + ZOO_BLIND12_MODELS + ZOO_BLIND13_MODELS + ZOO_BLIND14_MODELS + ZOO_BLIND15_MODELS
        + ZOO_BLIND16_MODELS},
-    **{case: ("zoo.py", args) for case, args in {**ZOO_BLIND17_ARGS, **ZOO_BLIND18_ARGS}.items()},
+    **{case: ("zoo.py", args) for case, args in {**ZOO_BLIND17_ARGS, **ZOO_BLIND18_ARGS, **ZOO_BLIND19_ARGS}.items()},
     # Gemma-2 soft-caps its attention logits, which transformers' sdpa path refuses: eager, as its docs say
     "hf_gemma2": ("zoo.py", ["--model", "hf_gemma2", "--attn", "eager"]),
     **{f"host_{m}": ("zoo.py", ["--model", m, *a]) for m, a in HOST_BOUND_ARGS_ALL.items()},
@@ -224,6 +235,7 @@ ZOO_BLIND15 = ZOO_BLIND15_MODELS
 ZOO_BLIND16 = ZOO_BLIND16_MODELS
 ZOO_BLIND17 = tuple(ZOO_BLIND17_ARGS)
 ZOO_BLIND18 = tuple(ZOO_BLIND18_ARGS)
+ZOO_BLIND19 = tuple(ZOO_BLIND19_ARGS)
 COMPILED_FIT = ("gpt_b8c", "gpt_b32c")
 COMPILED_HELD = ("hf_llama_c", "timm_vit_c", "tv_resnet50_c", "hf_bert_c", "hf_llama_fx_c", "hf_llama_fx")
 COMPILED_BLIND = ("hf_gpt2_c", "timm_convnext_c", "tv_mobilenet_c", "tv_swin_c")
@@ -355,6 +367,8 @@ def case_set(case: str) -> str:
         return "blind17"
     if case in ZOO_BLIND18:
         return "blind18"
+    if case in ZOO_BLIND19:
+        return "blind19"
     if case in ZOO_DEV:
         return "dev"
     if case in HOST_BOUND:
@@ -438,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
         a.json.write_text(json.dumps(rows, indent=1) + "\n")
     for group in ("holdout", "dev", "blind", "blind2", "blind3", "blind4", "blind5", "blind6", "blind7", "blind8",
                   "blind9", "blind10", "blind11", "blind12", "blind13", "blind14", "blind15", "blind16",
-                  "blind17", "blind18", "c_fit", "c_held", "c_blind", "c_blind2",
+                  "blind17", "blind18", "blind19", "c_fit", "c_held", "c_blind", "c_blind2",
                   "ro_seen", "ro_held"):
         errs = sorted(abs(r["error"]) for r in rows if r.get("error") is not None and r["set"] == group)
         if errs:
