@@ -325,6 +325,32 @@ def pool_k2_cases():
                                kind=kind), _pool
 
 
+def regnet_grouped_fp32_nchw_cases():
+    """fp32 NCHW grouped 3x3 convolutions at the stage shapes of torchvision's RegNetX-400MF /
+    800MF / 1.6GF / 3.2GF (widths 32-1,008, group widths 16 / 24 / 48; each stage's strided first
+    convolution and a stride-1 one), batch 128, + batch norm + ReLU. cuDNN runs some through
+    slow generic transposes: RegNetX-1.6GF's [128, 72, 112, 112] in 3 groups, stride 2, took 11.8
+    ms on an H100 where the odd-width grid's nearest points said 1.2 (session 50, blind set 19)."""
+    for widths, gw in (((32, 64, 160, 400), 16), ((64, 128, 288, 672), 16), ((72, 168, 408, 912), 24),
+                       ((96, 192, 432, 1008), 48)):
+        for c, h in zip(widths, (56, 28, 14, 7)):
+            for s, hin in ((2, 2 * h), (1, h)):
+                yield dict(fam="regnet_grouped_fp32_nchw", layout="nchw", dtype="fp32", n=128, ci=c, co=c, h=hin,
+                           k=3, s=s, g=c // gw), _conv_block
+
+
+def bn_nchw_fp32_more_cases():
+    """bn_nchw_fp32's channels over more batch x map combinations (128 x 112, 32 x 224, 256 x
+    56, 32 x 56): its grid varied the map with the batch fixed per map size, and the family's
+    features then extrapolated MobileNetV3's [128, 16, 112, 112] from [64, 16, 112, 112] to
+    0.56x of its H100 time, where the kernel's time is linear in N*H*W at a fixed channel count."""
+    for c in (16, 24, 40, 64, 72, 128, 256, 512):
+        for n, h in ((128, 112), (32, 224), (256, 56), (32, 56)):
+            if n * c * h * h > 2 ** 28:
+                continue
+            yield dict(fam="bn_nchw_fp32_more", n=n, c=c, h=h), _bn_relu_nchw_fp32
+
+
 def bn_nchw_fp32_cases():
     """fp32 NCHW batch norm + ReLU (the PyTorch ImageNet example's recipe: no autocast, NCHW):
     cuDNN's bn_fw_tr_1C11 / bn_bw_1C11 kernels, whose time follows the channel count as much as
@@ -1192,7 +1218,8 @@ FAMILIES = {"conv": conv_cases, "conv_grouped": grouped_conv_cases,
             "conv_wide": wide_conv_cases, "conv_sr": sr_conv_cases, "norms_tiny": tiny_norm_cases,
             "pointwise_views": view_pointwise_cases, "upsample": upsample_cases, "spatial": spatial_cases,
             "sync_bn": sync_bn_cases, "rnn_cell": rnn_cell_cases, "bn_nchw_fp32": bn_nchw_fp32_cases,
-            "conv_fp32_nchw": conv_fp32_nchw_cases, "pool_k2": pool_k2_cases}
+            "conv_fp32_nchw": conv_fp32_nchw_cases, "pool_k2": pool_k2_cases,
+            "regnet_grouped_fp32_nchw": regnet_grouped_fp32_nchw_cases, "bn_nchw_fp32_more": bn_nchw_fp32_more_cases}
 
 
 def main() -> int:
