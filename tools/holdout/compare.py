@@ -67,6 +67,12 @@ ZOO_BLIND19_ARGS = {
     "r19_tv_regnet_x_fp32": ["--model", "tv_regnet_x", "--recipe", "fp32", "--nchw"],
     "r19_tv_resnet152_fp32": ["--model", "tv_resnet152", "--recipe", "fp32", "--nchw"],
 }
+# blind set 20 (session 50), chosen after the fp32 NCHW sweeps that blind set 19's profiles led to
+# (RegNetX's grouped convolutions, batch norm over more batch x map sizes) and before any run: fp32
+# NCHW CNNs none of which ran in fp32 before: EfficientNet-B0, ShuffleNetV2, RegNetY-1.6GF (timm),
+# GoogLeNet, MnasNet
+ZOO_BLIND20_ARGS = {f"r20_{m}_fp32": ["--model", m, "--recipe", "fp32", "--nchw"]
+                    for m in ("tv_efficientnet", "tv_shufflenet", "timm_regnet", "tv_googlenet", "tv_mnasnet")}
 # host-bound runs (session 33): the zoo's models at a batch so small that the GPU waits for the
 # host, so the step time is the host's (issue #15); name: host_<model>
 HOST_BOUND_ARGS = {**{m: ["--batch", "2"] for m in ("hf_swinv2", "timm_efficientvit", "hf_vit_mae", "timm_bit",
@@ -134,7 +140,8 @@ CASES: dict[str, tuple[str, list[str]]] = {
     **{m: ("zoo.py", ["--model", m]) for m in ZOO_BLIND9_MODELS + ZOO_BLIND10_MODELS + ZOO_BLIND11_MODELS
        + ZOO_BLIND12_MODELS + ZOO_BLIND13_MODELS + ZOO_BLIND14_MODELS + ZOO_BLIND15_MODELS
        + ZOO_BLIND16_MODELS},
-    **{case: ("zoo.py", args) for case, args in {**ZOO_BLIND17_ARGS, **ZOO_BLIND18_ARGS, **ZOO_BLIND19_ARGS}.items()},
+    **{case: ("zoo.py", args) for case, args in {**ZOO_BLIND17_ARGS, **ZOO_BLIND18_ARGS, **ZOO_BLIND19_ARGS,
+                                                          **ZOO_BLIND20_ARGS}.items()},
     # Gemma-2 soft-caps its attention logits, which transformers' sdpa path refuses: eager, as its docs say
     "hf_gemma2": ("zoo.py", ["--model", "hf_gemma2", "--attn", "eager"]),
     **{f"host_{m}": ("zoo.py", ["--model", m, *a]) for m, a in HOST_BOUND_ARGS_ALL.items()},
@@ -236,6 +243,7 @@ ZOO_BLIND16 = ZOO_BLIND16_MODELS
 ZOO_BLIND17 = tuple(ZOO_BLIND17_ARGS)
 ZOO_BLIND18 = tuple(ZOO_BLIND18_ARGS)
 ZOO_BLIND19 = tuple(ZOO_BLIND19_ARGS)
+ZOO_BLIND20 = tuple(ZOO_BLIND20_ARGS)
 COMPILED_FIT = ("gpt_b8c", "gpt_b32c")
 COMPILED_HELD = ("hf_llama_c", "timm_vit_c", "tv_resnet50_c", "hf_bert_c", "hf_llama_fx_c", "hf_llama_fx")
 COMPILED_BLIND = ("hf_gpt2_c", "timm_convnext_c", "tv_mobilenet_c", "tv_swin_c")
@@ -369,6 +377,8 @@ def case_set(case: str) -> str:
         return "blind18"
     if case in ZOO_BLIND19:
         return "blind19"
+    if case in ZOO_BLIND20:
+        return "blind20"
     if case in ZOO_DEV:
         return "dev"
     if case in HOST_BOUND:
@@ -452,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
         a.json.write_text(json.dumps(rows, indent=1) + "\n")
     for group in ("holdout", "dev", "blind", "blind2", "blind3", "blind4", "blind5", "blind6", "blind7", "blind8",
                   "blind9", "blind10", "blind11", "blind12", "blind13", "blind14", "blind15", "blind16",
-                  "blind17", "blind18", "blind19", "c_fit", "c_held", "c_blind", "c_blind2",
+                  "blind17", "blind18", "blind19", "blind20", "c_fit", "c_held", "c_blind", "c_blind2",
                   "ro_seen", "ro_held"):
         errs = sorted(abs(r["error"]) for r in rows if r.get("error") is not None and r["set"] == group)
         if errs:
