@@ -6,6 +6,11 @@
 # sweep_families family into sweep/sw<NUMBER>.*, `profile_cases CASES` profiles each of compare.py's
 # comma-separated CASES (zoo.py, 5 steps, 2-3 recorded) into traces/<case>.pt.trace.json.gz,
 # `anchor` appends the host anchor (the reference gpt.py --batch 1 --seq 64, median step) to the log,
+# `blind_set CASES DIR FILE` times compare.py's CASES once into DIR (--real-gpu) and appends their
+# unprofiled phases (phases.py) and compare.py's output to FILE (the log, or a file kept out of it),
+# `hidden_blind_set SET NAME` measures compare.py's SET (anchors, blind_set, profiles) with nothing
+# of its results in the log: they go to OUTDIR/NAME_run.txt and OUTDIR/NAME/, to be opened after
+# the set has been simulated,
 # `pack_output PART` turns the output folder into
 # OUTDIR.PART.tgz (the device tool returns a limited number of files, at most 16 MiB each).
 mkdir -p "$out"
@@ -52,4 +57,22 @@ pack_output() {
   if [ "$(stat -c %s "$out.$1.tgz")" -gt 15728640 ]; then
     split -b 15m -d "$out.$1.tgz" "$out.$1.tgz." && rm "$out.$1.tgz"
   fi
+}
+blind_set() {
+  local cases=$1 dir=$2 file=$3 m args p
+  python3 "$H/compare.py" --real-gpu --only "$cases" --real-dir "$dir" >> "$file" 2>&1
+  echo "timed rc=$? $(( $(date +%s) - start ))s" >> "$log"
+  for m in ${cases//,/ }; do
+    args=$(compare_py "' '.join(compare.CASES['$m'][1])")
+    p=$(cd "$H" && timeout 150 python3 phases.py zoo.py $args --steps 10 2>&1 | grep -E '^PHASES ')
+    echo "phases $m $p" >> "$file"
+  done
+}
+hidden_blind_set() {
+  local blind=$out/$2_run.txt main=$log cases
+  log=$blind; anchor; log=$main
+  cases=$(compare_py "','.join(compare.$1)")
+  blind_set "$cases" "$out/$2" "$blind"
+  log=$blind; anchor; log=$main
+  profile_cases "$cases" > /dev/null 2>&1
 }

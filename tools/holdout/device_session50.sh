@@ -15,13 +15,7 @@ python3 -c "import transformers, timm; print('transformers', transformers.__vers
 python3 -c "import torch; print('cudnn.allow_tf32', torch.backends.cudnn.allow_tf32, 'matmul.allow_tf32', torch.backends.cuda.matmul.allow_tf32)" >> "$log" 2>&1
 anchor
 cases=${CASES:-$(compare_py "','.join(compare.$set_name)")}  # CASES=a,b: only those (a rerun)
-python3 "$H/compare.py" --real-gpu --only "$cases" --real-dir "$out/$dir" >> "$log" 2>&1
-echo "timed rc=$? $(( $(date +%s) - start ))s" >> "$log"
-for m in ${cases//,/ }; do
-  args=$(compare_py "' '.join(compare.CASES['$m'][1])")
-  p=$(cd "$H" && timeout 150 python3 phases.py zoo.py $args --steps 10 2>&1 | grep -E '^PHASES ')
-  echo "phases $m $p" >> "$log"
-done
+blind_set "$cases" "$out/$dir" "$log"
 anchor
 profile_cases "$cases"
 echo "done $(( $(date +%s) - start ))s" >> "$log"
