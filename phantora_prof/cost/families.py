@@ -260,6 +260,12 @@ _ATTN_ARGS = {
 }
 
 
+def attention_dropout_position(base: str) -> int | None:
+    """The positional index of a fused attention op's dropout_p (None for other ops)."""
+    entry = _ATTN_ARGS.get(base)
+    return entry[3] if entry else None
+
+
 def _attn_key(op, base: str) -> list[str]:
     qi, ki, bi, di, ci = _ATTN_ARGS[base]
     q, k = _arg(op, qi), _arg(op, ki)
