@@ -141,3 +141,15 @@ def test_fp32_attention_dropout_adds_what_it_adds_to_the_16_bit_kernels():
     assert [k.name for k in with_dropout] == [k.name for k in without]
     assert total(with_dropout) == total(without) + added16
     assert total(with_dropout) / 2_170_000 == pytest.approx(1.0, abs=0.1)
+
+
+def test_a_profile_without_its_switches_is_priced_with_torchs_defaults():
+    """cost-report's profiles do not record the run's TF32 switches: torch's defaults (cuDNN's on,
+    the matmul one off), the same as the capture mode reads from an untouched torch."""
+    from phantora_prof.cost.ops import default_tf32
+
+    assert default_tf32("aten::convolution") and default_tf32("aten::convolution_backward")
+    assert default_tf32("aten::cudnn_convolution") and default_tf32("aten::_cudnn_rnn")
+    assert not default_tf32("aten::mm") and not default_tf32("aten::_scaled_dot_product_efficient_attention")
+    for name in ("aten::convolution", "aten::_cudnn_rnn_backward", "aten::addmm"):
+        assert capture._tf32_for(name) == default_tf32(name)

@@ -20,6 +20,7 @@ from pathlib import Path
 from phantora_prof.calibrate import trace_ops as X
 from phantora_prof.calibrate.kernel_table import load_events
 from phantora_prof.cost import estimate, get_gpu, op_class
+from phantora_prof.cost.ops import default_tf32
 from phantora_prof.cost.roofline import CLASSES, MEMSET
 from phantora_prof.protocol import CPU_DEVICE, OpCall, OpKind, TensorArg
 from tracing.diff.intervals import measure, merge
@@ -115,8 +116,10 @@ def calibrate(workload: str, gpu: str = "h200", detail: bool = False, reference:
             meas[UNPRICED] += sum(a.dur_ns for a in dop.acts) / 1000.0
             continue
         cls = op_class(op)
-        r_k = estimate(op, g, use_table=False)
-        t_k = estimate(op, g, use_table=True)
+        # the profile does not record the run's TF32 switches: torch's defaults
+        tf32 = default_tf32(op.name)
+        r_k = estimate(op, g, use_table=False, allow_tf32=tf32)
+        t_k = estimate(op, g, use_table=True, allow_tf32=tf32)
         if not dop.acts:
             # nothing ran on the GPU for it: a CPU op (torch.optim's `.item()` of its CPU step
             # counters) the trace does not tell apart, or a model error; shown apart, not compared

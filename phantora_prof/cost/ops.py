@@ -263,6 +263,18 @@ def sort_op(op, base, gpu, allow_tf32):
     return cost, specs
 
 
+# ops whose fp32 math cuDNN does on a CUDA build: cuDNN's TF32 switches govern them (default on),
+# not the matmul one (default off); runtime/dispatch/capture.py reads the switches a run set
+CUDNN_CONV_OPS = ("aten::convolution", "aten::_convolution", "aten::cudnn_convolution")
+CUDNN_RNN_OPS = ("aten::_cudnn_rnn",)
+
+
+def default_tf32(name: str) -> bool:
+    """Whether op `name` may use TF32 under torch's default switches (what a profile that does
+    not record the run's switches is priced with)."""
+    return name.startswith(CUDNN_CONV_OPS + CUDNN_RNN_OPS)
+
+
 def convolution(op, base, gpu, allow_tf32):
     a = op.args
     outs = _outs(op)

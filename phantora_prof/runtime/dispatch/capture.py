@@ -29,6 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 
 from phantora_prof import hostcost
 from phantora_prof.cost.model import CostModel
+from phantora_prof.cost import ops as cost_ops
 from phantora_prof.errors import UnsupportedOpError
 from phantora_prof.protocol import CPU_DEVICE, HIDDEN_DEPTH, AutogradSpan, OpCall, OpKind, SyncKind, TensorArg
 from phantora_prof.runtime.device import allocator, cuda_fakes, op_allocations, pinned
@@ -122,11 +123,6 @@ def _matmul_tf32() -> bool:
     return precision == "tf32" if precision is not None else bool(matmul.allow_tf32)
 
 
-# ops whose fp32 math cuDNN does: its own TF32 switches apply, not the matmul one
-_CUDNN_CONV_PREFIXES = ("aten::convolution", "aten::_convolution", "aten::cudnn_convolution")
-_CUDNN_RNN_PREFIXES = ("aten::_cudnn_rnn",)
-
-
 def _cudnn_tf32(part: str) -> bool:
     """Whether cuDNN may run fp32 `part` ("conv" or "rnn") on TF32 tensor cores:
     `torch.backends.cudnn.<part>.fp32_precision` (torch >= 2.9), else `cudnn.allow_tf32`. Both
@@ -143,9 +139,9 @@ def _cudnn_tf32(part: str) -> bool:
 def _tf32_for(name: str) -> bool:
     """The TF32 switch that governs op `name` on a CUDA build: cuDNN's for convolutions and
     cuDNN RNNs, the matmul one for everything else."""
-    if name.startswith(_CUDNN_CONV_PREFIXES):
+    if name.startswith(cost_ops.CUDNN_CONV_OPS):
         return _cudnn_tf32("conv")
-    if name.startswith(_CUDNN_RNN_PREFIXES):
+    if name.startswith(cost_ops.CUDNN_RNN_OPS):
         return _cudnn_tf32("rnn")
     return _matmul_tf32()
 
