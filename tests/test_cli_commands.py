@@ -100,6 +100,19 @@ def test_calibrate_families_add_keeps_the_points_already_there(tmp_path):
     assert r.exit_code == 2 and "new.pt.trace.json.gz already in" in r.output
 
 
+def test_calibrate_families_refuses_traces_of_another_gpu(tmp_path):
+    """A sweep's trace names the GPU it ran on (deviceProperties): filing an H100 sweep in the
+    H200's table (the default --gpu) is refused, naming the trace and its GPU."""
+    import gzip
+    import json
+
+    trace = tmp_path / "sw.pt.trace.json.gz"
+    trace.write_bytes(gzip.compress(json.dumps({"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
+                                                "traceEvents": []}).encode()))
+    r = CliRunner().invoke(cli, ["calibrate", "families", "--out", str(tmp_path / "f.json.gz"), str(trace)])
+    assert r.exit_code == 2 and "sw.pt.trace.json.gz (h100)" in r.output and "--gpu h200" in r.output
+
+
 def test_busy_fraction_counts_overlapping_streams_once():
     """cuDNN's per-group kernels on its own streams overlap: a point keeps the time they span."""
     from phantora_prof.calibrate.families import busy_fraction

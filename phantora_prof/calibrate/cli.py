@@ -93,7 +93,15 @@ def families_cmd(traces: tuple[Path, ...], gpu: str, out: Path | None, add: bool
     from phantora_prof.cost import families as fam_model
     from phantora_prof.cost import get_gpu
 
+    from phantora_prof.calibrate.split_k_observed import trace_gpu
+
     gpu_key = get_gpu(gpu).key
+    # a trace names the GPU it ran on (deviceProperties): points of one GPU filed in another's
+    # table would be carried between the GPUs as if measured on the wrong one
+    wrong = [f"{t.name} ({ran})" for t in traces if (ran := trace_gpu(t)) is not None and ran != gpu_key]
+    if wrong:
+        raise click.UsageError(f"--gpu {gpu_key}, but these traces ran on another GPU: {', '.join(wrong)}; "
+                               f"pass --gpu for the GPU they name, one table per GPU")
     out = out or fam_model.data_path(gpu_key)
     points, skipped = families.collect(list(traces), gpu_key)
     keep = {o.strip() for o in ops.split(",") if o.strip()}
