@@ -332,12 +332,12 @@ def _fp32_attention_with_dropout(op, base, gpu, allow_tf32, use_table, use_measu
         return None
 
     def variant(dtype: str, p: float) -> OpCall:
-        args = [dataclasses.replace(a, dtype=dtype) if isinstance(a, TensorArg) and a.dtype == "float32"
-                and len(a.shape) == 4 else a for a in op.args]
+        def cast(a):  # the [B, H, S, D] / [B, S, H, D] operands and outputs; not the log-sum-exp
+            return dataclasses.replace(a, dtype=dtype) if isinstance(a, TensorArg) and a.dtype == "float32" \
+                and len(a.shape) == 4 else a
+        args = [cast(a) for a in op.args]
         args[pos] = p
-        outs = tuple(dataclasses.replace(o, dtype=dtype) if isinstance(o, TensorArg) and o.dtype == "float32"
-                     and len(o.shape) == 4 else o for o in op.outputs)
-        return dataclasses.replace(op, args=tuple(args), outputs=outs)
+        return dataclasses.replace(op, args=tuple(args), outputs=tuple(cast(o) for o in op.outputs))
 
     parts = [_estimate(variant(dt, p), gpu, allow_tf32, use_table, use_measured, use_family, source)
              for dt, p in (("float32", 0.0), ("bfloat16", dropout), ("bfloat16", 0.0))]

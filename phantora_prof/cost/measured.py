@@ -307,23 +307,22 @@ class Model:
         if q is None:
             return
         measured_on = r["p"].get("gpu", GPU_KEY)
-        if measured_on != GPU_KEY:
-            # another GPU of the H200's architecture (attention_fp32_short ran on an H100 lease):
-            # carried to the H200 by the roofline, as the model carries H200 times to other GPUs
-            if q[0] != "attention":
-                raise ValueError(f"a {r['cls']} record measured on {measured_on}: only attention records "
-                                 f"may come from a GPU other than the {GPU_KEY}")
-            _, be, bwd, causal, d, s, bh = q
-            fp32 = be.endswith("_fp32")
-            t *= (attn_roofline_ns(bwd, causal, d, s, bh, fp32=fp32)
-                  / attn_roofline_ns(bwd, causal, d, s, bh, measured_on, fp32=fp32))
+        if measured_on != GPU_KEY and q[0] != "attention":
+            raise ValueError(f"a {r['cls']} record measured on {measured_on}: only attention records "
+                             f"may come from a GPU other than the {GPU_KEY}")
         if q[0] == "gemm":
             _, key, op, lay, m, n, k, al, base = q
             self.gemm.setdefault((gemm_family(key), al), []).append(
                 ((math.log2(m), math.log2(n), math.log2(k)), (key, op, lay), math.log(t / base)))
         elif q[0] == "attention":
             _, be, bwd, causal, d, s, bh = q
-            base = attn_roofline_ns(bwd, causal, d, s, bh, fp32=be.endswith("_fp32"))
+            fp32 = be.endswith("_fp32")
+            base = attn_roofline_ns(bwd, causal, d, s, bh, fp32=fp32)
+            if measured_on != GPU_KEY:
+                # another GPU of the H200's architecture (attention_fp32_short ran on an H100
+                # lease): carried to the H200 by the roofline, as the model carries H200 times to
+                # other GPUs
+                t *= base / attn_roofline_ns(bwd, causal, d, s, bh, measured_on, fp32=fp32)
             self.attn.setdefault((be, bwd, causal, d), []).append(
                 ((math.log2(s), math.log2(bh)), (), math.log(t / base)))
         elif q[0] == "mem":

@@ -270,11 +270,14 @@ def attn_fp32_short_cases(quick: bool):
 
 
 def _gpu_tag() -> str:
-    """The short name of the GPU this runs on (h100, h200; the device name lower-cased otherwise)."""
+    """The GPU key of the device this runs on (measure.source's, as a kernel database names it;
+    the device name lower-cased where it knows none)."""
+    from phantora_prof.measure.source import gpu_key_for
+
     if not torch.cuda.is_available():
         return "h200"  # --list on a machine without a GPU
-    name = torch.cuda.get_device_name().lower()
-    return next((k for k in ("h200", "h100", "a100", "b200") if k in name), name.replace(" ", "_"))
+    name = torch.cuda.get_device_name()
+    return gpu_key_for(name) or name.lower().replace(" ", "_")
 
 
 def attn_wide_cases(quick: bool):
