@@ -338,66 +338,24 @@ def real_result(case: str, real_dir: Path = REAL) -> dict | None:
     return None
 
 
+# every named group of cases, in the order a case is looked up (the first group holding it names
+# its set); a case in none is "holdout"
+SETS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("blind", ZOO_BLIND), ("blind2", ZOO_BLIND2), ("blind3", ZOO_BLIND3), ("blind4", ZOO_BLIND4),
+    ("blind5", ZOO_BLIND5), ("blind6", ZOO_BLIND6), ("blind7", ZOO_BLIND7), ("blind8", ZOO_BLIND8),
+    ("blind9", ZOO_BLIND9), ("blind10", ZOO_BLIND10), ("blind11", ZOO_BLIND11), ("blind12", ZOO_BLIND12),
+    ("blind13", ZOO_BLIND13), ("blind14", ZOO_BLIND14), ("blind15", ZOO_BLIND15), ("blind16", ZOO_BLIND16),
+    ("blind17", ZOO_BLIND17), ("blind18", ZOO_BLIND18), ("blind19", ZOO_BLIND19), ("blind20", ZOO_BLIND20),
+    ("dev", ZOO_DEV), ("host", HOST_BOUND), ("host_blind", HOST_BOUND_BLIND), ("c_fit", COMPILED_FIT),
+    ("c_held", COMPILED_HELD), ("c_blind", COMPILED_BLIND), ("c_blind2", COMPILED_BLIND2), ("ro_seen", RO_SEEN),
+    ("ro_held", RO_HELD),
+)
+# the groups main() summarises, in the order it prints them (the host-bound groups are not summarised)
+SUMMARY_GROUPS = ("holdout", "dev", *(n for n, _ in SETS if n not in ("dev", "host", "host_blind")))
+
+
 def case_set(case: str) -> str:
-    if case in ZOO_BLIND:
-        return "blind"
-    if case in ZOO_BLIND2:
-        return "blind2"
-    if case in ZOO_BLIND3:
-        return "blind3"
-    if case in ZOO_BLIND4:
-        return "blind4"
-    if case in ZOO_BLIND5:
-        return "blind5"
-    if case in ZOO_BLIND6:
-        return "blind6"
-    if case in ZOO_BLIND7:
-        return "blind7"
-    if case in ZOO_BLIND8:
-        return "blind8"
-    if case in ZOO_BLIND9:
-        return "blind9"
-    if case in ZOO_BLIND10:
-        return "blind10"
-    if case in ZOO_BLIND11:
-        return "blind11"
-    if case in ZOO_BLIND12:
-        return "blind12"
-    if case in ZOO_BLIND13:
-        return "blind13"
-    if case in ZOO_BLIND14:
-        return "blind14"
-    if case in ZOO_BLIND15:
-        return "blind15"
-    if case in ZOO_BLIND16:
-        return "blind16"
-    if case in ZOO_BLIND17:
-        return "blind17"
-    if case in ZOO_BLIND18:
-        return "blind18"
-    if case in ZOO_BLIND19:
-        return "blind19"
-    if case in ZOO_BLIND20:
-        return "blind20"
-    if case in ZOO_DEV:
-        return "dev"
-    if case in HOST_BOUND:
-        return "host"
-    if case in HOST_BOUND_BLIND:
-        return "host_blind"
-    if case in COMPILED_FIT:
-        return "c_fit"
-    if case in COMPILED_HELD:
-        return "c_held"
-    if case in COMPILED_BLIND:
-        return "c_blind"
-    if case in COMPILED_BLIND2:
-        return "c_blind2"
-    if case in RO_SEEN:
-        return "ro_seen"
-    if case in RO_HELD:
-        return "ro_held"
-    return "holdout"
+    return next((name for name, cases in SETS if case in cases), "holdout")
 
 
 def run_real(cases: list[str], workloads: Path, out: Path) -> None:
@@ -460,10 +418,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
     if a.json:
         a.json.write_text(json.dumps(rows, indent=1) + "\n")
-    for group in ("holdout", "dev", "blind", "blind2", "blind3", "blind4", "blind5", "blind6", "blind7", "blind8",
-                  "blind9", "blind10", "blind11", "blind12", "blind13", "blind14", "blind15", "blind16",
-                  "blind17", "blind18", "blind19", "blind20", "c_fit", "c_held", "c_blind", "c_blind2",
-                  "ro_seen", "ro_held"):
+    for group in SUMMARY_GROUPS:
         errs = sorted(abs(r["error"]) for r in rows if r.get("error") is not None and r["set"] == group)
         if errs:
             inside = sum(1 for r in rows if r.get("inside_band") and r["set"] == group)
