@@ -116,7 +116,7 @@ def trace_gpu(path: Path) -> str | None:
     """The GPU key (h200, h100, ...) of the device a torch.profiler trace ran on, from its first
     `deviceProperties` entry (kineto writes them at the top of the file), or None when the trace
     names no known GPU. Only the file's head is read: the traces are up to ~100 MB unpacked."""
-    from phantora_prof.measure.source import gpu_key_for
+    from phantora_prof.measure.gpu_names import gpu_key_for
 
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt") as f:

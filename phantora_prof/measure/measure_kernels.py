@@ -272,7 +272,7 @@ def attn_fp32_short_cases(quick: bool):
 def _gpu_tag() -> str:
     """The GPU key of the device this runs on (measure.source's, as a kernel database names it;
     the device name lower-cased where it knows none)."""
-    from phantora_prof.measure.source import gpu_key_for
+    from phantora_prof.measure.gpu_names import gpu_key_for
 
     if not torch.cuda.is_available():
         return "h200"  # --list on a machine without a GPU

@@ -22,24 +22,16 @@ from typing import Any
 
 from phantora_prof.cost.kernel_db import Entry, KernelDB, MeasuredKernel, signature
 from phantora_prof.errors import PhantoraError
+from phantora_prof.measure.gpu_names import gpu_key_for
 
 log = logging.getLogger(__name__)
 
-# GPU names as torch reports them -> the simulator's GPU keys
-_GPU_KEYS = (("H200", "h200"), ("H100", "h100"), ("A100", "a100"))
 # variables that make a child process a simulated rank: the worker must be a plain torch process
 _RANK_ENV = ("PHANTORA_RANK_CONFIG", "PHANTORA_COORDINATOR", "PHANTORA_EPOCH_NS")
 
 
 class MeasureError(PhantoraError):
     """Measuring on the GPU is impossible here (no GPU, the worker cannot start)."""
-
-
-def gpu_key_for(device_name: str) -> str | None:
-    for marker, key in _GPU_KEYS:
-        if marker in device_name:
-            return key
-    return None
 
 
 class DatabaseSource:
