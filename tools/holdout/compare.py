@@ -73,6 +73,20 @@ ZOO_BLIND19_ARGS = {
 # GoogLeNet, MnasNet
 ZOO_BLIND20_ARGS = {f"r20_{m}_fp32": ["--model", m, "--recipe", "fp32", "--nchw"]
                     for m in ("tv_efficientnet", "tv_shufflenet", "timm_regnet", "tv_googlenet", "tv_mnasnet")}
+# blind set 21 (session 51, 2026-12-07), chosen before any run or simulation of its cases, to compare
+# the simulator's H200 predictions for session 50's recipes with an H200 (sets 17-20 ran on H100s
+# only): each model + recipe pair never measured before (sets 17-20 and every table above): HF LLaMA
+# in fp16 autocast with GradScaler, HF BERT-base with activation checkpointing (an encoder; sets 17-18
+# checkpointed decoders), Inception-v3 in fp32 (channels-last: its step forces it, so no --nchw),
+# torchvision Swin-T with TF32 matmuls, HF Qwen3 with its parameters in bf16 and 2 micro-batches;
+# default sizes; simulated (--gpu h200) before the device run, measured once, compared once
+ZOO_BLIND21_ARGS = {
+    "r21_hf_llama_fp16": ["--model", "hf_llama", "--recipe", "fp16"],
+    "r21_hf_bert_ckpt": ["--model", "hf_bert", "--grad-ckpt"],
+    "r21_tv_inception_fp32": ["--model", "tv_inception", "--recipe", "fp32"],
+    "r21_tv_swin_tf32": ["--model", "tv_swin", "--recipe", "tf32"],
+    "r21_hf_qwen3_bf16w_accum": ["--model", "hf_qwen3", "--recipe", "bf16-weights", "--accum", "2"],
+}
 # host-bound runs (session 33): the zoo's models at a batch so small that the GPU waits for the
 # host, so the step time is the host's (issue #15); name: host_<model>
 HOST_BOUND_ARGS = {**{m: ["--batch", "2"] for m in ("hf_swinv2", "timm_efficientvit", "hf_vit_mae", "timm_bit",
@@ -141,7 +155,7 @@ CASES: dict[str, tuple[str, list[str]]] = {
        + ZOO_BLIND12_MODELS + ZOO_BLIND13_MODELS + ZOO_BLIND14_MODELS + ZOO_BLIND15_MODELS
        + ZOO_BLIND16_MODELS},
     **{case: ("zoo.py", args) for case, args in {**ZOO_BLIND17_ARGS, **ZOO_BLIND18_ARGS, **ZOO_BLIND19_ARGS,
-                                                          **ZOO_BLIND20_ARGS}.items()},
+                                                          **ZOO_BLIND20_ARGS, **ZOO_BLIND21_ARGS}.items()},
     # Gemma-2 soft-caps its attention logits, which transformers' sdpa path refuses: eager, as its docs say
     "hf_gemma2": ("zoo.py", ["--model", "hf_gemma2", "--attn", "eager"]),
     **{f"host_{m}": ("zoo.py", ["--model", m, *a]) for m, a in HOST_BOUND_ARGS_ALL.items()},
@@ -244,6 +258,7 @@ ZOO_BLIND17 = tuple(ZOO_BLIND17_ARGS)
 ZOO_BLIND18 = tuple(ZOO_BLIND18_ARGS)
 ZOO_BLIND19 = tuple(ZOO_BLIND19_ARGS)
 ZOO_BLIND20 = tuple(ZOO_BLIND20_ARGS)
+ZOO_BLIND21 = tuple(ZOO_BLIND21_ARGS)
 COMPILED_FIT = ("gpt_b8c", "gpt_b32c")
 COMPILED_HELD = ("hf_llama_c", "timm_vit_c", "tv_resnet50_c", "hf_bert_c", "hf_llama_fx_c", "hf_llama_fx")
 COMPILED_BLIND = ("hf_gpt2_c", "timm_convnext_c", "tv_mobilenet_c", "tv_swin_c")
@@ -346,6 +361,7 @@ SETS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("blind9", ZOO_BLIND9), ("blind10", ZOO_BLIND10), ("blind11", ZOO_BLIND11), ("blind12", ZOO_BLIND12),
     ("blind13", ZOO_BLIND13), ("blind14", ZOO_BLIND14), ("blind15", ZOO_BLIND15), ("blind16", ZOO_BLIND16),
     ("blind17", ZOO_BLIND17), ("blind18", ZOO_BLIND18), ("blind19", ZOO_BLIND19), ("blind20", ZOO_BLIND20),
+    ("blind21", ZOO_BLIND21),
     ("dev", ZOO_DEV), ("host", HOST_BOUND), ("host_blind", HOST_BOUND_BLIND), ("c_fit", COMPILED_FIT),
     ("c_held", COMPILED_HELD), ("c_blind", COMPILED_BLIND), ("c_blind2", COMPILED_BLIND2), ("ro_seen", RO_SEEN),
     ("ro_held", RO_HELD),
