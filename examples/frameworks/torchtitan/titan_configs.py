@@ -53,3 +53,22 @@ def llama3_8b_float8():
     config.compile = CompileConfig(enable=True, components=["model"])
     config.model_spec = model_registry("8B", converters=[Float8LinearConverter.Config(model_compile_enabled=True)])
     return config
+
+
+def _llama3_8b_layers(n_layers: int):
+    """torchtitan's llama3_8b cut to its first `n_layers` decoder layers (embedding, norm and the
+    128k output layer kept): a slice of the 8B model that one GPU holds, to compare a simulated
+    1-GPU run of torchtitan's own model code with a real one."""
+    config = llama3_8b()  # noqa: F405 - from torchtitan's config registry above
+    config.model_spec.model.layers = config.model_spec.model.layers[:n_layers]
+    return config
+
+
+def llama3_8b_4layers():
+    """Llama 3.1 8B's first 4 layers (see _llama3_8b_layers)."""
+    return _llama3_8b_layers(4)
+
+
+def llama3_8b_8layers():
+    """Llama 3.1 8B's first 8 layers (see _llama3_8b_layers)."""
+    return _llama3_8b_layers(8)
