@@ -837,3 +837,19 @@ def test_host_figures_match_an_independent_count_on_a_reference_trace():
         prev = t
     assert j["script_outside_beside_others_ms"] == pytest.approx(beside / 1e3, abs=1e-3)
     assert j["script_outside_ops_ms"] == pytest.approx(step["dur"] / 1e3 - busy[step["tid"]] - syncs / 1e3, abs=1e-3)
+
+
+def test_traces_of_different_gpus_are_said_to_differ(tmp_path):
+    """A real H100 profile against a simulated H200 run differs by the hardware before anything
+    else: the diff says so (deviceProperties), and says nothing when both name one GPU."""
+    run, _ = synth(iterations=4)
+    path = write_kineto(run, tmp_path / "a.json")
+    doc = _read(path)
+    docs = {}
+    for name, device in (("h100", "NVIDIA H100 80GB HBM3"), ("h200", "NVIDIA H200"), ("h200b", "NVIDIA H200")):
+        docs[name] = _write_json({**doc, "deviceProperties": [{"id": 0, "name": device}]}, tmp_path / f"{name}.json")
+    warned = [w for w in diff_traces(docs["h100"], docs["h200"]).warnings if "different GPUs" in w]
+    assert warned and "NVIDIA H100 80GB HBM3" in warned[0] and "--gpu" in warned[0]
+    assert not [w for w in diff_traces(docs["h200"], docs["h200b"]).warnings if "different GPUs" in w]
+    bare = _write_json({k: v for k, v in doc.items() if k != "deviceProperties"}, tmp_path / "bare.json")
+    assert not [w for w in diff_traces(bare, docs["h100"]).warnings if "different GPUs" in w]  # one names none

@@ -1,4 +1,6 @@
 """calibrate/trace_ops.py: which trace op a kernel belongs to (the op the simulator captures)."""
+import pytest
+
 from phantora_prof.calibrate import trace_ops as X
 
 
@@ -88,12 +90,47 @@ def test_cost_report_leaves_out_what_it_cannot_compare(tmp_path):
     path = tmp_path / "t.pt.trace.json.gz"
     with gzip.open(path, "wt") as f:
         json.dump({"traceEvents": ev}, f)
-    per = C.calibrate(str(path))
+    per = C.calibrate(str(path), "h200")
     assert per[C.UNPRICED] == (10.0, 0.0, 0.0) and "optimizer" not in per
     assert per[C.NO_GPU_WORK][2] > 0
     assert per["elementwise"][0] == 10.0
-    text = C.report(str(path))
+    text = C.report(str(path), "h200")
     assert "not priced: 10.0 us" in text and "not compared:" in text
+
+
+def _relu_trace(path, device_name=None):
+    import gzip
+    import json
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 1000,
+           "args": {}}, _op("aten::relu", 200, 20, ["float"], 3, [[4096, 4096]])]
+    ev += _launch(210, 3, 31, "relu_kernel")
+    doc = {"traceEvents": ev}
+    if device_name:
+        doc = {"deviceProperties": [{"id": 0, "name": device_name}], **doc}
+    with gzip.open(path, "wt") as f:
+        json.dump(doc, f)
+    return str(path)
+
+
+def test_cost_report_prices_a_trace_on_the_gpu_it_ran_on(tmp_path):
+    """A profile names its GPU (deviceProperties): the report prices it there unless told,
+    refuses another GPU (an H100 profile priced on the H200's bandwidth came out 20-30% fast,
+    silently), and asks for --gpu when the trace names none."""
+    from click.testing import CliRunner
+    from phantora_prof.calibrate import cost_report as C
+    from phantora_prof.cli import cli
+    from phantora_prof.errors import ConfigError
+    h100 = _relu_trace(tmp_path / "h100.pt.trace.json.gz", "NVIDIA H100 80GB HBM3")
+    bare = _relu_trace(tmp_path / "bare.pt.trace.json.gz")
+    assert C.report(h100).startswith(f"{h100} on h100:")
+    on_h100 = C.calibrate(h100)["elementwise"][2]
+    assert on_h100 > C.calibrate(bare, "h200")["elementwise"][2]  # 3.35 TB/s against 4.8
+    with pytest.raises(ConfigError, match="ran on h100, not h200"):
+        C.calibrate(h100, "h200")
+    with pytest.raises(ConfigError, match="name no GPU"):
+        C.calibrate(bare)
+    r = CliRunner().invoke(cli, ["calibrate", "cost-report", "--gpu", "h200", h100])
+    assert r.exit_code == 2 and "--gpu h100" in r.output
 
 
 def test_an_overload_around_autocast_wrapper_wraps_too():

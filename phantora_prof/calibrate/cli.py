@@ -384,16 +384,21 @@ def host_costs_cmd(reference: Path, out: Path, check: bool, api_ratio: float | N
 @calibrate.command("cost-report")
 @click.argument("workloads", nargs=-1)
 @reference_option
-@click.option("--gpu", default="h200", show_default=True)
+@click.option("--gpu", default=None, help="the GPU the traces ran on (default: each trace's own, from its "
+              "deviceProperties; a trace of another GPU is refused)")
 @click.option("--ops", is_flag=True, help="Also list every op shape.")
-def cost_report_cmd(workloads: tuple[str, ...], reference: Path, gpu: str, ops: bool) -> None:
+def cost_report_cmd(workloads: tuple[str, ...], reference: Path, gpu: str | None, ops: bool) -> None:
     """Per op class, the model's GPU time per step against the reference traces (calibrate/cost_report.py).
 
     WORKLOADS: reference runs (default gpt_small gpt_b32) or trace files."""
     from phantora_prof.calibrate import cost_report
+    from phantora_prof.errors import ConfigError
 
     for w in workloads or ("gpt_small", "gpt_b32"):
-        click.echo(cost_report.report(w, gpu, ops, reference))
+        try:
+            click.echo(cost_report.report(w, gpu, ops, reference))
+        except ConfigError as e:
+            raise click.UsageError(str(e)) from None
         click.echo()
 
 

@@ -11,6 +11,7 @@ Tensor lists the profiler did not record (the 148 parameters of _fused_adamw_ an
 _foreach_add_ in gpt.py) are rebuilt from the GPT model's parameter shapes.
 
 Run:  phantora-prof calibrate cost-report [gpt_small gpt_b32 ...] [--ops] [--gpu h200] [--reference DIR]
+(a trace is priced on the GPU its deviceProperties name; --gpu only checks it)
 """
 from __future__ import annotations
 
@@ -19,9 +20,11 @@ from pathlib import Path
 
 from phantora_prof.calibrate import trace_ops as X
 from phantora_prof.calibrate.kernel_table import load_events
+from phantora_prof.calibrate.split_k_observed import trace_gpu
 from phantora_prof.cost import estimate, get_gpu, op_class
 from phantora_prof.cost.ops import default_tf32
 from phantora_prof.cost.roofline import CLASSES, MEMSET
+from phantora_prof.errors import ConfigError
 from phantora_prof.protocol import CPU_DEVICE, OpCall, OpKind, TensorArg
 from tracing.diff.intervals import measure, merge
 
@@ -97,12 +100,32 @@ def to_opcall(dop: X.DispatchOp, rank: int = 0, param_shapes=None, gpt_lists: bo
                   tid=0, start_ns=0, end_ns=0, stream=7, device=0, kind=OpKind.COMPUTE)
 
 
-def calibrate(workload: str, gpu: str = "h200", detail: bool = False, reference: Path | None = None):
+def trace_gpu_for(workload: str, gpu: str | None) -> str:
+    """The GPU to price `workload`'s ops on: the one its trace ran on (its `deviceProperties`),
+    or `gpu` when given. A trace of another GPU than `gpu` is refused: priced on the wrong GPU,
+    an H100 profile's kernels come out 20-30% fast on the H200's bandwidth (timm_bit's total,
+    -13.2% on h200 against +5.9% on h100), and nothing in the report would say so."""
+    path = Path(workload)
+    ran = trace_gpu(path) if path.exists() else "h200"  # the reference runs are the H200's
+    if gpu is None:
+        if ran is None:
+            raise ConfigError(f"{workload}: its deviceProperties name no GPU the simulator knows; "
+                              "pass --gpu for the GPU it ran on")
+        return ran
+    key = get_gpu(gpu).key
+    if ran is not None and ran != key:
+        raise ConfigError(f"{workload} ran on {ran}, not {key}: price it with --gpu {ran} (or leave --gpu out, "
+                          "which takes the trace's own GPU)")
+    return key
+
+
+def calibrate(workload: str, gpu: str | None = None, detail: bool = False, reference: Path | None = None):
     """Per class: (measured, roofline-only, with-table) GPU time in us per step. `workload`: a
-    reference run's name (in REFERENCE/h200, the default reference folder when None) or a trace file."""
+    reference run's name (in REFERENCE/h200, the default reference folder when None) or a trace
+    file; `gpu`: None prices it on the GPU its trace ran on (trace_gpu_for)."""
+    g = get_gpu(trace_gpu_for(workload, gpu))
     events = load_events(workload, reference)
     steps = X.count_steps(events)
-    g = get_gpu(gpu)
     meas = defaultdict(float)
     roof = defaultdict(float)
     tab = defaultdict(float)
@@ -171,7 +194,8 @@ def _span_share(acts) -> float:
     return union / total if total else 1.0
 
 
-def report(workload: str, gpu: str = "h200", detail: bool = False, reference: Path | None = None) -> str:
+def report(workload: str, gpu: str | None = None, detail: bool = False, reference: Path | None = None) -> str:
+    gpu = trace_gpu_for(workload, gpu)
     res = calibrate(workload, gpu, detail, reference)
     per, rows = (res if detail else (res, None))
     lines = [f"{workload} on {gpu}: GPU time per step (us)",

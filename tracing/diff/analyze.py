@@ -84,6 +84,7 @@ class RankSummary:
     rank_known: bool = True  # from distributedInfo.rank (else 0)
     host_steps: list[HostStep] = field(default_factory=list)  # per selected step (tracing/diff/host.py)
     host_ops: dict[tuple[str, str], HostOpStat] = field(default_factory=dict)
+    device: str | None = None  # the GPU the trace ran on (deviceProperties), None if it names none
 
 
 def analyze(tr: TraceEvents, select: set[int] | None = None) -> RankSummary:
@@ -180,4 +181,4 @@ def analyze(tr: TraceEvents, select: set[int] | None = None) -> RankSummary:
     host_steps, host_ops = host_figures(tr, starts, ends)
     rank = tr.rank if tr.rank is not None else 0
     return RankSummary(str(tr.path), rank, tr.world_size, tr.has_shapes, plan, stats, ops, notes, unassigned,
-                       host_steps=host_steps, host_ops=host_ops)
+                       host_steps=host_steps, host_ops=host_ops, device=tr.device)

@@ -177,6 +177,12 @@ def diff_traces(base_path: str | Path, other_path: str | Path, rank: int | None 
         side_b = [by_b[r] for r in sorted(by_b)]
         side_o = [by_o[r] for r in sorted(by_o)]
     for sb, so in zip(side_b, side_o):
+        if sb.device and so.device and sb.device != so.device:
+            # kernel times are a GPU's own: a real H100 profile against a simulated H200 run
+            # differs by the GPUs before anything else (phantora-prof --gpu picks the simulated one)
+            warnings.append(f"the traces ran on different GPUs: {sb.device} ({sb.path}) and {so.device} "
+                            f"({so.path}); GPU times differ by the hardware first (simulate the real "
+                            "run's GPU with phantora-prof --gpu)")
         for s in (sb, so):
             warnings.extend(s.notes)
             if not s.steps:

@@ -46,6 +46,7 @@ class TraceEvents:
         self.path = path
         self.rank: int | None = None
         self.world_size: int | None = None
+        self.device: str | None = None  # deviceProperties[0].name: the GPU the trace ran on
         self.names: list[str] = []
         self._name_ids: dict[str, int] = {}
         # host ops (cpu_op and user_annotation)
@@ -131,6 +132,9 @@ def extract(doc: dict, path: str | Path) -> TraceEvents:
         w = info.get("world_size")
         if isinstance(w, int):
             tr.world_size = w
+    props = doc.get("deviceProperties")
+    if isinstance(props, list) and props and isinstance(props[0], dict) and isinstance(props[0].get("name"), str):
+        tr.device = props[0]["name"]
 
     intern = tr.intern
     threads = tr.threads
