@@ -146,3 +146,14 @@ def test_an_overload_around_autocast_wrapper_wraps_too():
     got = [(d.name, d.types[0], [a.name for a in d.acts]) for d in X.dispatch_ops(ev)]
     assert got == [("aten::_to_copy", "c10::BFloat16", ["direct_copy_kernel"]),
                    ("aten::upsample_bilinear2d", "float", ["upsample_bilinear2d_nhwc_out_frame"])]
+
+
+def test_error_band_takes_only_its_gpus_traces(tmp_path):
+    """`calibrate errors` measures the H200's error band: an H100 profile among its traces would
+    count the GPUs' difference as the model's error; refused, with the GPU named."""
+    from phantora_prof.calibrate import errors
+    from phantora_prof.errors import ConfigError
+    h100 = _relu_trace(tmp_path / "h100.pt.trace.json.gz", "NVIDIA H100 80GB HBM3")
+    with pytest.raises(ConfigError, match="ran on h100"):
+        errors.per_source(h100)
+    assert errors.per_source(_relu_trace(tmp_path / "h200.pt.trace.json.gz", "NVIDIA H200"))

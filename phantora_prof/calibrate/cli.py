@@ -262,8 +262,12 @@ def cuda_graphs_cmd(sim: Path, real: Path, write: bool) -> None:
 def errors_cmd(traces: tuple[Path, ...], out: Path) -> None:
     """Per-source error of kernel times against real torch.profiler traces (for the error band)."""
     from phantora_prof.calibrate import errors
+    from phantora_prof.errors import ConfigError
 
-    doc = errors.build(list(traces))
+    try:
+        doc = errors.build(list(traces))
+    except ConfigError as e:
+        raise click.UsageError(str(e)) from None
     errors.write(doc, out)
     click.echo(json.dumps(doc["sigma"]) + f" -> {out}")
 

@@ -27,9 +27,16 @@ from phantora_prof.calibrate.families import to_opcall
 
 
 def per_source(path: Path, gpu: str = "h200") -> dict[str, tuple[float, float]]:
-    """{source: (real ns per step, predicted ns per step)} for one real trace."""
+    """{source: (real ns per step, predicted ns per step)} for one real trace, which must have run
+    on `gpu` (its deviceProperties; a trace that names no GPU is taken as `gpu`'s): another GPU's
+    kernels priced here would count as the model's error."""
     from phantora_prof import cost
+    from phantora_prof.calibrate.split_k_observed import trace_gpu
+    from phantora_prof.errors import ConfigError
 
+    ran = trace_gpu(Path(path))
+    if ran is not None and ran != cost.get_gpu(gpu).key:
+        raise ConfigError(f"{path} ran on {ran}: the error band is measured on {gpu}'s own traces")
     events = load_events(path)
     steps = count_steps(events)
     acc: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
