@@ -157,3 +157,22 @@ def test_error_band_takes_only_its_gpus_traces(tmp_path):
     with pytest.raises(ConfigError, match="ran on h100"):
         errors.per_source(h100)
     assert errors.per_source(_relu_trace(tmp_path / "h200.pt.trace.json.gz", "NVIDIA H200"))
+
+
+def test_grouped_mm_fallback_is_priced_as_its_mms():
+    """fp32 `_grouped_mm` runs ATen's fallback, one `mm` per group, which the simulator captures
+    as those parts: the report's dispatch ops are the mms; bf16 runs one kernel, priced whole."""
+    def trace(dtype, children):
+        ev = [_op("aten::_grouped_mm", 0, 100, [dtype, dtype, "int", "", ""], 1,
+                  [[1024, 512], [4, 512, 256], [4], [], []])]
+        if children:
+            for g in range(2):
+                ev.append(_op("aten::mm", 10 + 40 * g, 30, [dtype, dtype], 2 + g, [[256, 512], [512, 256]]))
+                ev += _launch(15 + 40 * g, 2 + g, 20 + g, "sm80_xmma_gemm_f32f32")
+        else:
+            ev += _launch(5, 1, 20, "cutlass_grouped_gemm")
+        return ev
+    fp32 = [(d.name, [a.name for a in d.acts]) for d in X.dispatch_ops(trace("float", True))]
+    assert fp32 == [("aten::mm", ["sm80_xmma_gemm_f32f32"])] * 2
+    bf16 = [(d.name, [a.name for a in d.acts]) for d in X.dispatch_ops(trace("c10::BFloat16", False))]
+    assert bf16 == [("aten::_grouped_mm", ["cutlass_grouped_gemm"])]

@@ -184,9 +184,22 @@ def dispatch_level(e, parent: dict[int, dict | None], wrappers: set[int] = froze
         chain.append(e)
         e = parent[id(e)]
     for o in reversed(chain):
-        if o.get("cat") == "cpu_op" and not is_composite(o["name"]) and id(o) not in wrappers:
+        if (o.get("cat") == "cpu_op" and not is_composite(o["name"]) and id(o) not in wrappers
+                and not _runs_as_parts(o)):
             return o
     return None
+
+
+def _runs_as_parts(e: dict) -> bool:
+    """An op whose CUDA kernel is a loop over other ops, which the simulator captures as those
+    parts (runtime/dispatch/capture.py's `_as_parts`), so they are the dispatch level here too:
+    `_grouped_mm` outside its one-kernel fast path (bf16 operands on sm 9.x, grouped_mm.py), i.e.
+    ATen's fallback of one `mm` per group (hf_mixtral's fp32 experts: priced as one roofline
+    call, the report had their GEMMs +18%)."""
+    if e["name"] != "aten::_grouped_mm":
+        return False
+    types = e.get("args", {}).get("Input type", [])
+    return not (len(types) >= 2 and types[0] == types[1] == "c10::BFloat16")
 
 
 def dispatch_ops(events) -> list[DispatchOp]:
