@@ -176,3 +176,20 @@ def test_grouped_mm_fallback_is_priced_as_its_mms():
     assert fp32 == [("aten::mm", ["sm80_xmma_gemm_f32f32"])] * 2
     bf16 = [(d.name, [a.name for a in d.acts]) for d in X.dispatch_ops(trace("c10::BFloat16", False))]
     assert bf16 == [("aten::_grouped_mm", ["cutlass_grouped_gemm"])]
+
+
+def test_index_put_list_is_rebuilt_from_the_shapes():
+    """The profiler records index_put's index list as empty; the report rebuilds one int64 index
+    over the dim the values' shape replaces (the last that fits), so the accumulate path is priced
+    as the simulator prices it (it has the real list) rather than as a plain op."""
+    from phantora_prof.calibrate.cost_report import to_opcall
+
+    def args(x, v):
+        d = X.DispatchOp("aten::_index_put_impl_", 1, 0.0, [x, [], v, [], []], ["float", "", "float", "Scalar", "Scalar"],
+                         [[], [], [], [], []], ["", "", "", "True", "True"])
+        return to_opcall(d, gpt_lists=False).args[1]
+    (idx,) = args([169, 12], [2401, 12])  # Swin: table[index.view(-1)]
+    assert idx.shape == (2401,) and idx.dtype == "int64"
+    none, idx = args([4, 196], [4, 196, 196])  # LeViT: biases[:, idx]
+    assert none is None and idx.shape == (196, 196)
+    assert args([4, 196], [7, 7]) is None  # nothing fits: left unrecorded

@@ -51,6 +51,30 @@ def _ta(shape, dtype, stride=None, device=0):
     return TensorArg(shape, tuple(stride) if stride is not None else _contig(shape), dtype, device)
 
 
+_INDEX_PUTS = ("aten::_index_put_impl_", "aten::index_put_", "aten::index_put")
+
+
+def _index_list(x: TensorArg, dop: X.DispatchOp):
+    """An index_put's index list, which the profiler records as an empty list: rebuilt from the
+    shapes as one int64 index tensor over one dim of `x` (the backward of `x[idx]` or
+    `x[:, idx]`, as relative position biases index their tables), found where the values' shape is
+    `x`'s with that dim replaced by the index's shape. Where several dims fit (LeViT's [4, 196]
+    table and [4, 196, 196] values: `x[:, idx[196, 196]]` or `x[idx[4, 196]]`), the last is taken,
+    `x[:, idx]`: a heuristic of the report, which the simulator (given the real list) does not need.
+    None when nothing fits."""
+    tensors = [a for a in X.input_tensors(dop) if a[0] == "t"]
+    if not isinstance(x, TensorArg) or len(tensors) < 2:
+        return None
+    xs, vs = tuple(x.shape), tuple(tensors[1][1])
+    r, v = len(xs), len(vs)
+    for k in range(r - 1, -1, -1):
+        tail = r - k - 1
+        idx_ndim = v - k - tail
+        if idx_ndim >= 1 and vs[:k] == xs[:k] and vs[v - tail:] == xs[k + 1:]:
+            return (None,) * k + (_ta(vs[k:k + idx_ndim], "int64"),)
+    return None
+
+
 class UnrecordedList(ValueError):
     """An op's tensor list the profiler did not record, in a trace that is not a reference GPT run."""
 
@@ -85,6 +109,8 @@ def to_opcall(dop: X.DispatchOp, rank: int = 0, param_shapes=None, gpt_lists: bo
                 args.append(tuple(_ta(s, dt, st) for _, s, _, st in a[1]))
         elif a[0] == "n":
             args.append(None)
+            if i == 1 and dop.name in _INDEX_PUTS:
+                args[1] = _index_list(args[0], dop)
         else:
             args.append(X.parse_scalar(a[1]))
     outs = ()
