@@ -129,8 +129,8 @@ def to_opcall(dop: X.DispatchOp, rank: int = 0, param_shapes=None, gpt_lists: bo
 def trace_gpu_for(workload: str, gpu: str | None) -> str:
     """The GPU to price `workload`'s ops on: the one its trace ran on (its `deviceProperties`),
     or `gpu` when given. A trace of another GPU than `gpu` is refused: priced on the wrong GPU,
-    an H100 profile's kernels come out 20-30% fast on the H200's bandwidth (timm_bit's total,
-    -13.2% on h200 against +5.9% on h100), and nothing in the report would say so."""
+    the 11 H100 profiles of tools/holdout/real_h200 came out 5-19 points fast on the H200's
+    bandwidth (timm_bit's total -13.2% on h200 against +5.9% on h100), and nothing said so."""
     path = Path(workload)
     ran = trace_gpu(path) if path.exists() else "h200"  # the reference runs are the H200's
     if gpu is None:
