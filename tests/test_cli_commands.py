@@ -152,3 +152,17 @@ def test_no_spinner_in_front_of_the_scripts_lines_in_a_terminal(tmp_path):
     assert os.WEXITSTATUS(status) == 0, text[-2000:]
     assert "iter 2" in text and "simulated H200 run" in text
     assert "simulating..." not in text
+
+
+def test_calibrate_families_add_replaces_re_measured_points():
+    """A sweep run again replaces the points of the same op, class and shape (the old rnn
+    points summed cuDNN's overlapping streams); other points stay."""
+    from phantora_prof.calibrate import families
+
+    def pt(op, shape, t):
+        return {"op": op, "key": "float32|c|lstm|float32", "w": 1000.0, "t": t, "shape": shape, "kernels": []}
+    old = [pt("_cudnn_rnn_backward", [64, 256, 1024], 17370), pt("_cudnn_rnn_backward", [32, 64, 256], 800),
+           pt("_cudnn_rnn", [64, 256, 1024], 8400)]
+    new = [pt("_cudnn_rnn_backward", [64, 256, 1024], 11700)]
+    kept, replaced = families.superseded(old, new)
+    assert replaced == 1 and [p["t"] for p in kept] == [800, 8400]

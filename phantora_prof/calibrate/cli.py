@@ -83,7 +83,8 @@ def calibrate() -> None:
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="output file  [default: cost/data/<gpu>_families.json.gz]")
 @click.option("--add", "add", is_flag=True,
-              help="keep the points already in --out (sweeps whose traces are not kept) and add these traces'")
+              help="keep the points already in --out (sweeps whose traces are not kept) and add these traces'; "
+                   "a new point of an op, class and shape the file already has replaces the old one (a re-measurement)")
 @click.option("--ops", default="",
               help="comma-separated aten op names: keep only their points (a sweep of one family also times the "
                    "small ops around it, too few points to answer for those ops' other shapes)")
@@ -122,7 +123,10 @@ def families_cmd(traces: tuple[Path, ...], gpu: str, out: Path | None, add: bool
         again = sorted(set(old["sources"]) & set(sources))
         if again:
             raise click.UsageError(f"--add: {', '.join(again)} already in {out}")
-        points = families.load_points(old) + points
+        kept, replaced = families.superseded(families.load_points(old), points)
+        if replaced:
+            click.echo(f"{replaced} points of {out} re-measured by these traces: replaced")
+        points = kept + points
         sources = old["sources"] + sources
     families.write(families.build(points, sources, gpu_key, sorted(keep) or None), out)
     click.echo(f"{len(points)} points ({sum(skipped.values())} calls skipped: {skipped or 'none'}) -> {out}")

@@ -185,6 +185,18 @@ def load_points(doc: dict) -> list[dict]:
     return points
 
 
+def superseded(old: list[dict], new: list[dict]) -> tuple[list[dict], int]:
+    """The old points no new point re-measures (same op, class key and shape), and how many
+    were dropped: a sweep run again replaces its earlier points rather than averaging with them
+    (the 2026-12-01 rnn sweep's points, whose trace is not kept, summed the kernels cuDNN runs
+    side by side on its own streams; busy_fraction came later)."""
+    def ident(p: dict) -> tuple:
+        return p["op"], p["key"], tuple(p["shape"])
+    again = {ident(p) for p in new}
+    kept = [p for p in old if ident(p) not in again]
+    return kept, len(old) - len(kept)
+
+
 def read(path: Path) -> dict:
     return json.loads(gzip.decompress(path.read_bytes()))
 
