@@ -500,7 +500,7 @@ def _operand_layout(op) -> str:
     """How TensorIterator sees the operands: dense (one dense layout, any dim order),
     bcast (an operand broadcast: stride 0 or fewer elements), mixed (each dense, in different
     dim orders), strided (anything else)."""
-    from phantora_prof.cost.roofline import dense_order, iter_tensors, one_dense_layout
+    from phantora_prof.cost.roofline import dense_order, iter_tensors, one_dense_layout, shared_unit_inner
 
     lists = [a for a in op.args if isinstance(a, tuple) and a and isinstance(a[0], TensorArg)]
     if lists:  # foreach ops, cat, stack: many tensors, each its own; strided elements read slowly
@@ -516,8 +516,13 @@ def _operand_layout(op) -> str:
         if one_dense_layout(tensors + outs):
             return "dense"
         # each operand dense, in different dim orders (an NCHW map plus a channels-last one,
-        # a sequence plus a transposed one): one of them is read across its layout
-        return "mixed" if all(dense_order(t) is not None for t in tensors + outs) else "strided"
+        # a sequence plus a transposed one): one of them is read across its layout; or, where
+        # they share a unit-stride innermost dim (a transposed view of heads beside a contiguous
+        # tensor), each is read in rows ("rows": no sweep measured it, the roofline's
+        # strided_rows class prices it, cost/ops.py elementwise)
+        if not all(dense_order(t) is not None for t in tensors + outs):
+            return "strided"
+        return "rows" if shared_unit_inner(tensors + outs) else "mixed"
     return "dense" if all(dense_order(t) is not None for t in tensors) else "strided"  # reductions
 
 

@@ -19,7 +19,8 @@ from phantora_prof.cost.profiles import profile_for
 from phantora_prof.cost.roofline import (
     ATTENTION, CHANNEL_ALIGNMENT, COPY, ELEMENTWISE, GEMM, INDEX, MEMSET, NORM, OPTIMIZER, REDUCTION, Cost,
     all_inputs, arg, bn_channels_last_batch, conv_flops, dense_order, eff_for, first_tensor, hbm_bw, io_bytes,
-    is_contiguous, iter_tensors, mm_flops, one_dense_layout, op_time_ns, padded_channels, sdpa_flops, tensor_bytes,
+    is_contiguous, iter_tensors, mm_flops, one_dense_layout, op_time_ns, padded_channels, sdpa_flops,
+    shared_unit_inner, tensor_bytes,
 )
 from phantora_prof.protocol import TensorArg
 
@@ -1307,6 +1308,16 @@ def elementwise(op, base, gpu, allow_tf32):
     if broadcast or noncontig:
         spec, eff = K.strided_kernel(functor, numel, ins[0].dtype if typed and ins else dtype,
                                      cast=len(dtypes) > 1 and typed is None), "strided"
+        if not broadcast and shared_unit_inner(t for t in tensors if t.numel > 1):
+            # operands dense in different orders that share a unit-stride innermost dim (RoPE's
+            # and per-head norms' adds and muls on transposed views of q / k): read in coalesced
+            # rows, at the strided class's bandwidth but no faster than an element rate that
+            # does not follow the bytes (profile `strided_rows`: one operation per element on the
+            # fp32 pipes). The sweeps' strided points (an operand read across its layout) priced
+            # these 1.7-2.1x slow in 19 real profiles (tools/holdout/real_h200/session51/)
+            spec.generic = generic
+            return (Cost(ELEMENTWISE, "strided_rows", float(numel), io_bytes(op), peak=gpu.fp32_flops),
+                    _split([spec], tensors))
     elif len(dtypes) > 1 and typed is None:
         spec, eff = K.unrolled_kernel(functor, n_ops, numel), "unrolled"
     else:

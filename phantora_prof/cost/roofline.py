@@ -161,6 +161,23 @@ def one_dense_layout(tensors) -> bool:
     return True
 
 
+def shared_unit_inner(tensors) -> bool:
+    """Whether operands that are each dense but in different dim orders (a transposed view beside
+    a contiguous tensor: RoPE's and per-head norms' ops on `q.view(B, S, H, D).transpose(1, 2)`)
+    share their innermost dim, which is then unit-stride in every one of them: TensorIterator's
+    strided kernel reads each operand in contiguous rows (coalesced), not across its layout."""
+    inner = None
+    for t in tensors:
+        order = dense_order(t)
+        if not order:
+            return False
+        if inner is None:
+            inner = order[-1]
+        elif order[-1] != inner:
+            return False
+    return inner is not None
+
+
 def iter_tensors(values):
     for a in values:
         if isinstance(a, TensorArg):
