@@ -161,13 +161,14 @@ def test_h100_family_table_is_its_sweep():
     H100 sweeps kept in the repository (tools/holdout/real_h200/session32/sw11.pt.trace.json.gz:
     SyncBatchNorm's kernels and the fused RNN cells; session33/sweep/sw12-14: column sums, grouped
     1 x 1 and dilated convolutions; session47/sweep/sw25: dilated depthwise convolutions;
-    session50/sweep/sw26: fp32 NCHW batch norm)."""
+    session50/sweep/sw26-30: fp32 NCHW batch norm and convolutions; session51/sweep/sw31: cuDNN
+    LSTM / GRU, with the busy time of their overlapping streams)."""
     from phantora_prof.calibrate import families
 
     doc = families.read(DATA / "h100_families.json.gz")
     assert doc["gpu"] == "h100" and doc["ops_kept"]
     kept = [HOLDOUT / "session32", HOLDOUT / "session33" / "sweep", HOLDOUT / "session38" / "sweep",
-            HOLDOUT / "session47" / "sweep", HOLDOUT / "session50" / "sweep"]
+            HOLDOUT / "session47" / "sweep", HOLDOUT / "session50" / "sweep", HOLDOUT / "session51" / "sweep"]
     paths = [next(d / s for d in kept if (d / s).exists()) for s in doc["sources"]]
     points, _ = families.collect(paths, "h100")
     points = [p for p in points if p["op"] in set(doc["ops_kept"])]
