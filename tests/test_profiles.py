@@ -34,7 +34,8 @@ NOT_GPU_CONSTANTS = {
     "phantora_prof/cost/measured.py": {"ROW_EXTRAPOLATE", "GEMM_K", "GEMM_POWER", "ATTN_K", "ATTN_POWER",
                                        "MISMATCH_PENALTY"},
     "phantora_prof/cost/ops.py": {"RNN_GATES"},  # cuDNN's gates per RNN mode
-    "phantora_prof/cost/roofline.py": {"CHANNEL_ALIGNMENT"},  # the tensor cores' channel multiple
+    "phantora_prof/cost/roofline.py": {"CHANNEL_ALIGNMENT",  # the tensor cores' channel multiple
+                                       "ROWS_MIN_RUN"},  # the shortest row real profiles measured (coverage)
     "phantora_prof/engine/coordinator.py": {"SIGINT_NOTE_WAIT_S"},  # how long a Ctrl-C waits for the ranks' notes (real seconds)
     "phantora_prof/engine/collectives.py": {"_RANKS_SHOWN"},  # torch.profiler's kTruncatLength (trace format)
     "phantora_prof/engine/host_layout.py": {"_NO_KEY", "_MAX_SHIFT_NS", "_CLOSE_NS"},

@@ -161,11 +161,15 @@ def one_dense_layout(tensors) -> bool:
     return True
 
 
+ROWS_MIN_RUN = 16  # the shortest shared row the real profiles measured (session 51): 16 elements
+
+
 def shared_unit_inner(tensors) -> bool:
     """Whether operands that are each dense but in different dim orders (a transposed view beside
     a contiguous tensor: RoPE's and per-head norms' ops on `q.view(B, S, H, D).transpose(1, 2)`)
-    share their innermost dim, which is then unit-stride in every one of them: TensorIterator's
-    strided kernel reads each operand in contiguous rows (coalesced), not across its layout."""
+    share their innermost dim, which is then unit-stride in every one of them, and at least
+    ROWS_MIN_RUN long: TensorIterator's strided kernel reads each operand in contiguous rows
+    (coalesced), not across its layout. Shorter rows were not measured (they stay `mixed`)."""
     inner = None
     for t in tensors:
         order = dense_order(t)
@@ -173,6 +177,8 @@ def shared_unit_inner(tensors) -> bool:
             return False
         if inner is None:
             inner = order[-1]
+            if t.shape[inner] < ROWS_MIN_RUN:
+                return False
         elif order[-1] != inner:
             return False
     return inner is not None
