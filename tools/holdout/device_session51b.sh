@@ -5,11 +5,4 @@
 # multi-layer RNN's kernels on streams of its own, and the points summed them (the zoo lstm's
 # backward: 17.4 ms in the table, 11.7 ms busy in its real profile).
 # Usage: tools/holdout/device_session51b.sh OUTDIR   Leaves OUTDIR.s51b.tgz.
-out=$1; part=s51b
-source "$(dirname "$0")/device_env.sh"
-start=$(date +%s)
-nvidia-smi --query-gpu=name --format=csv,noheader >> "$log"
-sweep 31 rnn 300
-echo "done $(( $(date +%s) - start ))s" >> "$log"
-cat "$log"
-pack_output s51b
+exec "$(dirname "$0")/device_sweeps.sh" "$1" s51b 31:rnn:300
