@@ -54,7 +54,7 @@ def _ta(shape, dtype, stride=None, device=0):
 _INDEX_PUTS = ("aten::_index_put_impl_", "aten::index_put_", "aten::index_put")
 
 
-def _index_list(x: TensorArg, dop: X.DispatchOp):
+def _index_list(x, values):
     """An index_put's index list, which the profiler records as an empty list: rebuilt from the
     shapes as one int64 index tensor over one dim of `x` (the backward of `x[idx]` or
     `x[:, idx]`, as relative position biases index their tables), found where the values' shape is
@@ -62,10 +62,9 @@ def _index_list(x: TensorArg, dop: X.DispatchOp):
     table and [4, 196, 196] values: `x[:, idx[196, 196]]` or `x[idx[4, 196]]`), the last is taken,
     `x[:, idx]`: a heuristic of the report, which the simulator (given the real list) does not need.
     None when nothing fits."""
-    tensors = [a for a in X.input_tensors(dop) if a[0] == "t"]
-    if not isinstance(x, TensorArg) or len(tensors) < 2:
+    if not isinstance(x, TensorArg) or not isinstance(values, TensorArg):
         return None
-    xs, vs = tuple(x.shape), tuple(tensors[1][1])
+    xs, vs = tuple(x.shape), tuple(values.shape)
     r, v = len(xs), len(vs)
     for k in range(r - 1, -1, -1):
         tail = r - k - 1
@@ -109,10 +108,10 @@ def to_opcall(dop: X.DispatchOp, rank: int = 0, param_shapes=None, gpt_lists: bo
                 args.append(tuple(_ta(s, dt, st) for _, s, _, st in a[1]))
         elif a[0] == "n":
             args.append(None)
-            if i == 1 and dop.name in _INDEX_PUTS:
-                args[1] = _index_list(args[0], dop)
         else:
             args.append(X.parse_scalar(a[1]))
+    if dop.name in _INDEX_PUTS and len(args) > 2 and args[1] is None:
+        args[1] = _index_list(args[0], args[2])
     outs = ()
     if not any(isinstance(x, tuple) and x and isinstance(x[0], TensorArg) for x in args):
         mo = X.meta_outputs(dop)

@@ -28,13 +28,16 @@ from phantora_prof.calibrate.split_k_observed import trace_gpu  # noqa: E402
 MULTI_GPU = sorted((REPO / "tests" / "data" / "real" / "h200x2" / "traces").glob("*.pt.trace.json.gz"))
 
 
-def profiles() -> list[Path]:
+def single_gpu_profiles() -> list[Path]:
     """Every real single-GPU eager profile kept under tools/holdout/real_h200 (compiled runs'
-    profiles, whose Triton kernels the eager report does not price, are not kept there), then
-    the 2-GPU ranks."""
-    single = sorted(set((HERE / "real_h200").glob("*/traces/*.pt.trace.json.gz"))
-                    | set((HERE / "real_h200").glob("*/*/traces/*.pt.trace.json.gz")))
-    return single + MULTI_GPU
+    profiles, whose Triton kernels the eager report does not price, are not kept there)."""
+    return sorted(set((HERE / "real_h200").glob("*/traces/*.pt.trace.json.gz"))
+                  | set((HERE / "real_h200").glob("*/*/traces/*.pt.trace.json.gz")))
+
+
+def profiles() -> list[Path]:
+    """The single-GPU profiles, then the 2-GPU ranks."""
+    return single_gpu_profiles() + MULTI_GPU
 
 
 def main() -> None:

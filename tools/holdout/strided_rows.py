@@ -25,10 +25,12 @@ from phantora_prof.cost import estimate, get_gpu, op_class  # noqa: E402
 from phantora_prof.cost.families import _operand_layout  # noqa: E402
 from phantora_prof.cost.roofline import iter_tensors  # noqa: E402
 
+sys.path.insert(0, str(HERE))
+from cost_report_all import single_gpu_profiles  # noqa: E402
+
 
 def main() -> None:
-    files = sorted(set(HERE.glob("real_h200/*/traces/*.pt.trace.json.gz"))
-                   | set(HERE.glob("real_h200/*/*/traces/*.pt.trace.json.gz")))
+    files = single_gpu_profiles()
     per = collections.defaultdict(lambda: [0, 0.0, 0.0, 0.0])
     rates = collections.defaultdict(list)
     for f in files:
