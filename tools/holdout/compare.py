@@ -33,6 +33,7 @@ ZOO_BLIND13_MODELS = ("hf_gemma2", "hf_roberta", "timm_eva02", "timm_ghostnet", 
 ZOO_BLIND14_MODELS = ("hf_hubert", "hf_gpt_bigcode", "tv_lraspp")
 ZOO_BLIND15_MODELS = ("hf_mamba", "hf_longformer", "hf_fnet", "timm_pvt_v2", "timm_resnest")
 ZOO_BLIND16_MODELS = ("hf_albert", "hf_detr", "timm_sequencer", "timm_res2net", "timm_davit")
+ZOO_BLIND22_MODELS = ("hf_phi3", "hf_funnel", "timm_fastvit", "tv_efficientnet_v2", "timm_hiera")
 # blind set 17 (session 50), chosen before any run: training recipes no earlier set measured, each on
 # a model whose bf16-autocast run was measured before (zoo.py's Recipe): the PyTorch ImageNet
 # example's fp32 (torch's default precision flags), fp16 autocast with GradScaler, parameters in bf16
@@ -153,7 +154,7 @@ CASES: dict[str, tuple[str, list[str]]] = {
                                                "tv_vit_b32")},
     **{m: ("zoo.py", ["--model", m]) for m in ZOO_BLIND9_MODELS + ZOO_BLIND10_MODELS + ZOO_BLIND11_MODELS
        + ZOO_BLIND12_MODELS + ZOO_BLIND13_MODELS + ZOO_BLIND14_MODELS + ZOO_BLIND15_MODELS
-       + ZOO_BLIND16_MODELS},
+       + ZOO_BLIND16_MODELS + ZOO_BLIND22_MODELS},
     **{case: ("zoo.py", args) for case, args in {**ZOO_BLIND17_ARGS, **ZOO_BLIND18_ARGS, **ZOO_BLIND19_ARGS,
                                                           **ZOO_BLIND20_ARGS, **ZOO_BLIND21_ARGS}.items()},
     # Gemma-2 soft-caps its attention logits, which transformers' sdpa path refuses: eager, as its docs say
@@ -259,6 +260,9 @@ ZOO_BLIND18 = tuple(ZOO_BLIND18_ARGS)
 ZOO_BLIND19 = tuple(ZOO_BLIND19_ARGS)
 ZOO_BLIND20 = tuple(ZOO_BLIND20_ARGS)
 ZOO_BLIND21 = tuple(ZOO_BLIND21_ARGS)
+# session 52: chosen before any run or simulation (zoo.py's MODELS says what each adds), bf16
+# autocast at the default sizes
+ZOO_BLIND22 = ZOO_BLIND22_MODELS
 COMPILED_FIT = ("gpt_b8c", "gpt_b32c")
 COMPILED_HELD = ("hf_llama_c", "timm_vit_c", "tv_resnet50_c", "hf_bert_c", "hf_llama_fx_c", "hf_llama_fx")
 COMPILED_BLIND = ("hf_gpt2_c", "timm_convnext_c", "tv_mobilenet_c", "tv_swin_c")

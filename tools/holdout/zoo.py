@@ -209,6 +209,11 @@ def _hf_causal_lm(name: str, a):
                              num_hidden_layers=a.layers or 8, num_attention_heads=16, num_key_value_heads=8,
                              head_dim=128, max_position_embeddings=a.seq)
         model = tf.Qwen3ForCausalLM(cfg)
+    elif name == "hf_phi3":  # blind set 22: Phi-3-mini's layer shape: fused qkv and gate_up projections, SwiGLU, MHA
+        cfg = tf.Phi3Config(vocab_size=32064, hidden_size=a.dim or 1024, intermediate_size=2816,
+                            num_hidden_layers=a.layers or 8, num_attention_heads=16, num_key_value_heads=16,
+                            max_position_embeddings=a.seq, pad_token_id=0)
+        model = tf.Phi3ForCausalLM(cfg)
     elif name == "hf_mamba":  # blind set 15: Mamba-130m's width, transformers' sequential selective scan
         # (no mamba-ssm kernels: the path a user without them gets, a Python loop over the sequence)
         cfg = tf.MambaConfig(vocab_size=32000, hidden_size=a.dim or 768, num_hidden_layers=a.layers or 4,
@@ -271,14 +276,16 @@ def _vision_model(name: str):
                 "timm_efficientvit": "efficientvit_b1", "timm_hrnet": "hrnet_w18", "timm_xcit": "xcit_tiny_12_p16_224",
                 "timm_vit_large": "vit_large_patch16_224", "timm_eva02": "eva02_base_patch14_224",
                 "timm_ghostnet": "ghostnet_100", "timm_pvt_v2": "pvt_v2_b2", "timm_resnest": "resnest50d",
-                "timm_sequencer": "sequencer2d_s", "timm_res2net": "res2net50_26w_4s", "timm_davit": "davit_tiny"}[name]
+                "timm_sequencer": "sequencer2d_s", "timm_res2net": "res2net50_26w_4s", "timm_davit": "davit_tiny",
+                "timm_fastvit": "fastvit_sa12", "timm_hiera": "hiera_tiny_224"}[name]
         return timm.create_model(arch, pretrained=False)
     tv = import_torchvision()
     arch = {"tv_resnet50": "resnet50", "tv_mobilenet": "mobilenet_v3_large",
             "tv_efficientnet": "efficientnet_b0", "tv_swin": "swin_t", "tv_densenet": "densenet121",
             "tv_shufflenet": "shufflenet_v2_x1_0", "tv_regnet_x": "regnet_x_1_6gf",
             "tv_vgg": "vgg11_bn", "tv_mnasnet": "mnasnet1_0", "tv_googlenet": "googlenet",
-            "tv_vit_b32": "vit_b_32", "tv_resnet152": "resnet152", "tv_convnext_base": "convnext_base"}[name]
+            "tv_vit_b32": "vit_b_32", "tv_resnet152": "resnet152", "tv_convnext_base": "convnext_base",
+            "tv_efficientnet_v2": "efficientnet_v2_s"}[name]
     if arch == "googlenet":
         # without the auxiliary heads a training-mode GoogLeNet returns its logits as a tensor, so
         # _MainLogits passes them through; it stays because blind set 7's real runs
@@ -549,6 +556,13 @@ MODELS = {
     # of feature maps, Res2Net's hierarchical split convolutions, DaViT's channel-group attention
     "hf_albert": (16, 512), "hf_detr": (8, 512), "timm_sequencer": (64, 224), "timm_res2net": (64, 224),
     "timm_davit": (64, 224),
+    # blind set 22 (session 52): chosen before any run, architectures none of the sets above has:
+    # Phi-3's fused qkv / gate_up projections (chunked in the forward), Funnel-Transformer's pooled
+    # sequence with relative attention, FastViT's train-time multi-branch reparameterisable blocks
+    # with large-kernel depthwise convolutions, EfficientNetV2's fused-MBConv stages at 300 px,
+    # Hiera's mask-unit attention with unroll / reroll permutes
+    "hf_phi3": (4, 2048), "hf_funnel": (16, 512), "timm_fastvit": (64, 256), "tv_efficientnet_v2": (64, 300),
+    "timm_hiera": (64, 224),
 }
 
 
@@ -600,7 +614,7 @@ def build(a: argparse.Namespace) -> tuple[torch.nn.Module, Callable[[int], None]
     name = a.model
     if name in ("hf_llama", "hf_mistral", "hf_qwen2", "hf_gpt2", "hf_gptneox", "hf_opt", "hf_phi", "hf_gemma",
                 "hf_starcoder2", "hf_olmo", "hf_falcon", "hf_qwen3", "hf_bloom", "hf_mixtral", "hf_llama3_8b",
-                "hf_qwen25_7b", "hf_pythia_7b", "hf_gemma2", "hf_gpt_bigcode", "hf_mamba"):
+                "hf_qwen25_7b", "hf_pythia_7b", "hf_gemma2", "hf_gpt_bigcode", "hf_mamba", "hf_phi3"):
         model = _hf_causal_lm(name, a).to(dev)
         step = _hf_lm_step(model, a, dev)
     elif name == "hf_bert":
@@ -636,6 +650,12 @@ def build(a: argparse.Namespace) -> tuple[torch.nn.Module, Callable[[int], None]
                               num_attention_heads=12, intermediate_size=3072, max_position_embeddings=a.seq,
                               attn_implementation="sdpa")
         model = tf.AlbertForMaskedLM(cfg).to(dev)
+        step = _hf_bert_step(model, a, dev)
+    elif name == "hf_funnel":  # blind set 22: Funnel-Transformer base: the sequence pooled 2x per block,
+        # relative-position attention in einsums, a decoder that upsamples back for MLM
+        import transformers as tf
+
+        model = tf.FunnelForMaskedLM(tf.FunnelConfig(vocab_size=30522)).to(dev)
         step = _hf_bert_step(model, a, dev)
     elif name == "hf_detr":  # blind set 16: DETR-R50 (transformers' own ResNet), 100 queries, Hungarian matching
         import transformers as tf
