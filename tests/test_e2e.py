@@ -334,6 +334,14 @@ def test_cuda_ops_torch_ships_without_shape_functions(cli):
     assert "rare_ops True False False True False (3,) (3,) (3,) (3, 4)" in r.stdout, r.stdout
 
 
+def test_quantization_aware_training_runs(cli):
+    """torch.ao.quantization's QAT modules and the fake-quantize ops had no shape functions
+    (`fake_quantize_per_tensor_affine_cachemask` and friends stopped the script)."""
+    r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "qat")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "qat (16, 3, 3, 3) (64, 32) (1,) (1,) (16, 32)" in r.stdout, r.stdout
+
+
 def test_hugging_face_hub_kernels_are_off_unless_the_user_says(cli):
     """transformers' Hub kernels (CUDA binaries) cannot run on the simulated device: off by
     default (USE_HUB_KERNELS=0), the user's own setting kept."""

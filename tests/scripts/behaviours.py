@@ -281,6 +281,31 @@ elif mode == "rare_ops":
           torch.allclose(a.float(), a.float() + 1e-9), torch.allclose(a.float(), b.float()),
           tuple(d.Dirichlet(ones).sample().shape), tuple(d.Beta(ones, ones).rsample().shape),
           tuple(d.Binomial(10, ones / 2).sample().shape), tuple(m.grad.shape))
+elif mode == "qat":
+    # quantization-aware training: torch.ao.quantization's fused observer + fake-quantize modules
+    # (per-tensor activations, per-channel weights), then the learnable fake quantization's ops
+    import torch.ao.quantization as tq
+
+    net = torch.nn.Sequential(tq.QuantStub(), torch.nn.Conv2d(3, 16, 3), torch.nn.BatchNorm2d(16),
+                              torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(16 * 14 * 14, 10),
+                              tq.DeQuantStub()).cuda()
+    net.qconfig = tq.get_default_qat_qconfig("x86")
+    tq.prepare_qat(net, inplace=True)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    for _ in range(2):
+        opt.zero_grad()
+        net(torch.randn(8, 3, 16, 16, device="cuda")).square().mean().backward()
+        opt.step()
+    x = torch.randn(64, 32, device="cuda", requires_grad=True)
+    scale = torch.tensor([0.1], device="cuda", requires_grad=True)
+    zp = torch.tensor([0.0], device="cuda", requires_grad=True)
+    y = torch._fake_quantize_learnable_per_tensor_affine(x, scale, zp, 0, 255, 1.0)
+    w = torch.randn(16, 32, device="cuda", requires_grad=True)
+    yc = torch.fake_quantize_per_channel_affine(w, torch.full((16,), 0.1, device="cuda"),
+                                                torch.zeros(16, dtype=torch.int32, device="cuda"), 0, -128, 127)
+    (y.sum() + yc.sum()).backward()
+    print("qat", tuple(net[1].weight.grad.shape), tuple(x.grad.shape), tuple(scale.grad.shape),
+          tuple(zp.grad.shape), tuple(w.grad.shape))
 elif mode == "hub_kernels":
     import os
 

@@ -29,6 +29,10 @@ implementations return:
   `batch_norm_elemt`, `batch_norm_backward_reduce`, `batch_norm_backward_elemt`,
   `batch_norm_update_stats`): per-channel statistics in the accumulation type (float for half,
   bfloat16 and float inputs), element-wise outputs in the input's suggested memory format.
+- Fake quantization (quantization-aware training: torch.ao.quantization's FakeQuantize and
+  LearnableFakeQuantize, `torch.fake_quantize_per_{tensor,channel}_affine`): the output like the
+  input and the boolean mask of in-range elements ATen caches for the backward; the learnable
+  variants' backward returns gradients shaped like the input, the scale and the zero point.
 """
 from __future__ import annotations
 
@@ -222,7 +226,28 @@ def _multilabel_margin_loss_backward(grad_output, input, target, reduction, is_t
     return torch.empty_like(input, memory_format=torch.contiguous_format)
 
 
+# fake quantization (QAT): element-wise ops, outputs like the input (ATen's CUDA kernels allocate
+# them with `at::empty_like`, keeping the input's memory format)
+def _fake_quant_cachemask(self, *args, **kwargs):
+    return torch.empty_like(self), torch.empty_like(self, dtype=torch.bool)
+
+
+def _fake_quant_learnable(self, *args, **kwargs):
+    return torch.empty_like(self)
+
+
+def _fake_quant_learnable_backward(grad, self, scale, zero_point, *args, **kwargs):
+    return torch.empty_like(self), torch.empty_like(scale), torch.empty_like(zero_point)
+
+
 _META = {
+    "fake_quantize_per_tensor_affine_cachemask": _fake_quant_cachemask,
+    "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams": _fake_quant_cachemask,
+    "fake_quantize_per_channel_affine_cachemask": _fake_quant_cachemask,
+    "_fake_quantize_learnable_per_tensor_affine": _fake_quant_learnable,
+    "_fake_quantize_learnable_per_channel_affine": _fake_quant_learnable,
+    "_fake_quantize_learnable_per_tensor_affine_backward": _fake_quant_learnable_backward,
+    "_fake_quantize_learnable_per_channel_affine_backward": _fake_quant_learnable_backward,
     "cudnn_grid_sampler": _cudnn_grid_sampler,
     "cudnn_grid_sampler_backward": _cudnn_grid_sampler_backward,
     "_sample_dirichlet": _sample_dirichlet,
