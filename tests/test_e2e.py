@@ -342,6 +342,15 @@ def test_quantization_aware_training_runs(cli):
     assert "qat (16, 3, 3, 3) (64, 32) (1,) (1,) (16, 32)" in r.stdout, r.stdout
 
 
+def test_jagged_nested_tensors_on_the_simulated_gpu(cli):
+    """`torch.nested.nested_tensor(..., layout=torch.jagged)` on CUDA stopped with "should only be
+    called while FakeTensorMode is active" (a FakeTensor's ragged size asked its mode for a
+    symbolic int)."""
+    r = cli("--no-trace", PY, str(SCRIPTS / "behaviours.py"), "jagged")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "jagged 2 (80, 64) (80, 64) True" in r.stdout, r.stdout
+
+
 def test_hugging_face_hub_kernels_are_off_unless_the_user_says(cli):
     """transformers' Hub kernels (CUDA binaries) cannot run on the simulated device: off by
     default (USE_HUB_KERNELS=0), the user's own setting kept."""

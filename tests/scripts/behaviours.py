@@ -306,6 +306,17 @@ elif mode == "qat":
     (y.sum() + yc.sum()).backward()
     print("qat", tuple(net[1].weight.grad.shape), tuple(x.grad.shape), tuple(scale.grad.shape),
           tuple(zp.grad.shape), tuple(w.grad.shape))
+elif mode == "jagged":
+    # jagged nested tensors (variable-length sequences without padding): a Linear and SDPA over
+    # them, forward and backward
+    F = torch.nn.functional
+    seqs = [torch.randn(30, 64), torch.randn(50, 64)]
+    q = torch.nested.nested_tensor(seqs, device="cuda", layout=torch.jagged, requires_grad=True)
+    y = torch.nn.Linear(64, 64).cuda()(q)
+    heads = y.unflatten(-1, (4, 16)).transpose(1, 2)
+    o = F.scaled_dot_product_attention(heads, heads, heads)
+    o.values().sum().backward()
+    print("jagged", q.size(0), tuple(y.values().shape), tuple(q.grad.values().shape), q.is_nested)
 elif mode == "hub_kernels":
     import os
 

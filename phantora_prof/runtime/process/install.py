@@ -258,6 +258,9 @@ def _patch_torch_and_enter_the_mode(st: RuntimeState) -> Any:
     from phantora_prof.runtime.patches import sharding_memo
 
     sharding_memo.install()  # DTensor's strided-shard arithmetic once per argument set (no trace)
+    from phantora_prof.runtime.patches import nested_ints
+
+    nested_ints.install()  # jagged nested tensors on the simulated GPU: plain nested ints, as for real tensors
     rec = _record_op_tree(st)
     mode = CaptureMode()
     from phantora_prof.runtime.compile import backend as compile_backend
