@@ -115,6 +115,27 @@ def test_children_of_to_copy_launch_inside_copy():
     assert copy.parent == span.key and empty.parent == span.key
 
 
+def test_a_clones_copy_writes_its_output_not_its_input():
+    """A `.contiguous()` (or reshape copy) of transposed heads: the copy inside the clone writes the
+    contiguous output, as a CUDA build's trace records it; the table's code for the destination
+    is the input's (learned on contiguous clones), which drew it with the transposed strides."""
+    src = TensorArg((4, 64, 8, 16), (8192, 16, 1024, 1), "bfloat16", 0)
+    out = TensorArg((4, 64, 8, 16), (8192, 128, 16, 1), "bfloat16", 0)
+    op = _op("aten::clone", (src,), (out,), 1000, 13000, 10000)
+    span = _host("aten::clone", 1000, 12000, 10, key=(10, 0))
+    span.args.update({"Input Dims": [[4, 64, 8, 16], []], "Input type": ["c10::BFloat16", "Scalar"],
+                      "Input Strides": [[8192, 16, 1024, 1], []], "Concrete Inputs": ["", "0"]})
+    api = Span("cuda_runtime", "cudaLaunchKernel", 100, 10000, 3000, {"External id": 10, "correlation": 1})
+    gpu = Span("kernel", "k", 7, 14000, 500, {"External id": 10, "correlation": 1}, on_gpu=True)
+    ids = iter(range(-1, -100, -1))
+    template = op_children.table().lookup("aten::clone", span.args["Input type"], span.args["Input Dims"],
+                                          span.args["Input Strides"])
+    kids = op_children.expand(op, span, [(api, [gpu])], template, lambda: next(ids))
+    copy = next(k for k in kids if k.name == "aten::copy_")
+    assert copy.args["Input Strides"][:2] == [[8192, 128, 16, 1], [8192, 16, 1024, 1]]  # output <- input
+    assert op_children._destination_codes("aten::copy_", (("i", 0), ("i", 0)), "aten::add_") == (("i", 0), ("i", 0))
+
+
 def test_children_repeat_per_output_and_list():
     t = TensorArg((6, 4), (4, 1), "float32", 0)
     op = _op("aten::split", (t, 2), (t, t, t), 0, 3000, -1)

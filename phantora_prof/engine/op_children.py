@@ -236,6 +236,8 @@ def _resolve_args(compiled: tuple, parent: dict, op: Any) -> dict:
     out0 = op.outputs[0] if op.outputs and isinstance(op.outputs[0], TensorArg) else None
     dims, types, strides = [], [], []
     for kind, k in compiled:
+        if kind == "d":  # a copy's destination: the output where it has input k's dims, else input k
+            kind = "o" if out0 is not None and k < len(pdims) and list(out0.shape) == list(pdims[k]) else "i"
         if kind == "i":
             dims.append(pdims[k] if k < len(pdims) else [])
             types.append(ptypes[k] if k < len(ptypes) else "")
@@ -281,8 +283,8 @@ class _Plan:
 
     __slots__ = ("tokens", "groups", "segments", "last")
 
-    def __init__(self, tokens: list, groups: dict[int, list[int]]):
-        self.tokens = [_node_token(t[1]) if t[0] == "B" else t for t in tokens]
+    def __init__(self, tokens: list, groups: dict[int, list[int]], parent: str = ""):
+        self.tokens = [_node_token(t[1], parent) if t[0] == "B" else t for t in tokens]
         self.groups = groups  # token index of a launch marker -> indices of the launches it takes
         # the tokens before the first launch group share [start, first launch) (all of the op's
         # span when it launches nothing); those after a group, the tail of its last call
@@ -337,16 +339,35 @@ class _Plans:
                 for i, m in enumerate(_assign_kinds(tokens, markers, list(kinds), parent)):
                     if m is not None:
                         groups.setdefault(markers[m], []).append(i)
-            plan = self._plans[pkey] = _Plan(tokens, groups)
+            plan = self._plans[pkey] = _Plan(tokens, groups, parent)
         return plan
 
 
-def _node_token(node: dict) -> tuple:
+def _writes_new_tensor(parent: str) -> bool:
+    """Whether captured op `parent` returns a tensor it allocated (out-of-place: `aten::clone`,
+    `aten::_to_copy`), so that a `copy_` inside it writes that tensor and never the op's input."""
+    base = parent.partition("::")[2].partition(".")[0]
+    return bool(base) and not base.endswith("_") and parent.partition(".")[2] != "out"
+
+
+def _destination_codes(name: str, compiled: tuple, parent: str) -> tuple:
+    """A child `aten::copy_`'s destination (its first argument) as the parent's output where the
+    table names the parent's first input: the table learns codes by dims and dtype, and a
+    clone's destination has its input's (the learned examples were contiguous), while the
+    tensor written is the clone's output: contiguous where a `.contiguous()` or a reshape copy
+    of a transposed input makes it so (Qwen3's heads: the trace had drawn the destination with
+    the transposed input's strides). "d" resolves to the output when its dims are the input's."""
+    if name != "aten::copy_" or not compiled or compiled[0] != ("i", 0) or not _writes_new_tensor(parent):
+        return compiled
+    return (("d", 0),) + compiled[1:]
+
+
+def _node_token(node: dict, parent: str = "") -> tuple:
     """A child's token in a plan: ("B", name, compiled codes, constant record_shapes lists or
     None). A child whose arguments are all non-tensors (an empty_strided's sizes and options)
     has the same lists for every op; its spans share them (nothing changes a span's lists
     after it is made: the trace writers only read them)."""
-    compiled = _compile_codes(node["args"])
+    compiled = _destination_codes(node["name"], _compile_codes(node["args"]), parent)
     const = None
     if all(kind == "s" for kind, _ in compiled):
         const = {"Concrete Inputs": [""] * len(compiled), "Input type": [c for _, c in compiled],
