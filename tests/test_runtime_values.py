@@ -119,13 +119,15 @@ def test_cuda_tensors_index_with_cpu_indices_as_a_cuda_build_does(cli):
         assert "aten::to" in inside and "aten::copy_" in inside, inside
 
 
-def test_a_sparse_tensor_on_the_gpu_is_refused_clearly(cli):
+@pytest.mark.parametrize("how", ["coo", "to_sparse"])
+def test_a_sparse_tensor_on_the_gpu_is_refused_clearly(cli, how):
     """torch.sparse on CUDA tensors is not simulated: the script stops with one line that says so
     and what to do, not FakeTensor's "Cannot access storage of SparseTensorImpl" from inside the
-    simulator's memory tracking."""
-    r = cli("--no-trace", PY, str(Path(__file__).resolve().parent / "scripts" / "sparse_cuda.py"), timeout=120)
+    simulator's memory tracking, nor (`to_sparse`) its "Could not run 'aten::empty_strided'"."""
+    r = cli("--no-trace", PY, str(Path(__file__).resolve().parent / "scripts" / "sparse_cuda.py"), how, timeout=120)
     assert r.returncode == 1 and "unreachable" not in r.stdout
     assert "makes a sparse tensor on the GPU" in r.stderr and "Cannot access storage" not in r.stderr
+    assert "empty_strided" not in r.stderr
 
 
 def test_ordinary_ops_give_what_the_gpu_gave(cli):

@@ -634,12 +634,11 @@ class CaptureMode(TorchDispatchMode):
                 raise RuntimeError(mixed) from None
             if _nondeterministic_alert(exc):  # torch.use_deterministic_algorithms(True): as on a GPU
                 raise RuntimeError(str(exc)) from None
+            if "sparse" in name:  # `to_sparse`, sparse constructors: no shape function on a fake device
+                raise _sparse_refused(name) from None
             raise self._unsupported(name, args, kwargs, exc, func) from None
         if _has_sparse(out):
-            raise UnsupportedOpError(
-                f"phantora-prof cannot simulate {name}: it makes a sparse tensor on the GPU, and the simulated "
-                "GPU holds dense (strided) tensors only (its memory, values and kernel times are modelled for "
-                "those). Keep sparse tensors on the CPU, or use dense ops (index_add_, scatter_add_) on CUDA.")
+            raise _sparse_refused(name)
         out = iterator_layout.fast_setup_output(func, args, kwargs, out, self._fresh_fake)
         out = self._realize_cpu_outputs(out, real_self, func is _TO_COPY_OP and _pins_output(args, kwargs))
         out = values.propagate(func, args, kwargs, out) if known is None else values.store_result(out, known)
@@ -1100,6 +1099,13 @@ class CaptureMode(TorchDispatchMode):
             f"phantora-prof cannot simulate {name}({shapes}): {type(exc).__name__}: {reason[:300]}. {why} with "
             "torch.library.register_fake (its GPU time can then be given with --op-cost NAME=TIME), or avoid the "
             "op on CUDA tensors.")
+
+
+def _sparse_refused(name: str) -> UnsupportedOpError:
+    return UnsupportedOpError(
+        f"phantora-prof cannot simulate {name}: it makes a sparse tensor on the GPU, and the simulated "
+        "GPU holds dense (strided) tensors only (its memory, values and kernel times are modelled for "
+        "those). Keep sparse tensors on the CPU, or use dense ops (index_add_, scatter_add_) on CUDA.")
 
 
 def _has_sparse(out: Any) -> bool:
