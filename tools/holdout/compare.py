@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -324,6 +325,49 @@ def inside_band(sim: dict, real_ms: float, whole_run: bool = False) -> bool:
     return rel is not None and abs(sim["ms"] - real_ms) <= rel * sim["ms"]
 
 
+def transformers_version() -> str | None:
+    """The transformers this process (and the simulations it starts, which get its PYTHONPATH)
+    imports, from its metadata: not imported, which would pull torch in."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("transformers")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def real_transformers_versions(real_dir: Path) -> set[str]:
+    """The transformers versions the GPU machine's logs next to `real_dir` name (the device
+    scripts' `transformers X timm Y ...` line, in logs*.txt of the folder or its parent)."""
+    found: set[str] = set()
+    for folder in (real_dir, real_dir.parent):
+        for log in folder.glob("logs*.txt"):
+            for line in log.read_text(errors="replace").splitlines():
+                m = re.match(r"transformers (\S+)", line)
+                if m:
+                    found.add(m.group(1))
+    return found
+
+
+def _is_hf(case: str) -> bool:
+    return any(a.startswith("hf_") for a in CASES[case][1])
+
+
+def warn_transformers(cases: list[str], real_dir: Path, local: str | None) -> None:
+    """HF cases run transformers' model code, which changes between versions in ways that move
+    step times by tens of percent (5.17 built an explicit causal mask and repeated GQA's KV heads
+    where 5.25 passes is_causal: compiled hf_llama -20.7% with 5.25 against its H200 run on 5.17,
+    -4.9% with 5.17). Say so when the real runs' version is known and differs."""
+    if not any(_is_hf(c) for c in cases):
+        return
+    real = real_transformers_versions(real_dir)
+    if real and local not in real:
+        print(f"note: the real runs used transformers {', '.join(sorted(real))}, this simulation imports "
+              f"{local or 'none'}: HF model code differs between versions. For a like-for-like comparison, "
+              f"pip install --target DIR transformers=={sorted(real)[0]} (and its huggingface-hub) and run "
+              "with PYTHONPATH=DIR", file=sys.stderr)
+
+
 def simulate(case: str, workloads: Path, gpu: str, extra: list[str]) -> tuple[dict | None, str]:
     """{"ms", "peak", "band", "band_run", "steady"} of the simulated run (band: the summary's 90%
     relative band, the per-step one's wider side where it has one), and the output's tail."""
@@ -413,11 +457,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"skipping {', '.join(skipped)}: no gpt.py in {a.workloads} (pass --workloads DIR, the "
                   f"reference workloads folder)", file=sys.stderr)
         cases = [c for c in cases if c not in skipped]
+    local_tf = transformers_version()
+    warn_transformers(cases, a.real_dir, local_tf)
     print(f"{'case':16s} {'set':8s} {'real ms':>9s} {'sim ms':>9s} {'error':>7s} {'band':>6s} {'in':>3s} {'mem err':>8s}")
     for case in cases:
         real = real_result(case, a.real_dir)
         sim, tail = simulate(case, a.workloads, a.gpu, a.extra)
         row = {"case": case, "set": case_set(case), "real_ms": real and real["median_steady_ms"]}
+        if _is_hf(case):
+            row["transformers"] = local_tf  # the model code the simulation ran (see warn_transformers)
         if sim is None:
             print(f"{case:16s} simulation failed:\n{tail}")
             rows.append(row)
