@@ -156,8 +156,10 @@ def test_family_points_are_the_generators_output():
     assert resolved(again) == resolved(doc)
 
 
+@pytest.mark.slow
 def test_h100_family_table_is_its_sweep():
-    """h100_families.json.gz is `phantora-prof calibrate families --gpu h100 --ops ...` over the
+    """(~27 s: it re-reads every kept H100 sweep, so it runs with `-m slow`, as the H200 split-K
+    table's check.) h100_families.json.gz is `phantora-prof calibrate families --gpu h100 --ops ...` over the
     H100 sweeps kept in the repository (tools/holdout/real_h200/session32/sw11.pt.trace.json.gz:
     SyncBatchNorm's kernels and the fused RNN cells; session33/sweep/sw12-14: column sums, grouped
     1 x 1 and dilated convolutions; session47/sweep/sw25: dilated depthwise convolutions;
@@ -302,8 +304,9 @@ def _observed_table(gpu: str) -> dict:
     return {"traces": table["traces"], "entries": table["entries"]}
 
 
+@pytest.mark.slow
 def test_observed_split_k_is_the_kept_profiles():
-    """cost/data/split_k_observed.json's H100 table is `phantora-prof calibrate split-k-observed
+    """(~24 s, with `-m slow`.) cost/data/split_k_observed.json's H100 table is `phantora-prof calibrate split-k-observed
     --gpu h100` over the kept profiles whose deviceProperties name an H100."""
     shipped = json.loads((DATA / "split_k_observed.json").read_text())
     assert sorted(shipped) == ["h100", "h200"]
