@@ -43,6 +43,7 @@
 
 #include <atomic>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -193,8 +194,17 @@ void put_scalar_text(std::string& s, const c10::IValue& v) {
   } else if (v.isInt()) {
     put_int(s, v.toInt());
   } else if (v.isDouble()) {
+    // c10's IValue printer: an integral double below 1e10 as "1." / "0." / "-0." (the profiler's
+    // "0." for SDPA's dropout_p), any other with 17 significant digits
+    double d = v.toDouble();
+    int c = std::fpclassify(d);
     char buf[40];
-    std::snprintf(buf, sizeof(buf), "%.17g", v.toDouble());
+    if ((c == FP_NORMAL || c == FP_ZERO) && std::abs(d) < 1e10 && double(int64_t(d)) == d) {
+      std::snprintf(buf, sizeof(buf), "%s%lld.", (d == 0 && std::signbit(d)) ? "-" : "",
+                    static_cast<long long>(int64_t(d)));
+    } else {
+      std::snprintf(buf, sizeof(buf), "%.17g", d);
+    }
     s += buf;
   } else if (v.isComplexDouble()) {
     auto c = v.toComplexDouble();

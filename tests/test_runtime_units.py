@@ -158,6 +158,11 @@ def test_shape_args_match_kineto_conventions():
     assert out["Input Strides"][0] == [4, 1] and out["Input Strides"][1] == [[4, 1], [4, 1]]
     assert shape_args(((t,) * 31,))["Input Dims"] == [[]]  # longer than torch.profiler shows
     assert out["Concrete Inputs"][2:5] == ["1", "0.5", "True"]
+    # doubles as c10 prints an IValue: integral ones with a trailing point (SDPA's dropout_p "0."
+    # in the H200 traces, autograd's pow(x, 1.)), others with 17 significant digits
+    assert out["Concrete Inputs"][6] == "[1., 2.]"
+    assert shape_args((0.0, -0.0, 1e-5, 1e12))["Concrete Inputs"] == ["0.", "-0.", "1.0000000000000001e-05",
+                                                                     "1000000000000"]
 
 
 def test_allocator_rounding_and_caching():

@@ -20,11 +20,16 @@ TENSOR_LIST_DISPLAY_LENGTH_LIMIT = 30
 
 
 def _concrete(value: Any) -> str:
+    """A scalar argument as c10 prints an IValue: a double with an integral value below 1e10 as
+    "1." / "0." / "-0." (SDPA's dropout_p "0.", autograd's `pow(x, 1.)`), other doubles with 17
+    significant digits ("1.0000000000000001e-05"), ints and bools as they are."""
     if isinstance(value, bool):
         return "True" if value else "False"
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
             return repr(value)
+        if abs(value) < 1e10 and value == int(value):
+            return ("-" if value == 0 and str(value).startswith("-") else "") + f"{int(value)}."
         return f"{value:.17g}"
     if isinstance(value, int):
         return str(value)
