@@ -136,6 +136,18 @@ def test_a_clones_copy_writes_its_output_not_its_input():
     assert op_children._destination_codes("aten::copy_", (("i", 0), ("i", 0)), "aten::add_") == (("i", 0), ("i", 0))
 
 
+def test_a_scalars_value_picks_its_own_children():
+    """`pow(x, 1.)`, which autograd runs in the backward of `x.pow(2)` (RMSNorm's statistics), is a
+    copy on a CUDA build (`aten::copy_` with a Memcpy DtoD inside), `pow(x, 2)` a kernel of its
+    own: the table keys pow by its exponent's value as the trace prints it."""
+    table = op_children.table()
+    names = [c["name"] for c in table.lookup("aten::pow", ["float", "Scalar"], [[8, 16], []], [[16, 1], []],
+                                             ["", "1."]) if isinstance(c, dict)]
+    assert "aten::copy_" in names
+    other = table.lookup("aten::pow", ["float", "Scalar"], [[8, 16], []], [[16, 1], []], ["", "2"])
+    assert "aten::copy_" not in [c["name"] for c in other if isinstance(c, dict)]
+
+
 def test_children_repeat_per_output_and_list():
     t = TensorArg((6, 4), (4, 1), "float32", 0)
     op = _op("aten::split", (t, 2), (t, t, t), 0, 3000, -1)

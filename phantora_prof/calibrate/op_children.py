@@ -44,7 +44,7 @@ from pathlib import Path
 
 from phantora_prof.calibrate.reference import require_reference
 # the keys the engine looks the table up by (engine/op_children.py)
-from phantora_prof.engine.op_children import ARG_KINDS, kinds, ranks
+from phantora_prof.engine.op_children import ARG_KINDS, kinds, ranks, scalar_values
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "phantora_prof" / "cost" / "data" / "op_children.json"
@@ -257,12 +257,19 @@ def collect(paths: list[Path], clf: Classifier) -> dict:
                     kids = [k for k in n["kids"] if not (k["op"] and "::" not in k["e"]["name"])]
                     tmpl = _subtree({"kids": kids}, n, _list_len(e), clf.returns_list(name))
                     dims, types, _ = _args(e)
-                    rk = ranks(types, dims, e.get("args", {}).get("Input Strides"), e["name"],
-                               e.get("args", {}).get("Concrete Inputs"))
-                    counts[(name, tuple(types), rk)][json.dumps(tmpl, separators=(",", ":"))] += 1
+                    concrete = e.get("args", {}).get("Concrete Inputs")
+                    rk = ranks(types, dims, e.get("args", {}).get("Input Strides"), e["name"], concrete)
+                    key = (name, tuple(types), rk, scalar_values(types, concrete))
+                    counts[key][json.dumps(tmpl, separators=(",", ":"))] += 1
                 else:
                     stack.extend(reversed(n["kids"]))
     return counts
+
+
+# a scalar value gets a subtree of its own only where the traces saw it this often: two calls of a
+# 31-input `cat` along dim 1 (the kernel's many-inputs path) would otherwise give every dim-1 cat
+# their children
+VALUES_MIN_CALLS = 8
 
 
 def build(counts: dict) -> dict:
@@ -271,7 +278,11 @@ def build(counts: dict) -> dict:
     by_name: dict = collections.defaultdict(collections.Counter)
     by_kinds: dict = collections.defaultdict(collections.Counter)
     by_types: dict = collections.defaultdict(collections.Counter)
-    for (name, types, rk), c in counts.items():
+    by_values: dict = collections.defaultdict(collections.Counter)
+    by_sizes: dict = collections.defaultdict(collections.Counter)
+    for (name, types, rk, values), c in counts.items():
+        by_values[(name, types, values)].update(c)
+        by_sizes[(name, types, rk)].update(c)
         by_name[name].update(c)
         by_kinds[(name, kinds(list(types)))].update(c)
         by_types[(name, types)].update(c)
@@ -298,11 +309,18 @@ def build(counts: dict) -> dict:
         tt = {key(t): b for t, b in sorted(chosen_types.items()) if b != chosen_kinds[kinds(list(t))]}
         # size classes: where one differs from its types' choice, all of that types' classes
         # are kept (the simulation takes the nearest one)
-        sized = {(t, rk): finer(best(c), chosen_types[t]) for (n, t, rk), c in counts.items() if n == name}
+        sized = {(t, rk): finer(best(c), chosen_types[t]) for (n, t, rk), c in by_sizes.items() if n == name}
         varies = {t for (t, rk), b in sized.items() if b != chosen_types[t]}
         ss = {key(t) + "|" + rk: b for (t, rk), b in sorted(sized.items()) if t in varies}
+        # scalar values: where one takes another subtree than its types' choice (autograd's
+        # `pow(x, 1.)` in the backward of `x.pow(2)` runs a copy, `pow(x, 2)` a kernel of its own),
+        # for types without size classes only: where sizes decide, a value seen with one model's
+        # sizes (a vocabulary of 32000, a group count) says nothing about another's
+        valued = {(t, v): finer(best(c), chosen_types[t]) for (n, t, v), c in by_values.items()
+                  if n == name and v and t not in varies and sum(c.values()) >= VALUES_MIN_CALLS}
+        vv = {key(t) + "|" + key(v): b for (t, v), b in sorted(valued.items()) if b != chosen_types[t]}
         entry: dict = {"default": json.loads(default)}
-        for field, d in (("kinds", kk), ("types", tt), ("shapes", ss)):
+        for field, d in (("kinds", kk), ("types", tt), ("shapes", ss), ("values", vv)):
             if d:
                 entry[field] = {k: json.loads(v) for k, v in d.items()}
         if entry["default"] or len(entry) > 1:
@@ -338,7 +356,7 @@ def generate(paths: list[Path], reference: Path | None = None) -> dict:
     refs: dict = {}
     for name, e in ops.items():
         r: dict = {"default": ref(e["default"])}
-        for field in ("kinds", "types", "shapes"):
+        for field in ("kinds", "types", "shapes", "values"):
             if field in e:
                 r[field] = {k: ref(v) for k, v in e[field].items()}
         refs[name] = r

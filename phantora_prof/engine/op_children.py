@@ -54,6 +54,14 @@ def _layout(dims: list, strides: list | None, bn: bool = False) -> str:
     return "c" if dense_order(TensorArg(tuple(dims), tuple(strides), "float32", 0)) is not None else "s"
 
 
+def scalar_values(types: list, concrete: list | None) -> tuple:
+    """The values of an op's Scalar arguments as the trace prints them ("1.", "2"), () when it
+    has none: the table's finest level, for ops whose kernels dispatch by a scalar's value."""
+    if not concrete:
+        return ()
+    return tuple(concrete[i] if i < len(concrete) else "" for i, t in enumerate(types) if t == "Scalar")
+
+
 def _flag_list(value) -> str | None:
     """"m" and the bits of a boolean list argument as the trace writes it ("[True, False, True]"
     -> "m101"), None for anything else."""
@@ -131,7 +139,15 @@ class ChildTable:
     def __init__(self, data: dict):
         trees = data.get("trees", [])
         self.ops: dict[str, tuple[list, dict, dict, dict]] = {}
+        # (name, Input type, scalar values) -> tree: ops that dispatch by a scalar's value
+        self.values: dict[tuple, list] = {}
+        self._valued: set[tuple] = set()  # (name, Input type) with such entries
         for name, e in data.get("ops", {}).items():
+            for k, i in e.get("values", {}).items():
+                t, _, v = k.rpartition("|")
+                types_key = tuple(json.loads(t))
+                self.values[(name, types_key, tuple(json.loads(v)))] = trees[i]
+                self._valued.add((name, types_key))
             kk = {k: trees[i] for k, i in e.get("kinds", {}).items()}
             types = {tuple(json.loads(k)): trees[i] for k, i in e.get("types", {}).items()}
             shapes: dict[tuple, list] = {}  # types -> [(size classes, tree)]
@@ -147,6 +163,10 @@ class ChildTable:
     def lookup(self, name: str, types: list | None, dims: list | None = None, strides: list | None = None,
                concrete: list | None = None) -> list:
         key = (name, None if types is None else tuple(types))
+        if key in self._valued:
+            tree = self.values.get(key + (scalar_values(types, concrete),))
+            if tree is not None:
+                return tree
         entry = self._memo.get(key)
         if entry is None:
             entry = self._memo[key] = self._entry(name, key[1])
