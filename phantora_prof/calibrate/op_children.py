@@ -274,7 +274,8 @@ VALUES_MIN_CALLS = 8
 
 def build(counts: dict) -> dict:
     """{op: {"default": tree, "kinds": {kinds: tree}, "types": {types: tree}, "shapes":
-    {types|size classes: tree}}}, each level only where it differs from the coarser one."""
+    {types|size classes: tree}, "values": {types|scalar values: tree}}}, each level only where it
+    differs from the coarser one (values: see VALUES_MIN_CALLS)."""
     by_name: dict = collections.defaultdict(collections.Counter)
     by_kinds: dict = collections.defaultdict(collections.Counter)
     by_types: dict = collections.defaultdict(collections.Counter)

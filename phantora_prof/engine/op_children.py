@@ -133,8 +133,9 @@ def _distance(a: tuple, b: tuple) -> float:
 
 
 class ChildTable:
-    """Lookup of op -> children template: by `Input type` and input sizes, by `Input type`, by
-    input kinds, by name."""
+    """Lookup of op -> children template: by `Input type` and the values of its Scalar arguments
+    (where the table has them), by `Input type` and input sizes, by `Input type`, by input kinds,
+    by name."""
 
     def __init__(self, data: dict):
         trees = data.get("trees", [])

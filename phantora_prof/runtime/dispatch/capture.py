@@ -1102,6 +1102,7 @@ class CaptureMode(TorchDispatchMode):
 
 
 def _sparse_refused(name: str) -> UnsupportedOpError:
+    """The one error for any op that would put a sparse tensor on the simulated GPU."""
     return UnsupportedOpError(
         f"phantora-prof cannot simulate {name}: it makes a sparse tensor on the GPU, and the simulated "
         "GPU holds dense (strided) tensors only (its memory, values and kernel times are modelled for "
