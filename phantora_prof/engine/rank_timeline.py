@@ -41,6 +41,7 @@ from phantora_prof.protocol import (
     StreamWaitEvent,
     SyncKind,
     SyncRequest,
+    TensorArg,
 )
 from tracing.model import Flow, FlowEnd, Instant, RankTrace, Span
 
@@ -209,6 +210,35 @@ def _graph_launches_in_ops(spans: list[Span], host: list[Span]) -> None:
             s.args["External id"] = ext_of[s.args["correlation"]]
 
 
+def _contiguous(dims: list, strides: list | None) -> bool:
+    """torch's is_contiguous for recorded dims and strides (size-1 dims take any stride)."""
+    if not strides or len(strides) != len(dims):
+        return True
+    expected = 1
+    for d, st in zip(reversed(dims), reversed(strides)):
+        if d != 1 and st != expected:
+            return False
+        expected *= d
+    return True
+
+
+def _reshape_alias(span: Span, out: Any) -> None:
+    """A reshape that can be a view of a non-contiguous tensor runs `aten::_reshape_alias(self,
+    size, stride)` on a CUDA build (`view` for a contiguous one); on a tensor subclass, which
+    the simulated GPU's tensors are, ATen's reshape takes `view` instead. Recorded as the CUDA
+    build records it (H200 ViT: 74 per profiled step): the new sizes and strides as its
+    arguments."""
+    if not isinstance(out, TensorArg):
+        return
+    a = span.args
+    dims, types, strides = a.get("Input Dims") or [[]], a.get("Input type") or [""], a.get("Input Strides") or [[]]
+    span.name = "aten::_reshape_alias"
+    a["Input Dims"] = [dims[0], [], []]
+    a["Input type"] = [types[0], "ScalarList", "ScalarList"]
+    a["Input Strides"] = [strides[0], [], []]
+    a["Concrete Inputs"] = ["", "[" + ", ".join(map(str, out.shape)) + "]", "[" + ", ".join(map(str, out.stride)) + "]"]
+
+
 def _number_ops(spans: list[Span]) -> None:
     """External ids 1, 2, ... for the host ops and annotations in the order they begin (as
     kineto numbers them), and the same for the runtime calls and GPU work that refer to them.
@@ -274,6 +304,9 @@ class RankTimeline:
         self._fwdbwd: list[tuple[Span, Span]] = []  # (forward op, backward node's span): fwdbwd flows
         # External id -> (span, OpCall, launches) of a captured op the op recorder also recorded
         self._recorded_ops: dict[int, tuple[Span, OpCall, list]] = {}
+        # captured `aten::view`s of non-contiguous inputs by their parent record, until it arrives
+        # (a reshape's view is `aten::_reshape_alias` on a CUDA build: _reshape_alias below)
+        self._views_in: dict[int, tuple[Span, Any]] = {}
         self._node_of: dict[int, tuple[int, int, Span]] = {}  # evaluate_function record id -> node (seq, fwd, span)
         self._child_id = 0  # temporary External ids of ops from the children table (negative)
         # id(span) -> its copy in the last window built; None: the last build used the spans themselves
@@ -566,11 +599,17 @@ class RankTimeline:
                 a["Input Strides"] = strides
                 a["Input Dims"] = dims
                 span.parent = pkey
+                if name == "aten::view" and parent and dims and not _contiguous(dims[0], strides[0] if strides else None):
+                    self._views_in[parent] = (span, op.outputs[0] if op.outputs else None)
                 self._children(op, span, launches, types)
                 if t0 < span.ts_ns:  # the call began before the capture mode charged anything
                     span.dur_ns += span.ts_ns - t0  # (an autograd node's engine overhead)
                     span.ts_ns = t0
                 continue
+            if self._views_in:
+                view = self._views_in.pop(rid, None)
+                if view is not None and name == "aten::reshape":
+                    _reshape_alias(*view)
             tid = self._host_tid(thread)
             if name.startswith(_EVALUATE_FUNCTION):
                 # kineto gives the engine's span the sequence number of the node it evaluates
