@@ -599,7 +599,8 @@ class RankTimeline:
                 a["Input Strides"] = strides
                 a["Input Dims"] = dims
                 span.parent = pkey
-                if name == "aten::view" and parent and dims and not _contiguous(dims[0], strides[0] if strides else None):
+                if keep and name == "aten::view" and parent and dims and \
+                        not _contiguous(dims[0], strides[0] if strides else None):
                     self._views_in[parent] = (span, op.outputs[0] if op.outputs else None)
                 self._children(op, span, launches, types)
                 if t0 < span.ts_ns:  # the call began before the capture mode charged anything
