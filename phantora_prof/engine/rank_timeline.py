@@ -19,6 +19,7 @@ import orjson
 from phantora_prof import hostcost
 from phantora_prof.cost.gpus import DEFAULT_GPU
 from phantora_prof.cost.profiles import GpuProfile, load_profile
+from phantora_prof.cost.roofline import contiguous_strides
 from phantora_prof.engine.contention import GpuContention, InFlight, kernel_category
 from phantora_prof.engine import collector, host_layout, op_children
 from phantora_prof.engine.gpu import SimulatedGpu
@@ -211,15 +212,8 @@ def _graph_launches_in_ops(spans: list[Span], host: list[Span]) -> None:
 
 
 def _contiguous(dims: list, strides: list | None) -> bool:
-    """torch's is_contiguous for recorded dims and strides (size-1 dims take any stride)."""
-    if not strides or len(strides) != len(dims):
-        return True
-    expected = 1
-    for d, st in zip(reversed(dims), reversed(strides)):
-        if d != 1 and st != expected:
-            return False
-        expected *= d
-    return True
+    """torch's is_contiguous for recorded dims and strides (unknown strides count as contiguous)."""
+    return not strides or len(strides) != len(dims) or contiguous_strides(dims, strides)
 
 
 def _reshape_alias(span: Span, out: Any) -> None:
