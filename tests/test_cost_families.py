@@ -245,6 +245,37 @@ def test_grouped_pointwise_convolution_runs_cudnns_per_group_loop():
     assert 1.1e6 < total(ks) < 1.8e6
 
 
+def _dw_multiplier_conv(c: int, m: int, k: int, s: int, h: int, n: int = 64):
+    x, out = CL(n, c, h, h), CL(n, m * c, h // s, h // s)
+    w = T((m * c, 1, k, k), "bfloat16", stride=(k * k, 1, k, 1))
+    return call("aten::convolution", [x, w, None, [s, s], [k // 2] * 2, [1, 1], False, [0, 0], c], [out])
+
+
+def test_depthwise_convolutions_with_a_channel_multiplier_run_cudnns_per_group_loop():
+    """A depthwise convolution whose output has m x its input channels (groups = C_in, C_out = 2 x
+    C_in: timm FastViT's downsampling blocks) is a class of its own ("dwm2"): cuDNN launches one
+    kernel per group for the strided ones, where a depthwise convolution runs one. FastViT's
+    [64, 64, 64, 64] -> 128 channels, 7 x 7 / 2, took 2.42 ms in 64 kernels on an H100, simulated at
+    19 us from the depthwise curve before the conv_dw_multiplier sweep (H100 table, session 53:
+    the `conv` family's generic channel / map pairs, 56 x 56 at 64 channels, not FastViT's 64 x 64)."""
+    op = _dw_multiplier_conv(64, 2, 7, 2, 64)
+    assert F.class_key(op, "convolution") == "bfloat16|k7|s2|dwm2|cl"
+    plain = _dw_multiplier_conv(64, 1, 7, 2, 64)
+    assert F.class_key(plain, "convolution") == "bfloat16|k7|s2|dw|cl"
+    ks = estimate(op, "h100")
+    assert len(ks) == 64  # one launch per group, as measured
+    assert 1.0e6 < total(ks) < 3.5e6  # the profile's 2.42 ms, held out of the sweep
+    assert total(ks) > 20 * total(estimate(plain, "h100"))
+    # the H200 has no table of these: it takes the H100's, carried, with the same launches
+    assert len(estimate(op, "h200")) == 64
+    # a multiplier no sweep measured takes the nearest measured one's class
+    assert F.stand_in_keys("convolution", "bfloat16|k3|s1|dwm3|cl") == ("bfloat16|k3|s1|dwm2|cl",
+                                                                        "bfloat16|k3|s1|dwm4|cl")
+    # (its launches are the nearest measured point's: 96 groups here, not 64; see families' docstring)
+    m3 = estimate(_dw_multiplier_conv(64, 3, 3, 2, 64), "h100")
+    assert all("convolve_common_engine" in k.name for k in m3) and len(m3) in (64, 96, 128)
+
+
 def test_odd_width_grouped_conv_costs_what_cudnn_pads_it_to():
     """timm RegNetY-016, bf16 channels-last, x [128, 336, 14, 14], w [336, 24, 3, 3]: 234 us
     per forward on the H200 (two tensor transforms around a 40 us implicit GEMM); the roofline

@@ -30,7 +30,8 @@ attention variant (causal, dropout, mask, grouped-query, head dim). It is comput
 way at calibration and at run time (`class_key`), from the captured call alone.
 
 Approximate: kernel launch configs are the nearest point's, not recomputed for the query's
-shape; a class with one point scales by the roofline from it; measured on one H200 (torch
+shape (so is the number of launches of cuDNN's per-group loops: a query between grid points
+launches its nearest point's group count, the time interpolated all the same); a class with one point scales by the roofline from it; measured on one H200 (torch
 2.11, cuDNN 9.19), other GPUs carry its times as the other sources do (roofline.carried_time_ns).
 A GPU with a table of its own (`data_path`: the H100's holds what was swept there) answers from it
 first, its times as measured; a class only another GPU measured is taken from that GPU, carried
@@ -179,7 +180,9 @@ def stand_in_keys(base: str, key: str) -> tuple[str, ...]:
     its aligned class (what every convolution took before the padded classes were measured)."""
     if base in CONV_OPS:
         aligned = without_unaligned_part(key)
-        return (aligned,) if aligned is not None else ()
+        if aligned is not None:
+            return (aligned,)
+        return _swept_multiplier_keys(key)
     if base in RNN_OPS and key.endswith("|float16"):
         # an fp16 cuDNN RNN (autocast's inner call, runtime/dispatch/autocast_rnn.py): the `rnn`
         # sweep measured those under autocast, where the calibration keyed the wrapper's call (its
@@ -203,6 +206,23 @@ def autocast_rnn_inner(names: list[str], point: list) -> list:
     while i < len(point) and any(m in names[point[i][1]] for m in _AUTOCAST_RNN_WRAPPER):
         i += 1
     return point[i:] or point
+
+
+SWEPT_MULTIPLIERS = (2, 4)  # the depthwise channel multipliers the conv_dw_multiplier sweep measured
+
+
+def _swept_multiplier_keys(key: str) -> tuple[str, ...]:
+    """A depthwise convolution of a channel multiplier no sweep measured ("dwm3", "dwm8") takes
+    the measured multipliers' classes, the nearest first: the same cuDNN paths (a grouped direct
+    kernel, a loop over the groups), whose time follows the output's size, which the roofline
+    carries. Approximate: no multiplier other than 2 and 4 was measured."""
+    parts = key.split("|")
+    for i, part in enumerate(parts):
+        if part.startswith("dwm") and part[3:].isdigit():
+            m = int(part[3:])
+            near = sorted((x for x in SWEPT_MULTIPLIERS if x != m), key=lambda x: (abs(x - m), x))
+            return tuple("|".join(parts[:i] + [f"dwm{x}"] + parts[i + 1:]) for x in near)
+    return ()
 
 
 def without_unaligned_part(key: str) -> str | None:
@@ -233,6 +253,10 @@ def _conv_key(op, base: str) -> list[str]:
     # measured 2026-12-02: 0.1-3.7 ms of transforms per block in channels-last)
     gw = cin // g if g > 0 else cin
     gk = "dw" if g > 1 and g == cin else ("1" if g <= 1 else ("g" if gw & (gw - 1) == 0 else "gn"))
+    if gk == "dw" and len(w.shape) > 1 and w.shape[0] != cin:
+        # a channel multiplier (C_out = m x C_in, "dwm2"): cuDNN runs no depthwise kernel for most of
+        # these but a grouped direct one, or one launch per group (sweep conv_dw_multiplier, session 53)
+        gk = f"dwm{w.shape[0] // cin}"
     # ATen hands cuDNN a 1-D convolution's input contiguous (a copy before it when it is not:
     # a transposed (N, L, C) sequence, as speech models pass it)
     parts = [f"k{k}", f"s{s}", gk, "c" if nd == 1 else layout(x)]

@@ -59,6 +59,9 @@ so the trace says which ops and kernels belong to which configuration. Families:
     conv_unaligned  dense convolutions whose channel counts are not multiples of 8 (multiples of 4
                 and of 2: 12..60 channels), 3x3 / 1x1 / strided, in and out of aligned widths:
                 cuDNN pads 16-bit channels-last operands (nhwcAddPaddingKernel) and runs other kernels
+    conv_dw_multiplier  depthwise convolutions with a channel multiplier (groups = C_in, C_out = 2 or
+                4 x C_in; 1x1..7x7, stride 1 and 2) and depthwise 1x1 ones: cuDNN runs some as a
+                loop of one kernel per group
 
     python -m phantora_prof.measure.sweep_families --out sweep.pt.trace.json.gz [--only conv,pool]
 
@@ -278,10 +281,36 @@ def unaligned_conv_cases():
                        g=1), _conv_block
 
 
+def dw_multiplier_conv_cases():
+    """Depthwise convolutions with a channel multiplier (groups = C_in, C_out = m x C_in: each
+    input channel feeds m outputs; reparameterisable mobile blocks downsample this way) and
+    depthwise 1 x 1 convolutions (a per-channel scale branch, as re-parameterisable blocks train
+    it). cuDNN runs no single kernel for several of these: on an H100 (torch 2.11, cuDNN 9.19) a
+    stride-2 7 x 7 one of multiplier 2 over 64 channels launched one forward kernel per group
+    (64 launches, 2.4 ms where the depthwise class's curve said 19 us) and a 1 x 1 one of
+    multiplier 2 over 512 groups a dgrad, a layout transform and a scale kernel per group in its
+    backward (1,537 kernels, 5.2 ms); a depthwise 1 x 1 over a large map ran a grouped direct
+    kernel 7x its roofline time (timm FastViT's profile, session 53). The grid is the `conv`
+    family's generic (channels, map) pairs, not that model's: multiplier 2 at kernels 1/3/5/7,
+    multiplier 4 at 3, multiplier 1 at 1, strides 1 and 2."""
+    convs = [(2, k, s) for k in (1, 3, 5, 7) for s in (1, 2)] + [(4, 3, 1), (4, 3, 2), (1, 1, 1), (1, 1, 2)]
+    maps = [(32, 112), (64, 56), (128, 28), (256, 14), (512, 7), (96, 56), (192, 28), (384, 14), (768, 7)]
+    for layout, dtype in (("cl", "bf16"), ("nchw", "bf16"), ("cl", "fp32")):
+        for m, k, s in convs:
+            if (layout, dtype) != ("cl", "bf16") and k not in (1, 3, 7):
+                continue
+            for c, h in maps:
+                yield dict(fam="conv_dw_multiplier", layout=layout, dtype=dtype, n=64 if h >= 56 else 128, ci=c,
+                           co=m * c, h=h, k=k, s=s, g=c), _conv_block
+
+
 def _conv_block(p):
     d = p.get("d", 1)
     k = tuple(p["k"]) if isinstance(p["k"], list) else (p["k"], p["k"])
-    conv = nn.Conv2d(p["ci"], p["co"] if p["g"] == 1 else p["ci"], k, p["s"], (d * (k[0] // 2), d * (k[1] // 2)),
+    # grouped: C_out = C_in, except a depthwise convolution with a channel multiplier (C_out a
+    # multiple of groups = C_in)
+    co = p["co"] if p["g"] == 1 or (p["g"] == p["ci"] and p["co"] % p["ci"] == 0) else p["ci"]
+    conv = nn.Conv2d(p["ci"], co, k, p["s"], (d * (k[0] // 2), d * (k[1] // 2)),
                      dilation=d, groups=p["g"], bias=False).to(DEV)
     bn = nn.BatchNorm2d(conv.out_channels).to(DEV)
     x = torch.randn(p["n"], p["ci"], p["h"], p["h"], device=DEV)
@@ -1219,7 +1248,8 @@ FAMILIES = {"conv": conv_cases, "conv_grouped": grouped_conv_cases,
             "pointwise_views": view_pointwise_cases, "upsample": upsample_cases, "spatial": spatial_cases,
             "sync_bn": sync_bn_cases, "rnn_cell": rnn_cell_cases, "bn_nchw_fp32": bn_nchw_fp32_cases,
             "conv_fp32_nchw": conv_fp32_nchw_cases, "pool_k2": pool_k2_cases,
-            "regnet_grouped_fp32_nchw": regnet_grouped_fp32_nchw_cases, "bn_nchw_fp32_more": bn_nchw_fp32_more_cases}
+            "regnet_grouped_fp32_nchw": regnet_grouped_fp32_nchw_cases, "bn_nchw_fp32_more": bn_nchw_fp32_more_cases,
+            "conv_dw_multiplier": dw_multiplier_conv_cases}
 
 
 def main() -> int:
@@ -1228,6 +1258,9 @@ def main() -> int:
     ap.add_argument("--only", default="", help="comma-separated families (default: all)")
     ap.add_argument("--iters", type=int, default=2, help="profiled iterations per configuration")
     ap.add_argument("--list", action="store_true", help="print the configurations and exit")
+    ap.add_argument("--max-seconds", type=float, default=None,
+                    help="start no configuration after this many seconds; the trace of those done is still "
+                         "written (a device lease's time limit kills a sweep before its export otherwise)")
     a = ap.parse_args()
     fams = [f for f in a.only.split(",") if f] or list(FAMILIES)
     cases = [c for f in fams for c in FAMILIES[f]()]
@@ -1243,6 +1276,9 @@ def main() -> int:
     done = 0
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
         for params, make in cases:
+            if a.max_seconds is not None and time.time() - t0 > a.max_seconds:
+                print(f"stopped at the time limit ({a.max_seconds:.0f} s) before {json.dumps(params)}", flush=True)
+                break
             torch.manual_seed(0)
             try:
                 run = make(params)

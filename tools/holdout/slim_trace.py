@@ -15,6 +15,7 @@ copy (tests/test_generated_data.py rebuilds the H100 family table from its sweep
 from __future__ import annotations
 
 import argparse
+import bisect
 import gzip
 import json
 import sys
@@ -25,9 +26,37 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from phantora_prof.calibrate.trace_ops import load_events  # noqa: E402
 
 
-def slim(src: Path, out: Path, drop: set[str], unlinked_runtime: bool = False) -> tuple[int, int]:
+def in_sweep_ranges(events: list[dict]) -> list[dict]:
+    """The events a family sweep's calibration reads: host events (any thread's: the backward runs
+    on autograd's) inside the time of a `sweep:` range, the GPU activity they launched, the ranges
+    themselves and the metadata. The sweep's two warm-up calls per configuration run outside its
+    range and are profiled too: about half of its events, which nothing reads."""
+    ranges = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
+                    if e.get("cat") == "user_annotation" and e.get("name", "").startswith("sweep:"))
+    starts = [r[0] for r in ranges]
+
+    def inside(e: dict) -> bool:
+        i = bisect.bisect_right(starts, e["ts"]) - 1
+        return i >= 0 and e["ts"] + e.get("dur", 0) <= ranges[i][1]
+
+    host = [e for e in events if e.get("cat") in ("cpu_op", "cuda_runtime", "cuda_driver", "user_annotation")
+            and e.get("ph") == "X"]
+    kept_host = {id(e) for e in host if inside(e)}
+    launched = {e.get("args", {}).get("correlation") for e in host if id(e) in kept_host}
+    gpu = ("kernel", "gpu_memset", "gpu_memcpy")
+    return [e for e in events
+            if id(e) in kept_host
+            or (e.get("cat") in gpu and e.get("args", {}).get("correlation") in launched)
+            or e.get("cat") == "gpu_user_annotation"
+            or e.get("ph") != "X"]  # metadata (process and thread names)
+
+
+def slim(src: Path, out: Path, drop: set[str], unlinked_runtime: bool = False,
+         sweep_ranges_only: bool = False) -> tuple[int, int]:
     events = load_events(src)
     kept = [e for e in events if e.get("cat") not in drop]
+    if sweep_ranges_only:
+        kept = in_sweep_ranges(kept)
     if unlinked_runtime:
         on_gpu = {e["args"].get("correlation") for e in kept
                   if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy") and "args" in e}
@@ -52,10 +81,12 @@ def main() -> int:
     p.add_argument("--drop", default="ac2g,fwdbwd")
     p.add_argument("--unlinked-runtime", action="store_true",
                    help="also drop CUDA runtime calls whose correlation id no GPU activity has (sweeps only)")
+    p.add_argument("--sweep-ranges-only", action="store_true",
+                   help="keep only what ran inside the `sweep:` ranges (sweeps only: drops the warm-up calls)")
     p.add_argument("--out", type=Path, default=None, help="default: replace TRACE")
     a = p.parse_args()
     out = a.out or a.trace.with_name(a.trace.name + ".slim")
-    n, k = slim(a.trace, out, set(a.drop.split(",")), a.unlinked_runtime)
+    n, k = slim(a.trace, out, set(a.drop.split(",")), a.unlinked_runtime, a.sweep_ranges_only)
     if a.out is None:
         out.replace(a.trace)
         out = a.trace
