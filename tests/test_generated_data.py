@@ -164,13 +164,16 @@ def test_h100_family_table_is_its_sweep():
     SyncBatchNorm's kernels and the fused RNN cells; session33/sweep/sw12-14: column sums, grouped
     1 x 1 and dilated convolutions; session47/sweep/sw25: dilated depthwise convolutions;
     session50/sweep/sw26-30: fp32 NCHW batch norm and convolutions; session51/sweep/sw31: cuDNN
-    LSTM / GRU, with the busy time of their overlapping streams)."""
+    LSTM / GRU, with the busy time of their overlapping streams; session53/sweep/sw33: depthwise
+    convolutions with a channel multiplier). The kept sweeps hold only what ran inside their
+    `sweep:` ranges (tools/holdout/slim_trace.py --sweep-ranges-only: the same points)."""
     from phantora_prof.calibrate import families
 
     doc = families.read(DATA / "h100_families.json.gz")
     assert doc["gpu"] == "h100" and doc["ops_kept"]
     kept = [HOLDOUT / "session32", HOLDOUT / "session33" / "sweep", HOLDOUT / "session38" / "sweep",
-            HOLDOUT / "session47" / "sweep", HOLDOUT / "session50" / "sweep", HOLDOUT / "session51" / "sweep"]
+            HOLDOUT / "session47" / "sweep", HOLDOUT / "session50" / "sweep", HOLDOUT / "session51" / "sweep",
+            HOLDOUT / "session53" / "sweep"]
     paths = [next(d / s for d in kept if (d / s).exists()) for s in doc["sources"]]
     points, _ = families.collect(paths, "h100")
     points = [p for p in points if p["op"] in set(doc["ops_kept"])]
