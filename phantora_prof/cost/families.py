@@ -31,8 +31,9 @@ way at calibration and at run time (`class_key`), from the captured call alone.
 
 Approximate: kernel launch configs are the nearest point's, not recomputed for the query's
 shape (so is the number of launches of cuDNN's per-group loops: a query between grid points
-launches its nearest point's group count, the time interpolated all the same); a class with one point scales by the roofline from it; measured on one H200 (torch
-2.11, cuDNN 9.19), other GPUs carry its times as the other sources do (roofline.carried_time_ns).
+launches its nearest point's group count, the time interpolated all the same); a class with
+one point scales by the roofline from it; measured on one H200 (torch 2.11, cuDNN 9.19), other
+GPUs carry its times as the other sources do (roofline.carried_time_ns).
 A GPU with a table of its own (`data_path`: the H100's holds what was swept there) answers from it
 first, its times as measured; a class only another GPU measured is taken from that GPU, carried
 the same way (`measured_gpus`).
