@@ -209,21 +209,31 @@ def autocast_rnn_inner(names: list[str], point: list) -> list:
     return point[i:] or point
 
 
-SWEPT_MULTIPLIERS = (2, 4)  # the depthwise channel multipliers the conv_dw_multiplier sweep measured
-
-
 def _swept_multiplier_keys(key: str) -> tuple[str, ...]:
     """A depthwise convolution of a channel multiplier no sweep measured ("dwm3", "dwm8") takes
-    the measured multipliers' classes, the nearest first: the same cuDNN paths (a grouped direct
-    kernel, a loop over the groups), whose time follows the output's size, which the roofline
-    carries. Approximate: no multiplier other than 2 and 4 was measured."""
+    the measured multipliers' classes of the same kernel, stride, dtype and layout, the nearest
+    multiplier first: the same cuDNN paths (a grouped direct kernel, a loop over the groups),
+    whose time follows the output's size, which the roofline carries. Approximate: the
+    conv_dw_multiplier sweep measured multipliers 2 and 4 only."""
     parts = key.split("|")
     for i, part in enumerate(parts):
         if part.startswith("dwm") and part[3:].isdigit():
             m = int(part[3:])
-            near = sorted((x for x in SWEPT_MULTIPLIERS if x != m), key=lambda x: (abs(x - m), x))
+            near = sorted((x for x in _measured_multipliers() if x != m), key=lambda x: (abs(x - m), x))
             return tuple("|".join(parts[:i] + [f"dwm{x}"] + parts[i + 1:]) for x in near)
     return ()
+
+
+@lru_cache(maxsize=None)
+def _measured_multipliers() -> frozenset[int]:
+    """The depthwise channel multipliers some GPU's table has convolution points of."""
+    found = set()
+    for gpu in measured_gpus():
+        fam = model(gpu)
+        for op, key in (fam.points if fam is not None else ()):
+            if op in CONV_OPS:
+                found.update(int(p[3:]) for p in key.split("|") if p.startswith("dwm") and p[3:].isdigit())
+    return frozenset(found)
 
 
 def without_unaligned_part(key: str) -> str | None:
