@@ -35,6 +35,7 @@ def preload(gpu_key: str = DEFAULT_GPU) -> None:
     triton.load_curve(_TABLE_GPU)
     for fam_gpu in families.measured_gpus():
         families.model(fam_gpu)
+    families._measured_multipliers()
     measured.model()
     split_k._sweep()
     split_k._observed()
