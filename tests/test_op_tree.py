@@ -308,6 +308,34 @@ def test_reshape_records_the_cuda_builds_paths(cli):
     assert alias["args"]["Concrete Inputs"] == ["", "[4, 64, 4, 16]", "[8192, 16, 1024, 1]"]
 
 
+def test_index_backward_runs_in_place_as_a_cuda_build_does(cli):
+    """The backward of advanced indexing (IndexBackward0) is `_index_put_impl_(zeros, indices,
+    grad, accumulate=True, unsafe=True)` on a CUDA build, with the sort-based accumulation's ops
+    under it; ATen takes `index_put` (a clone, then `index_put_`) only for tensor subclasses,
+    which the simulated GPU's tensors are (HF Swin-v2's H100 profile: 24 `remainder` per step,
+    none simulated before)."""
+    from tracing.kineto import load_trace
+
+    r = cli("--out", "out", sys.executable, str(ROOT / "tests" / "scripts" / "index_backward.py"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "grad ok (225, 24)" in r.stdout
+    ops = sorted((e for e in load_trace(cli.cwd / "out" / "rank0.pt.trace.json.gz")["traceEvents"]
+                  if e.get("ph") == "X" and e.get("cat") == "cpu_op"), key=lambda e: (e["ts"], -e["dur"]))
+    names = [e["name"] for e in ops]
+    assert "aten::index_put" not in names and "aten::index_put_" not in names
+    impls = [e for e in ops if e["name"] == "aten::_index_put_impl_"]
+    assert len(impls) == 2
+    for impl in impls:
+        assert impl["args"]["Concrete Inputs"] == ["", "", "", "True", "True"]
+        assert impl["args"]["Input Dims"] == [[225, 24], [], [4096, 24], [], []]
+        end = impl["ts"] + impl["dur"]
+        inside = [e["name"] for e in ops if e is not impl and e["tid"] == impl["tid"]
+                  and impl["ts"] <= e["ts"] and e["ts"] + e["dur"] <= end]
+        assert "aten::remainder" in inside and "aten::arange" in inside, inside
+        node = [e for e in ops if e["name"] == "IndexBackward0" and e["ts"] <= impl["ts"] <= e["ts"] + e["dur"]]
+        assert node, "the in-place call runs inside the IndexBackward0 node"
+
+
 def test_subclass_dispatch_is_a_python_subclass_range(cli):
     """A DTensor op shows as on a GPU: the op, inside it a `PythonSubclass` range (the
     subclass's own dispatch, with the op's inputs), inside that the op on the local tensors."""
@@ -414,7 +442,8 @@ def _subtrees(doc: dict, name: str) -> list[list[str]]:
 def test_composite_bodies_run_as_on_a_cuda_build(cli):
     """Ops a CUDA build runs as their composite C++ body (cuda_dispatch.COMPOSITE_BODIES) show the
     ops that body calls, each with its own kernels: a select backward is zeros and a memcpy into
-    the contiguous slab (it was one strided kernel), masked_fill and index_put a clone first,
+    the contiguous slab (it was one strided kernel), masked_fill and index_put a clone first (a
+    script's index_put: the backward of indexing calls `_index_put_impl_` in place on a CUDA build),
     F.pad without a positive pad a clone. A fill of a strided view takes the legacy kernel."""
     r = cli("--no-trace", sys.executable, str(ROOT / "tests" / "scripts" / "composite_bodies.py"), "trace.json")
     assert r.returncode == 0, r.stderr[-3000:]
@@ -436,8 +465,9 @@ def test_composite_bodies_run_as_on_a_cuda_build(cli):
     assert no_pad[0] == "aten::clone" and "aten::fill_" not in no_pad
     assert "aten::fill_" in pad and "aten::copy_" in pad
 
-    (index_put,) = _subtrees(doc, "aten::index_put")
+    (index_put,) = _subtrees(doc, "aten::index_put")  # the script's own call; the index backward has none
     assert index_put[0] == "aten::clone" and "aten::index_put_" in index_put and "aten::_index_put_impl_" in index_put
+    assert len(_subtrees(doc, "aten::_index_put_impl_")) == 2  # the backward's in-place call and index_put's
 
     fills = [t for t in _subtrees(doc, "aten::fill_") if t and "FillFunctor<float>" in t[-1]]
     strided = [t for t in fills if "elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast" in t[-1]]

@@ -233,6 +233,20 @@ def _reshape_alias(span: Span, out: Any) -> None:
     a["Concrete Inputs"] = ["", "[" + ", ".join(map(str, out.shape)) + "]", "[" + ", ".join(map(str, out.stride)) + "]"]
 
 
+def _as_called(span: Span, recorded: str) -> None:
+    """The arguments of a captured op that the capture ran as another op than the one the
+    dispatcher recorded, because a CUDA build calls that other op here: the backward of advanced
+    indexing's `index_put(zeros, indices, grad, True)`, which a CUDA build calls as
+    `_index_put_impl_(zeros, indices, grad, True, True)` (runtime/dispatch/capture.py,
+    `_index_backward_in_place`): the record's four arguments and the in-place call's `unsafe`."""
+    if recorded == "aten::index_put" and span.name == "aten::_index_put_impl_":
+        a = span.args
+        for key, extra in (("Input Dims", []), ("Input type", "Scalar"), ("Input Strides", []),
+                           ("Concrete Inputs", "True")):
+            if isinstance(a.get(key), list) and len(a[key]) == 4:
+                a[key] = [*a[key], extra]
+
+
 def _number_ops(spans: list[Span]) -> None:
     """External ids 1, 2, ... for the host ops and annotations in the order they begin (as
     kineto numbers them), and the same for the runtime calls and GPU work that refer to them.
@@ -592,6 +606,8 @@ class RankTimeline:
                 a["Input type"] = types
                 a["Input Strides"] = strides
                 a["Input Dims"] = dims
+                if name != span.name:
+                    _as_called(span, name)
                 span.parent = pkey
                 if keep and name == "aten::view" and parent and dims and \
                         not _contiguous(dims[0], strides[0] if strides else None):

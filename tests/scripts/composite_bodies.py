@@ -23,7 +23,8 @@ def step():
     F.pad(wide.detach(), (0, 4))  # padding: a fill, then a strided copy
     mask = torch.zeros(14, 14, device=dev)
     mask[:7, 7:] = 1.0  # a fill of a strided view
-    table[index].sum().backward()
+    table[index].sum().backward()  # index backward: _index_put_impl_ in place (no index_put)
+    table.detach().index_put((index,), torch.ones(2401, 6, device=dev), accumulate=True)  # a clone, then index_put_
     torch.cuda.synchronize()
 
 

@@ -80,6 +80,8 @@ _INDEXING = (aten.index.Tensor, aten._unsafe_index.Tensor, aten.index_put.defaul
 _TO_COPY_OP = aten._to_copy.default
 _ADD = torch.ops.aten.add.Tensor
 _ADD_ = torch.ops.aten.add_.Tensor
+_INDEX_PUT = torch.ops.aten.index_put.default
+_INDEX_PUT_IMPL_ = torch.ops.aten._index_put_impl_.default
 _EVALUATE_FUNCTION = "autograd::engine::evaluate_function: "
 
 
@@ -386,6 +388,9 @@ class CaptureMode(TorchDispatchMode):
         record_name = None
         if func is _ADD and self._accumulates_in_place(tls, args, kwargs):
             func, record_name = _ADD_, "aten::add"
+        elif func is _INDEX_PUT and self._index_backward_in_place(tls, args, kwargs):
+            func, record_name = _INDEX_PUT_IMPL_, "aten::index_put"
+            args, kwargs = (*args[:3], True, True), {}
         # Everything dispatched while the op is faked is the simulator's, not the CUDA kernel's.
         prev = rec.quiet(1)
         try:
@@ -451,6 +456,22 @@ class CaptureMode(TorchDispatchMode):
                 or old.is_sparse or not _non_overlapping_and_dense(old):
             return False
         return old._use_count() <= new._use_count()
+
+    def _index_backward_in_place(self, tls, args: tuple, kwargs: dict) -> bool:
+        """Whether this `index_put(zeros, indices, grad, accumulate=True)` is the backward of
+        advanced indexing (IndexBackward0), which a CUDA build runs in place as
+        `_index_put_impl_(zeros, indices, grad, accumulate=True, unsafe=True)`: ATen's
+        index_backward takes the out-of-place `index_put` (a clone, then `index_put_`) only for
+        tensor subclasses, which every tensor is while this mode is active. The in-place call
+        is the one the real trace has, with the sort-based accumulation ops under it (HF Swin-v2's
+        relative position bias: `remainder`, `div_`, `arange` and the rest, 24 + 24 + ... per H100
+        profiled step, none simulated before). Outside the backward's own call (grad mode on: a
+        double backward; another op around it) the call runs as it came."""
+        rec = self._rec
+        accumulate = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
+        if accumulate is not True or torch.is_grad_enabled() or rec.name(tls.open_name) != "aten::index_put":
+            return False
+        return rec.name(tls.outer_name) == "IndexBackward0" and isinstance(args[0], FakeTensor)
 
     def _cpu_op(self, tls, func, args: tuple, kwargs: dict):
         """An op on CPU tensors, run for real, unless it initialises a large host tensor whose
