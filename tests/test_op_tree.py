@@ -291,21 +291,27 @@ def test_reference_gpt_op_stream_matches_real(cli):
 def test_reshape_records_the_cuda_builds_paths(cli):
     """A reshape that can be a view of a non-contiguous tensor records `aten::_reshape_alias(self,
     size, stride)` as a CUDA build does (it recorded `aten::view`: ATen's reshape takes view for a
-    tensor subclass); a contiguous input stays a view, a non-viewable one a clone."""
+    tensor subclass), whose backward node is ReshapeAliasBackward0; a contiguous input stays a
+    view, a non-viewable one a clone."""
     from tracing.kineto import load_trace
 
     r = cli("--out", "out", sys.executable, str(ROOT / "tests" / "scripts" / "reshape_paths.py"))
     assert r.returncode == 0, r.stderr[-3000:]
     ops = sorted((e for e in load_trace(cli.cwd / "out" / "rank0.pt.trace.json.gz")["traceEvents"]
                   if e.get("ph") == "X" and e.get("cat") == "cpu_op"), key=lambda e: (e["ts"], -e["dur"]))
+    main = ops[0]["tid"]
     under = []
     for i, e in enumerate(ops):
-        if e["name"] == "aten::reshape":
+        if e["name"] == "aten::reshape" and e["tid"] == main:
             under.append(ops[i + 1]["name"])
     assert under == ["aten::view", "aten::_reshape_alias", "aten::clone"], under
     alias = next(e for e in ops if e["name"] == "aten::_reshape_alias")
     assert alias["args"]["Input type"] == ["float", "ScalarList", "ScalarList"]
     assert alias["args"]["Concrete Inputs"] == ["", "[4, 64, 4, 16]", "[8192, 16, 1024, 1]"]
+    # its autograd node is a CUDA build's, ReshapeAliasBackward0 (it was ViewBackward0)
+    nodes = [e["name"] for e in ops if e["tid"] != main and "Backward0" in e["name"]]
+    assert "ReshapeAliasBackward0" in nodes and "autograd::engine::evaluate_function: ReshapeAliasBackward0" in nodes
+    assert "ViewBackward0" not in nodes, nodes
 
 
 def test_index_backward_runs_in_place_as_a_cuda_build_does(cli):
