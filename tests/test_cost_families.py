@@ -271,9 +271,30 @@ def test_depthwise_convolutions_with_a_channel_multiplier_run_cudnns_per_group_l
     # a multiplier no sweep measured takes the nearest measured one's class
     assert F.stand_in_keys("convolution", "bfloat16|k3|s1|dwm3|cl") == ("bfloat16|k3|s1|dwm2|cl",
                                                                         "bfloat16|k3|s1|dwm4|cl")
-    # (its launches are the nearest measured point's: 96 groups here, not 64; see families' docstring)
     m3 = estimate(_dw_multiplier_conv(64, 3, 3, 2, 64), "h100")
-    assert all("convolve_common_engine" in k.name for k in m3) and len(m3) in (64, 96, 128)
+    assert all("convolve_common_engine" in k.name for k in m3) and len(m3) == 64
+
+
+def test_per_group_loops_launch_the_ops_own_group_count():
+    """cuDNN's per-group loops launch one round of kernels per group of the op, not of the
+    nearest measured point (families.regroup): a strided depthwise convolution with a channel
+    multiplier over 80 or 112 channels (the grid has 64 and 96 at 56 x 56) launches 80 / 112
+    forward kernels, and a grouped 1 x 1 backward in 21 groups of 16 (the grid: 24) 21 rounds of
+    four slices, a memset, a dgrad, a wgrad and a reduction. The time stays the interpolated one:
+    the launches share it."""
+    ks = {c: estimate(_dw_multiplier_conv(c, 2, 7, 2, 56), "h100") for c in (64, 80, 96, 112)}
+    assert [len(ks[c]) for c in (64, 80, 96, 112)] == [64, 80, 96, 112]
+    t = [total(ks[c]) for c in (64, 80, 96, 112)]
+    assert t == sorted(t)  # more groups, more time: interpolated over the channels
+    x = CL(128, 336, 14, 14)
+    w = T((336, 16, 1, 1), "bfloat16", stride=(16, 1, 16, 16))
+    bw = call("aten::convolution_backward", [x, x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 21,
+                                             [True, True, False]], [x, w])
+    out = estimate(bw, "h100")
+    assert len(out) == 21 * 8 and sum("nhwcSliceCKernel" in k.name for k in out) == 21 * 4
+    # the loop detection leaves a point alone where it finds none
+    point = [("kernel", 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 5.0), ("kernel", 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 7.0)]
+    assert F.regroup(point, 4, 8) is point
 
 
 def test_odd_width_grouped_conv_costs_what_cudnn_pads_it_to():

@@ -882,6 +882,17 @@ def _family(op, base, gpu, allow_tf32, handler, cost, specs, total, hit: tuple) 
     scale = t / max(near["t"], 1)
     own = _own_casting_kernel(handler, specs, near, fam)
     point = near["k"]
+    groups = _FAM.conv_groups(op, base)
+    if groups is not None:
+        # cuDNN's per-group loops launch as many kernels as the op has groups, not as its
+        # nearest point had (families.regroup); the interpolated time is shared by them
+        at = _FAM.point_groups(name, key, near)
+        regrouped = _FAM.regroup(point, at, groups) if at is not None else point
+        if regrouped is not point:
+            point = regrouped
+            varying = sum(k[-1] for k in point if k[0] != _K.KIND_MEMSET)
+            fixed = sum(k[-1] for k in point if k[0] == _K.KIND_MEMSET)
+            scale = max(t - fixed, 0.0) / max(varying, 1)
     if base == "_cudnn_rnn" and key.endswith("|bfloat16") and _FAM.class_key(op, base).endswith("|float16"):
         point = _FAM.autocast_rnn_inner(fam.names, point)  # the autocast sweep's point for the inner call
     if base == "where":

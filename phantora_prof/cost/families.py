@@ -30,9 +30,8 @@ attention variant (causal, dropout, mask, grouped-query, head dim). It is comput
 way at calibration and at run time (`class_key`), from the captured call alone.
 
 Approximate: kernel launch configs are the nearest point's, not recomputed for the query's
-shape (so is the number of launches of cuDNN's per-group loops: a query between grid points
-launches its nearest point's group count, the time interpolated all the same); a class with
-one point scales by the roofline from it; measured on one H200 (torch 2.11, cuDNN 9.19), other
+shape (cuDNN's per-group loops launch one round per group of the query, `regroup`, their time
+interpolated all the same); a class with one point scales by the roofline from it; measured on one H200 (torch 2.11, cuDNN 9.19), other
 GPUs carry its times as the other sources do (roofline.carried_time_ns).
 A GPU with a table of its own (`data_path`: the H100's holds what was swept there) answers from it
 first, its times as measured; a class only another GPU measured is taken from that GPU, carried
@@ -234,6 +233,67 @@ def _measured_multipliers() -> frozenset[int]:
             if op in CONV_OPS:
                 found.update(int(p[3:]) for p in key.split("|") if p.startswith("dwm") and p[3:].isdigit())
     return frozenset(found)
+
+
+def conv_groups(op, base: str) -> int | None:
+    """A grouped convolution's group count (None for a dense one or another op)."""
+    if base not in CONV_OPS:
+        return None
+    _, _, _, groups, _ = _conv_args(op, base)
+    return groups if isinstance(groups, int) and groups > 1 else None
+
+
+def point_groups(base: str, key: str, point: dict) -> int | None:
+    """The group count of a grouped convolution's measured point, from its recorded shape (the
+    first tensor: the input of a forward, the output gradient of a backward) and its class key:
+    depthwise ("dw", "dwmN": C_in groups; a backward's first tensor has m x C_in channels) or
+    grouped ("g", "gn": the shape ends with the group width, shape_features)."""
+    if base not in CONV_OPS:
+        return None
+    parts = key.split("|")
+    shape = point.get("s") or []
+    if len(shape) < 2:
+        return None
+    for part in parts:
+        if part == "dw" or (part.startswith("dwm") and part[3:].isdigit()):
+            m = int(part[3:]) if part != "dw" else 1
+            return shape[1] // m if base == "convolution_backward" else shape[1]
+        if part in ("g", "gn") and len(shape) >= 3 and shape[-1] > 0:
+            return shape[1] // shape[-1]
+    return None
+
+
+def regroup(point: list, groups_at: int, groups: int) -> list:
+    """A point's kernels with cuDNN's per-group loop run for `groups` groups instead of the
+    point's `groups_at`. The loop's kernels are those whose names occur a multiple of
+    `groups_at` times (a strided depthwise convolution with a channel multiplier: one forward
+    kernel per group; a grouped 1 x 1 backward: four slices, a memset, a dgrad, a wgrad and a
+    reduction per group, interleaved over cuDNN's streams); group g's share of them is the g-th
+    run of each name's occurrences, in the point's order. Those rounds are cycled through for
+    `groups` groups (their durations as measured); the kernels before the loop stay before it,
+    the others after it. The point unchanged where the counts agree, the point has fewer than
+    three groups (a name that occurs twice is no loop) or the loop is not most of its kernels.
+    The caller rescales durations to the interpolated time."""
+    if groups_at < 3 or groups <= 1 or groups == groups_at:
+        return point
+    counts: dict[int, int] = {}
+    for k in point:
+        counts[k[1]] = counts.get(k[1], 0) + 1
+    looped = {n for n, c in counts.items() if c % groups_at == 0}
+    at = [i for i, k in enumerate(point) if k[1] in looped]
+    if 2 * len(at) < len(point):
+        return point
+    first, last = at[0], at[-1]
+    occurrences: dict[int, list[int]] = {}
+    for i in at:
+        occurrences.setdefault(point[i][1], []).append(i)
+    rounds = []
+    for g in range(groups_at):
+        members = sorted(i for ids in occurrences.values()
+                         for i in ids[g * len(ids) // groups_at:(g + 1) * len(ids) // groups_at])
+        rounds.append([point[i] for i in members])
+    between = [point[i] for i in range(first, last + 1) if point[i][1] not in looped]
+    return point[:first] + [k for g in range(groups) for k in rounds[g % groups_at]] + between + point[last + 1:]
 
 
 def without_unaligned_part(key: str) -> str | None:
