@@ -11,6 +11,8 @@
 # `hidden_blind_set SET NAME` measures compare.py's SET (anchors, blind_set, profiles) with nothing
 # of its results in the log: they go to OUTDIR/NAME_run.txt and OUTDIR/NAME/, to be opened after
 # the set has been simulated,
+# `lease_start` (a blind-set call's start: HF offline, `start` and `gpu` set, the GPU, driver and
+# model libraries' versions logged, what `hidden_blind_set` needs in a `bash -c` exported),
 # `pack_output PART` turns the output folder into
 # OUTDIR.PART.tgz (the device tool returns a limited number of files, at most 16 MiB each).
 mkdir -p "$out"
@@ -50,6 +52,15 @@ profile_cases() {
     f=$(ls "$tmp"/*.pt.trace.json.gz 2>/dev/null | head -1)
     [ -n "$f" ] && cp "$f" "$out/traces/$m.pt.trace.json.gz"
   done
+}
+lease_start() {
+  export HF_HUB_OFFLINE=1
+  start=$(date +%s)
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >> "$log"
+  python3 -c "import transformers, timm, torchvision; print('transformers', transformers.__version__, 'timm', timm.__version__, 'torchvision', torchvision.__version__)" >> "$log" 2>&1
+  export out log H start part
+  export -f compare_py anchor blind_set profile_cases hidden_blind_set
 }
 pack_output() {
   tar czf "$out.$1.tgz" -C "$(dirname "$out")" "$(basename "$out")" && rm -rf "$out"

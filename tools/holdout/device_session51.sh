@@ -9,13 +9,7 @@
 # Usage: tools/holdout/device_session51.sh OUTDIR   (carry tools/holdout/_wl). Leaves OUTDIR.s51.tgz.
 out=$1; part=s51
 source "$(dirname "$0")/device_env.sh"
-export HF_HUB_OFFLINE=1
-start=$(date +%s)
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >> "$log"
-python3 -c "import transformers, timm, torchvision; print('transformers', transformers.__version__, 'timm', timm.__version__, 'torchvision', torchvision.__version__)" >> "$log" 2>&1
-
-export out log H start part
-export -f compare_py anchor blind_set profile_cases hidden_blind_set
+lease_start
 timeout -k 10 "${LIMIT:-500}" bash -c 'hidden_blind_set ZOO_BLIND21 blind21; exit 0'
 rc=$?
 [ $rc -ne 0 ] && echo "limit rc=$rc $(( $(date +%s) - start ))s" >> "$log"

@@ -9,13 +9,7 @@
 # Usage: tools/holdout/device_session52.sh OUTDIR   (carry tools/holdout/_wl). Leaves OUTDIR.s52.tgz.
 out=$1; part=s52
 source "$(dirname "$0")/device_env.sh"
-export HF_HUB_OFFLINE=1
-start=$(date +%s)
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >> "$log"
-python3 -c "import transformers, timm, torchvision; print('transformers', transformers.__version__, 'timm', timm.__version__, 'torchvision', torchvision.__version__)" >> "$log" 2>&1
-export out log H start part
-export -f compare_py anchor blind_set profile_cases hidden_blind_set
+lease_start
 timeout -k 10 "${LIMIT22:-250}" bash -c 'hidden_blind_set ZOO_BLIND22 blind22; exit 0'
 rc=$?; [ $rc -ne 0 ] && echo "limit blind22 rc=$rc $(( $(date +%s) - start ))s" >> "$log"
 echo "blind22 $(( $(date +%s) - start ))s" >> "$log"

@@ -10,13 +10,7 @@
 # Usage: tools/holdout/device_session53b.sh OUTDIR   (carry tools/holdout/_wl). Leaves OUTDIR.s53b.tgz.
 out=$1; part=s53b
 source "$(dirname "$0")/device_env.sh"
-export HF_HUB_OFFLINE=1
-start=$(date +%s)
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >> "$log"
-python3 -c "import transformers, timm, torchvision; print('transformers', transformers.__version__, 'timm', timm.__version__, 'torchvision', torchvision.__version__)" >> "$log" 2>&1
-export out log H start part
-export -f compare_py anchor blind_set profile_cases hidden_blind_set
+lease_start
 anchor
 (cd "$H" && timeout 150 python3 forward_modes.py --out "$out/forward_modes_b2.json" > "$out/forward_modes.log" 2>&1)
 echo "forward_modes rc=$? $(( $(date +%s) - start ))s" >> "$log"
