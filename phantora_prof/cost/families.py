@@ -208,6 +208,14 @@ def autocast_rnn_inner(names: list[str], point: list) -> list:
     return point[i:] or point
 
 
+def _dw_multiplier(part: str) -> int | None:
+    """The channel multiplier a class key's groups part names: 1 for "dw", m for "dwm{m}"
+    (_conv_key), None for any other part."""
+    if part == "dw":
+        return 1
+    return int(part[3:]) if part.startswith("dwm") and part[3:].isdigit() else None
+
+
 def _swept_multiplier_keys(key: str) -> tuple[str, ...]:
     """A depthwise convolution of a channel multiplier no sweep measured ("dwm3", "dwm8") takes
     the measured multipliers' classes of the same kernel, stride, dtype and layout, the nearest
@@ -216,8 +224,8 @@ def _swept_multiplier_keys(key: str) -> tuple[str, ...]:
     conv_dw_multiplier sweep measured multipliers 2 and 4 only."""
     parts = key.split("|")
     for i, part in enumerate(parts):
-        if part.startswith("dwm") and part[3:].isdigit():
-            m = int(part[3:])
+        m = _dw_multiplier(part)
+        if m is not None and m > 1:
             near = sorted((x for x in _measured_multipliers() if x != m), key=lambda x: (abs(x - m), x))
             return tuple("|".join(parts[:i] + [f"dwm{x}"] + parts[i + 1:]) for x in near)
     return ()
@@ -231,7 +239,7 @@ def _measured_multipliers() -> frozenset[int]:
         fam = model(gpu)
         for op, key in (fam.points if fam is not None else ()):
             if op in CONV_OPS:
-                found.update(int(p[3:]) for p in key.split("|") if p.startswith("dwm") and p[3:].isdigit())
+                found.update(m for m in map(_dw_multiplier, key.split("|")) if m is not None and m > 1)
     return frozenset(found)
 
 
@@ -255,8 +263,8 @@ def point_groups(base: str, key: str, point: dict) -> int | None:
     if len(shape) < 2:
         return None
     for part in parts:
-        if part == "dw" or (part.startswith("dwm") and part[3:].isdigit()):
-            m = int(part[3:]) if part != "dw" else 1
+        m = _dw_multiplier(part)
+        if m is not None:
             return shape[1] // m if base == "convolution_backward" else shape[1]
         if part in ("g", "gn") and len(shape) >= 3 and shape[-1] > 0:
             return shape[1] // shape[-1]
