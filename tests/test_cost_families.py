@@ -457,6 +457,43 @@ def test_cat_onto_an_empty_cache_runs_the_non_vectorized_copy():
     assert F.class_key(two, "cat") == "bfloat16|dense"
 
 
+def test_a_cat_a_cuda_build_cannot_batch_is_priced_as_a_copy_per_input():
+    """ATen's CUDA cat copies input by input (a narrow and a copy_ each) when the inputs are not
+    all of the output's dtype, for one input, or beyond 4 dims (cost/cat_paths.py); HF Phi-3's
+    H100 profile: `cat([empty fp32, values bf16])` one casting copy, 38 us, where the batched
+    copy was priced at 56 us. Same-dtype cats, strided or onto an empty cache, stay batched."""
+    from phantora_prof.cost import cat_paths
+
+    empty = T((0,), "float32")
+    keys = T((4, 16, 2048, 64), "float32")
+    values = T((4, 16, 2048, 64), "bfloat16", stride=(6291456, 64, 3072, 1))  # a transposed projection
+    out = T((4, 16, 2048, 64), "float32")
+    assert cat_paths.copies_per_input((empty, values), out)
+    assert not cat_paths.copies_per_input((empty, keys), out)
+    assert not cat_paths.copies_per_input((values, values), T((4, 16, 4096, 64), "bfloat16"))
+    assert cat_paths.copies_per_input((keys,), keys)
+    five = T((1, 4, 16, 2048, 64), "float32")
+    assert cat_paths.copies_per_input((five, five), T((2, 4, 16, 2048, 64), "float32"))
+    # channels-last inputs into a channels-last output: batched; a contiguous one among them makes
+    # the output contiguous, and the strided way then batches them too
+    cl = T((8, 64, 14, 14), "bfloat16", stride=(12544, 1, 896, 64))
+    assert not cat_paths.copies_per_input((cl, cl), T((8, 128, 14, 14), "bfloat16", stride=(25088, 1, 1792, 128)))
+    assert not cat_paths.copies_per_input((cl, T((8, 64, 14, 14), "bfloat16")), T((8, 128, 14, 14), "bfloat16"))
+    # ... but 5-D channels-last ones that are not all dense in it copy one by one
+    cl3 = T((2, 8, 4, 14, 14), "bfloat16", stride=(6272, 1, 1568, 112, 8))
+    assert cat_paths.copies_per_input((cl3, T((2, 8, 4, 14, 14), "bfloat16")), T((2, 16, 4, 14, 14), "bfloat16"))
+
+    cast = estimate(call("aten::cat", [(empty, values), -2], [out]), "h100")
+    assert len(cast) == 1 and "direct_copy_kernel_cuda" in cast[0].name and "CatArray" not in cast[0].name
+    batched = estimate(call("aten::cat", [(empty, keys), -2], [out]), "h100")
+    assert len(batched) == 1 and "CatArrayBatchedCopy" in batched[0].name
+    assert total(cast) < total(batched)  # a read of bf16 against the batched kernel's slow rate
+    # one copy per input that is not skipped; a same-dtype contiguous slice is a DtoD memcpy
+    pair = estimate(call("aten::cat", [(five, five), 0], [T((2, 4, 16, 2048, 64), "float32")]), "h100")
+    assert [k.name for k in pair] == ["Memcpy DtoD (Device -> Device)"] * 2
+    assert cat_paths.copied_slices((empty, values), out, -2) == [(values, out)]
+
+
 def test_a_2d_batch_norm_is_priced_as_the_channels_last_one_it_runs():
     """A contiguous (N, C) batch norm runs ATen's channels-last kernels (batch_norm_use_channels_last_kernels:
     dim 1 has stride 1), as LeViT's BatchNorm1d over tokens did on the H200 (real: stats + running

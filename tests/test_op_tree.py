@@ -342,6 +342,42 @@ def test_index_backward_runs_in_place_as_a_cuda_build_does(cli):
         assert node, "the in-place call runs inside the IndexBackward0 node"
 
 
+def test_cat_records_a_narrow_and_a_copy_per_input_where_a_cuda_build_does(cli):
+    """A cat whose inputs a CUDA build cannot batch (another dtype than the output's, five dims,
+    one input) runs a narrow per input and a copy into each slice: aten::narrow > aten::slice >
+    aten::as_strided inside aten::cat, and a copy kernel per input with no aten::copy_ record,
+    as HF Phi-3's H100 profile shows for its key/value cache (fp32 keys, bf16 values under
+    autocast); cats over inputs of the output's dtype launch one batched copy kernel and record
+    nothing inside."""
+    from tracing.kineto import load_trace
+
+    r = cli("--out", "out", sys.executable, str(ROOT / "tests" / "scripts" / "cat_paths.py"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "cache_values:float32" in r.stdout and "one_input:bfloat16" in r.stdout
+    doc = load_trace(cli.cwd / "out" / "rank0.pt.trace.json.gz")
+    events = doc["traceEvents"]
+    ops = sorted((e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"),
+                 key=lambda e: (e["ts"], -e["dur"]))
+    launches = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cuda_runtime"]
+    gpu = {e["args"]["correlation"]: e["name"] for e in events
+           if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy")}
+
+    def inside(outer, items):
+        return [e for e in items if e is not outer and e["tid"] == outer["tid"]
+                and outer["ts"] <= e["ts"] and e["ts"] + e.get("dur", 0) <= outer["ts"] + outer["dur"]]
+
+    seen = []
+    for cat in (e for e in ops if e["name"] == "aten::cat"):
+        names = [e["name"] for e in inside(cat, ops)]
+        kernels = [gpu[e["args"]["correlation"]] for e in inside(cat, launches) if e["args"].get("correlation") in gpu]
+        seen.append((names.count("aten::narrow"), len(kernels), all("CatArrayBatchedCopy" in k for k in kernels)))
+        if names:
+            assert names[:3] == ["aten::narrow", "aten::slice", "aten::as_strided"], names
+            assert "aten::copy_" not in names
+    # dense, strided, cache keys: batched; cache values, five dims, one input: narrow + copy per input
+    assert seen == [(0, 1, True), (0, 1, True), (0, 1, True), (1, 1, False), (2, 2, False), (1, 1, False)], seen
+
+
 def test_subclass_dispatch_is_a_python_subclass_range(cli):
     """A DTensor op shows as on a GPU: the op, inside it a `PythonSubclass` range (the
     subclass's own dispatch, with the op's inputs), inside that the op on the local tensors."""

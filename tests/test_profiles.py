@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NOT_GPU_CONSTANTS = {
     "phantora_prof/cost/__init__.py": {"_CACHE_MAX", "BLAS_OPERANDS", "CONTIGUOUS_OPERANDS", "CONV_OPERANDS",
                                        "FORMAT_OPERANDS"},  # argument positions
+    "phantora_prof/cost/cat_paths.py": {"MAX_BATCHED_DIMS", "_INT32_MAX"},  # ATen facts (Shape.cu, int32 indexing)
     "phantora_prof/cost/errorband.py": {"Z90", "HOST_SIGMA", "BAND_SCALE", "STEP_BAND_SCALE", "ROOFLINE_NOTE_SHARE", "DEFAULT_SIGMA", "MIN_SAMPLES"},
     "phantora_prof/cost/families.py": {"BANDWIDTH", "DIM_BANDWIDTH", "OUTER_COLUMNS_BANDWIDTH", "_NORMALIZED_SHAPE_ARG", "EXACT_D2",
                                         "UPSAMPLE_SCALE_BANDWIDTH"},  # interpolation

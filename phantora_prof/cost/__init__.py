@@ -75,6 +75,7 @@ from phantora_prof.cost import ops as _ops
 from phantora_prof.cost import roofline as _R
 from phantora_prof.cost.gpus import GPUS, DEFAULT_GPU, GpuSpec, get_gpu
 from phantora_prof.cost.kernels import Kernel, KernelSpec, table
+from phantora_prof.cost.memory_format import strides_like_channels_last, suggested_format  # noqa: F401 (re-exported)
 from phantora_prof.cost.profiles import profile_for
 from phantora_prof.cost.roofline import CLASSES
 from phantora_prof.protocol import OpCall, OpKind, TensorArg
@@ -520,29 +521,6 @@ def conv_memory_format(shape, stride, wshape, wstride) -> str | None:
     return "cl" if cl else "c"
 
 
-def strides_like_channels_last(shape: tuple, stride: tuple) -> bool:
-    """ATen's is_channels_last_strides_2d / _3d (what `suggest_memory_format` reads): the strides
-    of size-1 dims count, so a 1x1 convolution weight made channels-last ((64, 1, 64, 64) for
-    (256, 64, 1, 1)) suggests channels-last although it is also contiguous, and a contiguous one
-    ((64, 1, 1, 1)) does not."""
-    if len(shape) == 4:
-        order = (1, 3, 2, 0)
-    elif len(shape) == 5:
-        order = (1, 4, 3, 2, 0)
-    else:
-        return False
-    if stride[1] == 0:
-        return False
-    lowest = 0
-    for d in order:
-        if shape[d] == 0 or stride[d] < lowest:
-            return False
-        if d == 0 and lowest == stride[1]:
-            return False  # ambiguous (N, 1, 1, 1): NCHW, as ATen falls back
-        lowest = stride[d] * (shape[d] if shape[d] > 1 else 1)
-    return True
-
-
 def _format_order(ndim: int, fmt: str) -> tuple[int, ...]:
     """The dims of memory format `fmt` from outermost to innermost ("c": contiguous, "cl":
     channels-last / -3d: the batch, the spatial dims, then the channels)."""
@@ -568,11 +546,6 @@ def _in_format(t: TensorArg, fmt: str = "c") -> TensorArg:
 
 def _not_contiguous(shape: tuple, stride: tuple) -> bool:
     return not _R.contiguous_strides(shape, stride)
-
-
-def suggested_format(shape: tuple, stride: tuple) -> str:
-    """"cl" or "c": `suggest_memory_format` of a tensor of these sizes and strides."""
-    return "cl" if len(shape) in (4, 5) and strides_like_channels_last(shape, stride) else "c"
 
 
 def _channels_last_not_dense(shape: tuple, stride: tuple) -> bool:
@@ -704,9 +677,27 @@ def _masked_fill_split(op: OpCall) -> tuple[OpCall, OpCall] | None:
     return clone, fill
 
 
+def _cat_copy_split(op: OpCall) -> tuple[OpCall, ...] | None:
+    """A cat a CUDA build runs as one copy per input into the output's narrowed slice
+    (cost/cat_paths.py, way 3: mixed dtypes, one input, more than 4 dims, ...); each copy is
+    priced as the `copy_` it is. None when the batched copy kernels run."""
+    from phantora_prof.cost import cat_paths
+
+    inputs = op.args[0] if op.args and isinstance(op.args[0], tuple) else None
+    out = op.outputs[0] if op.outputs and isinstance(op.outputs[0], TensorArg) else None
+    if not inputs or out is None or not all(isinstance(t, TensorArg) for t in inputs):
+        return None
+    if not cat_paths.copies_per_input(inputs, out):
+        return None
+    dim = op.args[1] if len(op.args) > 1 and isinstance(op.args[1], int) else op.kwargs.get("dim", 0)
+    return tuple(dataclasses.replace(op, name="aten::copy_", args=(dst, src), kwargs={}, outputs=(dst,))
+                 for src, dst in cat_paths.copied_slices(inputs, out, dim))
+
+
 _SPLITS = {"convolution": _conv_forward_bias_split, "_convolution": _conv_forward_bias_split,
            "convolution_backward": _conv_bias_split, "baddbmm": _baddbmm_self_split,
            "split_with_sizes_copy": _sizes_copy_split, "_chunk_cat": _sizes_copy_split, "masked_fill": _masked_fill_split,
+           "cat": _cat_copy_split,
            **{name: _upsample_identity_split for name in ("upsample_bilinear2d", "upsample_nearest2d",
                                                           "upsample_bilinear2d_backward",
                                                           "upsample_nearest2d_backward")}}

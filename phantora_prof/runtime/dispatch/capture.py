@@ -29,6 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 
 from phantora_prof import hostcost
 from phantora_prof.cost.model import CostModel
+from phantora_prof.cost import cat_paths
 from phantora_prof.cost import ops as cost_ops
 from phantora_prof.errors import UnsupportedOpError
 from phantora_prof.protocol import CPU_DEVICE, HIDDEN_DEPTH, AutogradSpan, OpCall, OpKind, SyncKind, TensorArg
@@ -70,6 +71,7 @@ _SDP_CHOICE = aten._fused_sdp_choice.default
 _LOCAL_SCALAR_DENSE = aten._local_scalar_dense.default
 _RECORD_STREAM = aten.record_stream.default
 _ROLL = aten.roll.default
+_CAT = aten.cat.default
 _EQUAL = aten.equal.default
 _GROUPED_MM = aten._grouped_mm.default if hasattr(aten, "_grouped_mm") else None  # torch >= 2.8
 _IS_PINNED = aten.is_pinned.default
@@ -530,6 +532,8 @@ class CaptureMode(TorchDispatchMode):
         if route.fast:
             out = self._fast_fake(func, args, kwargs)
             done = out is not None
+            if done and func is _CAT:
+                self._cat_narrows(tls, args, kwargs, out)
         else:
             out = None
             done = route.returns_nothing and self._fake_gpu((*args, *kwargs.values()), cpu_scalars=True) is not None
@@ -540,6 +544,31 @@ class CaptureMode(TorchDispatchMode):
                 out = self._general_cache.outputs(general_key, self._wrap)
                 done = out is not None
         return self._cuda_op_rest(func, args, kwargs, tls, record_name, name, out, done, general_key)
+
+    def _cat_narrows(self, tls, args: tuple, kwargs: dict, out) -> None:
+        """The narrows of a cat a CUDA build runs input by input (cost/cat_paths.py, way 3: inputs
+        of another dtype than the output, one input, more than 4 dims): `result.narrow(dim,
+        offset, size)` per input, recorded inside the cat (aten::narrow > aten::slice >
+        aten::as_strided) and charged as the views they are. Each copy into a slice is a
+        kernel of the cat's own (cost/__init__.py `_cat_copy_split`): ATen calls copy_ directly,
+        so a profile has no aten::copy_ record for it. HF decoders' key/value cache under
+        autocast takes this way (fp32 keys, bf16 values)."""
+        tensors = args[0] if args else kwargs.get("tensors")
+        if not isinstance(tensors, (list, tuple)) or not isinstance(out, torch.Tensor):
+            return
+        inputs = [_to_arg(t) for t in tensors]
+        if not all(isinstance(t, TensorArg) for t in inputs) or not cat_paths.copies_per_input(inputs, _to_arg(out)):
+            return
+        dim = cat_paths.wrap_dim(args[1] if len(args) > 1 else kwargs.get("dim", 0), inputs)
+
+        def narrows():
+            offset = 0
+            for t, a in zip(tensors, inputs):
+                if not cat_paths.skipped(a):
+                    out.narrow(dim, offset, a.shape[dim])
+                    offset += a.shape[dim]
+
+        self._as_parts(tls, narrows)
 
     def _indices_on_device(self, args: tuple, tls) -> tuple:
         """An advanced-indexing op's args with its CPU index tensors on the indexed tensor's GPU,
