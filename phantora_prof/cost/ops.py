@@ -887,6 +887,31 @@ def _long_kernel(functor: str, n: int) -> KernelSpec:
     return K.vectorized_kernel(functor, 2, n, ("int64",))
 
 
+@dataclasses.dataclass(frozen=True)
+class _IndexGeometry:
+    """How ATen's index_put_with_sort_kernel sees an indexing (makeLinearIndex): `n` linear
+    indices into `rows` rows (the indexed dims' sizes multiplied), `slice` elements after the
+    indexed dims, `before` elements before them."""
+
+    n: int
+    rows: int
+    slice: int
+    before: int
+
+
+def _index_geometry(x: TensorArg, indices: tuple) -> _IndexGeometry:
+    """The geometry of `x[indices]` (indices: a tensor, or None for a dim taken whole, per dim
+    from the first; adjacent index tensors, the usual case, are assumed)."""
+    at = [i for i, t in enumerate(indices) if isinstance(t, TensorArg)]
+    shape = tuple(x.shape) or (1,)
+    if not at:
+        return _IndexGeometry(1, max(1, shape[0]), max(1, math.prod(shape[1:])), 1)
+    first, last = at[0], at[-1]
+    n = max(1, max(indices[i].numel for i in at))
+    return _IndexGeometry(n, max(1, math.prod(shape[first:last + 1])), max(1, math.prod(shape[last + 1:])),
+                          max(1, math.prod(shape[:first])))
+
+
 def index_put_accumulate(op, base, gpu, allow_tf32):
     """`index_put_(..., accumulate=True)` on CUDA (the backward of `x[idx]`: relative position
     biases, gathers by index): ATen's sort-based path (Indexing.cu, index_put_with_sort_kernel).
@@ -895,18 +920,22 @@ def index_put_accumulate(op, base, gpu, allow_tf32):
     radix sort of (index, position) pairs (three memsets, histogram, exclusive sum, one onesweep
     pass per 8 bits of the row count) and the accumulation kernel: one warp per index for slices
     up to a warp wide (`_small_stride`), the unrolled kernel above that (ATen's choice; only the
-    small-stride variant was measured). The sort and accumulation kernels take the fixed times
-    measured there plus their bytes at HBM bandwidth (approximate beyond that size); the index
-    arithmetic is roofline."""
+    small-stride variant was measured), or one thread per index for one-element slices
+    (`_stride_1`, a table indexed on its last dim: timm LeViT's attention biases), over a grid of
+    (indices / 4, slice / 128, elements before the indexed dims) as ATen launches it. The sort
+    kernels take the fixed times measured there plus their bytes at HBM bandwidth (approximate
+    beyond that size); the accumulation its walk over a row's duplicate indices (uniform indices
+    assumed: n / rows per row; the probe's 14 and LeViT's 16 / 49 / 196: 0.34-0.43 us each) plus
+    its bytes; the index arithmetic is roofline."""
     x = op.args[0]
-    idx = next((t for t in (op.args[1] if len(op.args) > 1 and isinstance(op.args[1], tuple) else ()) if isinstance(t, TensorArg)), None)
+    indices = op.args[1] if len(op.args) > 1 and isinstance(op.args[1], tuple) else ()
     values = op.args[2] if len(op.args) > 2 and isinstance(op.args[2], TensorArg) else None
-    n = max(1, idx.numel if idx is not None else 1)
-    rows = max(1, x.shape[0] if x.shape else 1)
-    stride = max(1, (values.numel if values is not None else x.numel) // n)
+    geo = _index_geometry(x, indices)
+    n = geo.n
     prof = profile_for(gpu)
     bw = hbm_bw(gpu)
-    passes = max(1, -(-max(1, (rows - 1).bit_length()) // 8))
+    # cub sorts the row numbers on get_num_bits(largestIndex(self) / sliceSize) bits, 8 a pass
+    passes = max(1, -(-max(1, max(1, x.numel // geo.slice).bit_length()) // 8))
     ops_l = "::operator()() const::{lambda()#4}::operator()() const::{lambda(long, long)#1}"
     specs = [
         _long_kernel(f"at::native::BUnaryFunctor<long, long, long, at::native::remainder_kernel_cuda(at::TensorIteratorBase&)"
@@ -939,12 +968,20 @@ def index_put_accumulate(op, base, gpu, allow_tf32):
                              (max(1, -(-n // 5760)), 1, 1), (384, 1, 1), 80, 38912,
                              dur_ns=int(prof.index_sort_onesweep_ns + 2 * key_ns))]
     t = K.cpp(x.dtype)
-    variant = "indexing_backward_kernel_small_stride" if stride <= 32 else "indexing_backward_kernel"
-    tmpl = f"{t}" if stride <= 32 else f"{t}, 4"
-    slices = 3 * n * stride * x.itemsize  # values read, slices read and written
+    if geo.slice == 1:
+        variant, tmpl = "indexing_backward_kernel_stride_1", t
+    elif geo.slice <= 32:
+        variant, tmpl = "indexing_backward_kernel_small_stride", t
+    else:
+        variant, tmpl = "indexing_backward_kernel", f"{t}, 4"
+    slices = 3 * (values.numel if values is not None else n * geo.slice * geo.before) * x.itemsize  # values, slices r/w
+    # the warp of a row's first index walks the row's duplicates one by one (uniform indices:
+    # n / rows of them), the chain that dominates when few rows take many indices
+    walk = max(prof.index_accumulate_fixed_ns, prof.index_accumulate_per_duplicate_ns * n / geo.rows)
+    grid = (max(1, -(-n // 4)), min(65535, max(1, -(-geo.slice // 128))), min(65535, max(1, geo.before)))
     specs.append(KernelSpec(K.KIND_KERNEL, f"void (anonymous namespace)::{variant}<{tmpl}>(long const*, long const*, {t} const*, "
-                            f"{t}*, long, long, long, long, bool)", (max(1, -(-n // 4)), 1, 1), (32, 4, 1), 31, 0,
-                            dur_ns=int(prof.index_accumulate_fixed_ns + 1e9 * slices / bw)))
+                            f"{t}*, long, long, long, long, bool)", grid, (32, 4, 1), 31, 0,
+                            dur_ns=int(walk + 1e9 * slices / bw)))
     nbytes = 4 * n * 8  # the long index arithmetic (the sort and the accumulation are timed above)
     return Cost(INDEX, "scatter", 0.0, nbytes), specs
 

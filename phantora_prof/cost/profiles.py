@@ -84,6 +84,7 @@ class GpuProfile:
     index_sort_scan_ns: float
     index_sort_onesweep_ns: float
     index_accumulate_fixed_ns: float
+    index_accumulate_per_duplicate_ns: float  # the accumulation's serial walk over one row's indices
     topk_ns: Mapping[str, float]  # topk's kernels at the measured sizes (ops.topk)
     rnn_step_ns: float
     l2_warm_weight: float
