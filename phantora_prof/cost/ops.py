@@ -901,12 +901,14 @@ class _IndexGeometry:
 
 def _index_geometry(x: TensorArg, indices: tuple) -> _IndexGeometry:
     """The geometry of `x[indices]` (indices: a tensor, or None for a dim taken whole, per dim
-    from the first; adjacent index tensors, the usual case, are assumed)."""
+    from the first; a boolean mask covers as many dims as it has, and stands for as many indices
+    as it has elements, an upper bound; adjacent index tensors, the usual case, are assumed)."""
     at = [i for i, t in enumerate(indices) if isinstance(t, TensorArg)]
     shape = tuple(x.shape) or (1,)
     if not at:
         return _IndexGeometry(1, max(1, shape[0]), max(1, math.prod(shape[1:])), 1)
-    first, last = at[0], at[-1]
+    masks = [indices[i] for i in at if indices[i].dtype in ("bool", "uint8")]
+    first, last = at[0], at[-1] + sum(len(m.shape) - 1 for m in masks)
     n = max(1, max(indices[i].numel for i in at))
     return _IndexGeometry(n, max(1, math.prod(shape[first:last + 1])), max(1, math.prod(shape[last + 1:])),
                           max(1, math.prod(shape[:first])))
@@ -918,7 +920,8 @@ def index_put_accumulate(op, base, gpu, allow_tf32):
     The kernels as the H200 ran them for a [169, 12] fp32 table and 2,401 indices (probe,
     session 24): the linear index's remainder / mul / div (int64), an arange of positions, a cub
     radix sort of (index, position) pairs (three memsets, histogram, exclusive sum, one onesweep
-    pass per 8 bits of the row count) and the accumulation kernel: one warp per index for slices
+    pass per 8 bits of numel / slice: the rows times the elements before them) and the
+    accumulation kernel: one warp per index for slices
     up to a warp wide (`_small_stride`), the unrolled kernel above that (ATen's choice; only the
     small-stride variant was measured), or one thread per index for one-element slices
     (`_stride_1`, a table indexed on its last dim: timm LeViT's attention biases), over a grid of
