@@ -68,6 +68,7 @@ from __future__ import annotations
 import dataclasses
 
 from phantora_prof import hostcost
+from phantora_prof.cost import cat_paths
 from phantora_prof.cost import families as _FAM
 from phantora_prof.cost import kernels as _K
 from phantora_prof.cost import measured as _M
@@ -681,8 +682,6 @@ def _cat_copy_split(op: OpCall) -> tuple[OpCall, ...] | None:
     """A cat a CUDA build runs as one copy per input into the output's narrowed slice
     (cost/cat_paths.py, way 3: mixed dtypes, one input, more than 4 dims, ...); each copy is
     priced as the `copy_` it is. None when the batched copy kernels run."""
-    from phantora_prof.cost import cat_paths
-
     inputs = op.args[0] if op.args and isinstance(op.args[0], tuple) else None
     out = op.outputs[0] if op.outputs and isinstance(op.outputs[0], TensorArg) else None
     if not inputs or out is None or not all(isinstance(t, TensorArg) for t in inputs):
