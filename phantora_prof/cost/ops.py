@@ -927,9 +927,13 @@ def index_put_accumulate(op, base, gpu, allow_tf32):
     (`_stride_1`, a table indexed on its last dim: timm LeViT's attention biases), over a grid of
     (indices / 4, slice / 128, elements before the indexed dims) as ATen launches it. The sort
     kernels take the fixed times measured there plus their bytes at HBM bandwidth (approximate
-    beyond that size); the accumulation its walk over a row's duplicate indices (uniform indices
-    assumed: n / rows per row; the probe's 14 and LeViT's 16 / 49 / 196: 0.34-0.43 us each) plus
-    its bytes; the index arithmetic is roofline."""
+    beyond that size); the accumulation its walk over a row's duplicate indices: the longest run
+    of one row's indices decides it (~0.2 us an index on the H200), which the values would tell;
+    priced per mean run, n / rows, at 0.40 us, fitted on relative-position tables whose longest run
+    is 1.5-1.9x the mean (LeViT's 16 / 49 / 196 per row: 0.34-0.43 us each, the probe's 14:
+    0.43). Swin's 7 x 7 table (the zero offset 49 times, 3.4x the mean) comes out ~40% short, and
+    uniform random indices (longest run near the mean) long. Plus its bytes; the index arithmetic
+    is roofline."""
     x = op.args[0]
     indices = op.args[1] if len(op.args) > 1 and isinstance(op.args[1], tuple) else ()
     values = op.args[2] if len(op.args) > 2 and isinstance(op.args[2], TensorArg) else None
@@ -978,8 +982,8 @@ def index_put_accumulate(op, base, gpu, allow_tf32):
     else:
         variant, tmpl = "indexing_backward_kernel", f"{t}, 4"
     slices = 3 * (values.numel if values is not None else n * geo.slice * geo.before) * x.itemsize  # values, slices r/w
-    # the warp of a row's first index walks the row's duplicates one by one (uniform indices:
-    # n / rows of them), the chain that dominates when few rows take many indices
+    # the warp of a row's first index walks the row's duplicates one by one: the longest such chain
+    # decides the kernel's time when few rows take many indices (priced per mean run, see above)
     walk = max(prof.index_accumulate_fixed_ns, prof.index_accumulate_per_duplicate_ns * n / geo.rows)
     grid = (max(1, -(-n // 4)), min(65535, max(1, -(-geo.slice // 128))), min(65535, max(1, geo.before)))
     specs.append(KernelSpec(K.KIND_KERNEL, f"void (anonymous namespace)::{variant}<{tmpl}>(long const*, long const*, {t} const*, "
