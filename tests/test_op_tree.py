@@ -378,6 +378,24 @@ def test_cat_records_a_narrow_and_a_copy_per_input_where_a_cuda_build_does(cli):
     assert seen == [(0, 1, True), (0, 1, True), (0, 1, True), (1, 1, False), (2, 2, False), (1, 1, False)], seen
 
 
+def test_an_index_accumulation_is_timed_by_the_longest_run_of_known_indices(cli):
+    """ATen's accumulation kernel walks each row's indices one by one, so the longest run decides
+    its time: Swin's 7 x 7 relative-position index, built on the CPU, takes its zero offset 49
+    times in 2,401 indices (the H200: 10.8 us), where the mean run is 14 (the estimate without the
+    values, kept for indices drawn on the GPU: ~6 us)."""
+    from tracing.kineto import load_trace
+
+    r = cli("--gpu", "h200", "--out", "out", sys.executable, str(ROOT / "tests" / "scripts" / "index_runs.py"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "runs ok 49" in r.stdout
+    kernels = [e for e in load_trace(cli.cwd / "out" / "rank0.pt.trace.json.gz")["traceEvents"]
+               if e.get("ph") == "X" and e.get("cat") == "kernel" and "indexing_backward_kernel" in e["name"]]
+    assert len(kernels) == 2
+    known, drawn = (k["dur"] for k in kernels)
+    assert known == pytest.approx(10.8, rel=0.1)
+    assert drawn == pytest.approx(6.1, rel=0.1)
+
+
 def test_subclass_dispatch_is_a_python_subclass_range(cli):
     """A DTensor op shows as on a GPU: the op, inside it a `PythonSubclass` range (the
     subclass's own dispatch, with the op's inputs), inside that the op on the local tensors."""

@@ -887,6 +887,13 @@ def _long_kernel(functor: str, n: int) -> KernelSpec:
     return K.vectorized_kernel(functor, 2, n, ("int64",))
 
 
+# The longest run of one row's indices of an accumulating index_put_, which decides its
+# accumulation kernel's time: data the op's shapes do not carry, so the capture adds it to the
+# op's keyword arguments when it knows the index values (runtime/dispatch/capture.py); the cost
+# cache keys on it like on any argument. No real op has an argument of this name.
+LONGEST_RUN_KWARG = "phantora_longest_run"
+
+
 @dataclasses.dataclass(frozen=True)
 class _IndexGeometry:
     """How ATen's index_put_with_sort_kernel sees an indexing (makeLinearIndex): `n` linear
@@ -928,12 +935,11 @@ def index_put_accumulate(op, base, gpu, allow_tf32):
     (indices / 4, slice / 128, elements before the indexed dims) as ATen launches it. The sort
     kernels take the fixed times measured there plus their bytes at HBM bandwidth (approximate
     beyond that size); the accumulation its walk over a row's duplicate indices: the longest run
-    of one row's indices decides it (~0.2 us an index on the H200), which the values would tell;
-    priced per mean run, n / rows, at 0.40 us, fitted on relative-position tables whose longest run
-    is 1.5-1.9x the mean (LeViT's 16 / 49 / 196 per row: 0.34-0.43 us each, the probe's 14:
-    0.43). Swin's 7 x 7 table (the zero offset 49 times, 3.4x the mean) comes out ~40% short, and
-    uniform random indices (longest run near the mean) long. Plus its bytes; the index arithmetic
-    is roofline."""
+    of one row's indices decides it, 0.18 + 0.214 us an index on the H200 (LeViT's 24 / 84 / 364,
+    Swin's 49, the probe's ~26: within 10%), when the capture knows the index values
+    (LONGEST_RUN_KWARG); else priced per mean run, n / rows, at 0.40 us, fitted on relative-position
+    tables whose longest run is 1.5-1.9x the mean (Swin's, 3.4x, comes out ~40% short that way, and
+    uniform random indices long). Plus its bytes; the index arithmetic is roofline."""
     x = op.args[0]
     indices = op.args[1] if len(op.args) > 1 and isinstance(op.args[1], tuple) else ()
     values = op.args[2] if len(op.args) > 2 and isinstance(op.args[2], TensorArg) else None
@@ -984,7 +990,11 @@ def index_put_accumulate(op, base, gpu, allow_tf32):
     slices = 3 * (values.numel if values is not None else n * geo.slice * geo.before) * x.itemsize  # values, slices r/w
     # the warp of a row's first index walks the row's duplicates one by one: the longest such chain
     # decides the kernel's time when few rows take many indices (priced per mean run, see above)
-    walk = max(prof.index_accumulate_fixed_ns, prof.index_accumulate_per_duplicate_ns * n / geo.rows)
+    run = op.kwargs.get(LONGEST_RUN_KWARG) if op.kwargs else None
+    if run:  # the capture knew the indices' values
+        walk = prof.index_accumulate_run_fixed_ns + prof.index_accumulate_per_run_index_ns * run
+    else:
+        walk = max(prof.index_accumulate_fixed_ns, prof.index_accumulate_per_duplicate_ns * n / geo.rows)
     grid = (max(1, -(-n // 4)), min(65535, max(1, -(-geo.slice // 128))), min(65535, max(1, geo.before)))
     specs.append(KernelSpec(K.KIND_KERNEL, f"void (anonymous namespace)::{variant}<{tmpl}>(long const*, long const*, {t} const*, "
                             f"{t}*, long, long, long, long, bool)", grid, (32, 4, 1), 31, 0,

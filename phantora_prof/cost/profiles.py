@@ -85,6 +85,8 @@ class GpuProfile:
     index_sort_onesweep_ns: float
     index_accumulate_fixed_ns: float
     index_accumulate_per_duplicate_ns: float  # the accumulation's serial walk over one row's indices
+    index_accumulate_run_fixed_ns: float  # ... when the indices' longest run is known (their values)
+    index_accumulate_per_run_index_ns: float
     topk_ns: Mapping[str, float]  # topk's kernels at the measured sizes (ops.topk)
     rnn_step_ns: float
     l2_warm_weight: float
