@@ -76,6 +76,7 @@ from phantora_prof.cost import ops as _ops
 from phantora_prof.cost import roofline as _R
 from phantora_prof.cost.gpus import GPUS, DEFAULT_GPU, GpuSpec, get_gpu
 from phantora_prof.cost.kernels import Kernel, KernelSpec, table
+from phantora_prof.cost.memory_format import dense_in as _dense_in, format_order as _format_order
 from phantora_prof.cost.memory_format import strides_like_channels_last, suggested_format  # noqa: F401 (re-exported)
 from phantora_prof.cost.profiles import profile_for
 from phantora_prof.cost.roofline import CLASSES
@@ -520,19 +521,6 @@ def conv_memory_format(shape, stride, wshape, wstride) -> str | None:
         return None
     cl = strides_like_channels_last(shape, stride) or strides_like_channels_last(wshape, wstride)
     return "cl" if cl else "c"
-
-
-def _format_order(ndim: int, fmt: str) -> tuple[int, ...]:
-    """The dims of memory format `fmt` from outermost to innermost ("c": contiguous, "cl":
-    channels-last / -3d: the batch, the spatial dims, then the channels)."""
-    return tuple(range(ndim)) if fmt == "c" else (0,) + tuple(range(2, ndim)) + (1,)
-
-
-def _dense_in(shape: tuple, stride: tuple, fmt: str) -> bool:
-    """Whether strides are those of a dense tensor in memory format `fmt`; size-1 dims' strides
-    do not matter."""
-    order = _format_order(len(shape), fmt)
-    return _R.contiguous_strides(tuple(shape[i] for i in order), tuple(stride[i] for i in order))
 
 
 def _in_format(t: TensorArg, fmt: str = "c") -> TensorArg:

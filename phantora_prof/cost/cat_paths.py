@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from phantora_prof.cost.memory_format import suggested_format
+from phantora_prof.cost.memory_format import dense_in, suggested_format
 from phantora_prof.protocol import TensorArg
 
 MAX_BATCHED_DIMS = 4  # CAT_ARRAY_MAX_INPUT_DIMS
@@ -54,18 +54,8 @@ def _indexable_32bit(t: TensorArg) -> bool:
 
 
 def _contiguous_in(t: TensorArg, fmt: str) -> bool:
-    """`t.is_contiguous(memory_format)`: no elements, or dense in that format's dim order (size-1
-    dims' strides do not matter)."""
-    if t.numel == 0:
-        return True
-    n = len(t.shape)
-    order = tuple(range(n)) if fmt == "c" else (0,) + tuple(range(2, n)) + (1,)
-    expected = 1
-    for d in reversed(order):
-        if t.shape[d] != 1 and t.stride[d] != expected:
-            return False
-        expected *= t.shape[d]
-    return True
+    """`t.is_contiguous(memory_format)`: no elements, or dense in that format."""
+    return t.numel == 0 or dense_in(t.shape, t.stride, fmt)
 
 
 def output_format(inputs: Sequence[TensorArg]) -> str:

@@ -1,6 +1,9 @@
 """Which memory format a tensor's strides suggest, as ATen's `suggest_memory_format` reads them
-(is_channels_last_strides_2d / _3d): what convolutions, cat and the operand copies decide on."""
+(is_channels_last_strides_2d / _3d), and whether strides are dense in a format: what
+convolutions, cat and the operand copies decide on."""
 from __future__ import annotations
+
+from phantora_prof.cost.roofline import contiguous_strides
 
 
 def strides_like_channels_last(shape: tuple, stride: tuple) -> bool:
@@ -29,3 +32,16 @@ def strides_like_channels_last(shape: tuple, stride: tuple) -> bool:
 def suggested_format(shape: tuple, stride: tuple) -> str:
     """"cl" or "c": `suggest_memory_format` of a tensor of these sizes and strides."""
     return "cl" if len(shape) in (4, 5) and strides_like_channels_last(shape, stride) else "c"
+
+
+def format_order(ndim: int, fmt: str) -> tuple[int, ...]:
+    """The dims of memory format `fmt` from outermost to innermost ("c": contiguous, "cl":
+    channels-last / -3d: the batch, the spatial dims, then the channels)."""
+    return tuple(range(ndim)) if fmt == "c" else (0,) + tuple(range(2, ndim)) + (1,)
+
+
+def dense_in(shape: tuple, stride: tuple, fmt: str) -> bool:
+    """Whether strides are those of a dense tensor in memory format `fmt`; size-1 dims' strides
+    do not matter."""
+    order = format_order(len(shape), fmt)
+    return contiguous_strides(tuple(shape[i] for i in order), tuple(stride[i] for i in order))
