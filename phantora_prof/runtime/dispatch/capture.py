@@ -471,7 +471,7 @@ class CaptureMode(TorchDispatchMode):
         profiled step, none simulated before). Outside the backward's own call (grad mode on: a
         double backward; another op around it) the call runs as it came."""
         rec = self._rec
-        accumulate = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
+        accumulate = _accumulate_arg(args, kwargs)
         if accumulate is not True or torch.is_grad_enabled() or rec.name(tls.open_name) != "aten::index_put":
             return False
         return rec.name(tls.outer_name) == "IndexBackward0" and isinstance(args[0], FakeTensor)
@@ -552,7 +552,7 @@ class CaptureMode(TorchDispatchMode):
         accumulation kernel walks each row's indices one by one, so the longest run decides its
         time (cost/ops.py index_put_accumulate): Swin's relative-position table takes its zero
         offset 49 times in 2,401 indices over 169 rows, 3.4x the mean run."""
-        accumulate = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
+        accumulate = _accumulate_arg(args, kwargs)
         indices = args[1] if len(args) > 1 else kwargs.get("indices")
         if accumulate is not True or not isinstance(indices, (list, tuple)) or not args:
             return None
@@ -1434,6 +1434,12 @@ def _mixed_devices(exc: Exception) -> str | None:
         return text.strip().splitlines()[0]
     return (f"Expected all tensors to be on the same device, but found at least two devices, "
             f"{m.group(1)} and {m.group(2).rstrip('!')}!")
+
+
+def _accumulate_arg(args: tuple, kwargs: dict) -> Any:
+    """The `accumulate` argument of an index_put call (index_put / index_put_ /
+    _index_put_impl_: the fourth)."""
+    return args[3] if len(args) > 3 else kwargs.get("accumulate", False)
 
 
 def _forward_sequence_nr(tid: int, args: tuple) -> int:
