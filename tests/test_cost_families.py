@@ -494,6 +494,32 @@ def test_a_cat_a_cuda_build_cannot_batch_is_priced_as_a_copy_per_input():
     assert cat_paths.copied_slices((empty, values), out, -2) == [(values, out)]
 
 
+def test_a_stack_is_priced_as_the_cat_a_cuda_build_runs_for_it():
+    """ATen's CUDA stack is a cat of its inputs along the dim (then a view), or of the inputs
+    unsqueezed along a new last dim (cost/cat_paths.py `as_cat`): timm Hiera's UnbindBackward0
+    stacks three 5-D gradients along dim 0, which a CUDA build copies one by one (H100 profile:
+    a DtoD memcpy, a strided copy, a DtoD memcpy), where the batched kernel had been priced."""
+    from phantora_prof.cost import cat_paths
+
+    g = T((64, 2, 49, 64, 96), "bfloat16")
+    gt = T((64, 2, 49, 64, 96), "bfloat16", stride=(602112, 301056, 6144, 1, 64))
+    stacked = T((3, 64, 2, 49, 64, 96), "bfloat16")
+    cat_in, cat_out, dim = cat_paths.as_cat((g, gt, g), stacked, 0)
+    assert cat_out.shape == (192, 2, 49, 64, 96) and dim == 0 and cat_in == [g, gt, g]
+    ks = estimate(call("aten::stack", [(g, gt, g), 0], [stacked]), "h100")
+    assert [k.name.split("<")[0] for k in ks] == ["Memcpy DtoD (Device -> Device)", "void at::native::elementwise_kernel",
+                                                  "Memcpy DtoD (Device -> Device)"], [k.name[:50] for k in ks]
+    # a new last dim: the inputs unsqueezed there; 4-D ones stay on the batched kernel
+    small = T((8, 16, 32), "float32")
+    cat_in, cat_out, dim = cat_paths.as_cat((small, small), T((8, 16, 32, 2), "float32"), -1)
+    assert dim == 3 and cat_in[0].shape == (8, 16, 32, 1) and cat_in[0].stride == (512, 32, 1, 1)
+    assert cat_out.stride == (1024, 64, 2, 1)
+    batched = estimate(call("aten::stack", [(small, small), -1], [T((8, 16, 32, 2), "float32")]), "h100")
+    assert len(batched) == 1 and "CatArrayBatchedCopy" in batched[0].name
+    # inputs of unequal shapes (torch refuses them): no cat this model knows
+    assert cat_paths.as_cat((small, g), stacked, 0) is None
+
+
 def test_a_2d_batch_norm_is_priced_as_the_channels_last_one_it_runs():
     """A contiguous (N, C) batch norm runs ATen's channels-last kernels (batch_norm_use_channels_last_kernels:
     dim 1 has stride 1), as LeViT's BatchNorm1d over tokens did on the H200 (real: stats + running

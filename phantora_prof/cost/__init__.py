@@ -681,10 +681,26 @@ def _cat_copy_split(op: OpCall) -> tuple[OpCall, ...] | None:
                  for src, dst in cat_paths.copied_slices(inputs, out, dim))
 
 
+def _stack_copy_split(op: OpCall) -> tuple[OpCall, ...] | None:
+    """A stack whose cat (cost/cat_paths.py `as_cat`) a CUDA build runs as one copy per input,
+    priced as `_cat_copy_split` prices a cat's; None when the batched copy kernels run."""
+    inputs = op.args[0] if op.args and isinstance(op.args[0], tuple) else None
+    out = op.outputs[0] if op.outputs and isinstance(op.outputs[0], TensorArg) else None
+    if not inputs or out is None or not all(isinstance(t, TensorArg) for t in inputs):
+        return None
+    dim = op.args[1] if len(op.args) > 1 and isinstance(op.args[1], int) else op.kwargs.get("dim", 0)
+    cat = cat_paths.as_cat(inputs, out, dim)
+    if cat is None or not cat_paths.copies_per_input(cat[0], cat[1]):
+        return None
+    cat_in, cat_out, cat_dim = cat
+    return tuple(dataclasses.replace(op, name="aten::copy_", args=(dst, src), kwargs={}, outputs=(dst,))
+                 for src, dst in cat_paths.copied_slices(cat_in, cat_out, cat_dim))
+
+
 _SPLITS = {"convolution": _conv_forward_bias_split, "_convolution": _conv_forward_bias_split,
            "convolution_backward": _conv_bias_split, "baddbmm": _baddbmm_self_split,
            "split_with_sizes_copy": _sizes_copy_split, "_chunk_cat": _sizes_copy_split, "masked_fill": _masked_fill_split,
-           "cat": _cat_copy_split,
+           "cat": _cat_copy_split, "stack": _stack_copy_split,
            **{name: _upsample_identity_split for name in ("upsample_bilinear2d", "upsample_nearest2d",
                                                           "upsample_bilinear2d_backward",
                                                           "upsample_nearest2d_backward")}}

@@ -22,6 +22,13 @@ sweeps (cost/families.py); way 3 as its copies (cost/__init__.py `_cat_copy_spli
 
 An input is skipped (no narrow, no copy) when it is 1-D and empty, the legacy placeholder HF's
 caches start from (`cat_should_skip_tensor`).
+
+`torch.stack` on CUDA is a cat (ATen's `stack`, TensorShape.cpp): along a dim the inputs have, a
+cat of the inputs themselves viewed to the stacked shape (a profile shows aten::stack >
+aten::cat, aten::view); along a new last dim, a cat of the inputs unsqueezed there. So a stack
+of 5-D tensors takes way 3 (timm Hiera's `UnbindBackward0` stacks its three 5-D gradients: two
+device-to-device memcpys and a strided copy per call on an H100, where the batched kernel was
+priced at half their time); `as_cat` gives the cat it runs.
 """
 from __future__ import annotations
 
@@ -88,6 +95,33 @@ def copies_per_input(inputs: Sequence[TensorArg], out: TensorArg) -> bool:
     if common and len(valid[0].shape) <= MAX_BATCHED_DIMS and fmt == "c":
         return False
     return True
+
+
+def _contiguous_stride(shape: Sequence[int]) -> tuple[int, ...]:
+    stride, acc = [], 1
+    for n in reversed(shape):
+        stride.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(stride))
+
+
+def as_cat(inputs: Sequence[TensorArg], out: TensorArg, dim: int) -> tuple[list[TensorArg], TensorArg, int] | None:
+    """The cat a CUDA build's `stack(inputs, dim)` runs: (its inputs, its output, its dim), or
+    None when the stack is not one cat of dense inputs this model knows (inputs of unequal
+    shapes, an output in another memory format than the contiguous one)."""
+    if not inputs or any(t.shape != inputs[0].shape for t in inputs):
+        return None
+    ndim = len(inputs[0].shape)
+    dim = dim % (ndim + 1)
+    if output_format(inputs) != "c" or out.numel == 0:
+        return None
+    if dim < ndim:  # cat along dim, viewed to the stacked shape
+        shape = list(inputs[0].shape)
+        shape[dim] *= len(inputs)
+        return list(inputs), TensorArg(tuple(shape), _contiguous_stride(shape), out.dtype, out.device), dim
+    # a new last dim: each input unsqueezed there (unsqueeze's stride for a trailing dim is 1)
+    cat_in = [TensorArg(tuple(t.shape) + (1,), tuple(t.stride) + (1,), t.dtype, t.device) for t in inputs]
+    return cat_in, TensorArg(tuple(out.shape), _contiguous_stride(out.shape), out.dtype, out.device), dim
 
 
 def copied_slices(inputs: Sequence[TensorArg], out: TensorArg, dim: int) -> list[tuple[TensorArg, TensorArg]]:
