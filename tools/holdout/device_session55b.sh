@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Session 55, second call (carry tools/holdout/_wl): the compiled MLP's peak memory per step
+# (compiled_peak.py, compiled and eager), then on an H200 the forward timeline of the reference
+# gpt.py at batch 8 and blind sets 22 and 21 (hidden, as device_session53b.sh).
+# Usage: tools/holdout/device_session55b.sh OUTDIR. Leaves OUTDIR.s55b.tgz.
+out=$1; part=s55b
+source "$(dirname "$0")/device_env.sh"
+lease_start
+for m in compiled eager compiled; do
+  timeout 120 python3 "$H/compiled_peak.py" $m 2>&1 | grep PEAK >> "$log"
+done
+echo "peaks done $(( $(date +%s) - start ))s" >> "$log"
+case "$gpu" in
+  *H200*)
+    anchor
+    echo "== forward_timeline" >> "$log"
+    timeout 90 python3 "$H/forward_timeline.py" >> "$log" 2>&1
+    timeout -k 10 "${LIMIT22:-200}" bash -c 'hidden_blind_set ZOO_BLIND22 blind22; exit 0'
+    echo "blind22 rc=$? $(( $(date +%s) - start ))s" >> "$log"
+    timeout -k 10 "${LIMIT21:-150}" bash -c 'hidden_blind_set ZOO_BLIND21 blind21; exit 0'
+    echo "blind21 rc=$? $(( $(date +%s) - start ))s" >> "$log" ;;
+esac
+echo "done $(( $(date +%s) - start ))s" >> "$log"
+cat "$log"
+pack_output "$part"
