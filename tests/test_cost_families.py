@@ -51,6 +51,26 @@ def test_reduction_kind_follows_memory_order_not_dim_numbers():
     assert F.shape_features(op, "sum") == (96, 64 * 56 * 56)  # (outputs, elements per output)
 
 
+def test_a_reduction_along_the_fastest_dim_in_memory_reads_rows_whatever_its_dim_numbers():
+    """CaiT's talking-heads bias gradient: a [B, N, N, heads] view of a [B, heads, N, N] tensor
+    summed over B, N, N. Logically the kept dim is the last, but in memory each head's N x N are
+    contiguous: TensorIterator reduces along the fastest dim (`reduction_on_fastest_striding_dimension`),
+    4 outputs each reading contiguous runs. Priced as 4 strided columns it took 1.4 ms (10 MB
+    read); as rows, the time of reading it once. A channels-last bias gradient (the kept C
+    fastest in memory) stays a column sum."""
+    from phantora_prof.cost import ops as O2
+
+    talking = T((32, 196, 196, 4), "bfloat16", stride=(153664, 196, 1, 38416))
+    assert O2._reduces_fastest_dim(talking, {0, 1, 2})
+    assert not O2._reduces_fastest_dim(CL(128, 64, 56, 56), {0, 2, 3})
+    assert O2._reduces_fastest_dim(CL(128, 64, 56, 56), {1})  # a channel mean of a channels-last map
+    assert O2._reduces_fastest_dim(T((8, 1, 16), stride=(0, 0, 1)), {2})  # broadcast dims do not count
+    ks = estimate(call("aten::sum", [talking, [0, 1, 2], True], [T((1, 1, 1, 4), "bfloat16")]), "h200")
+    assert 2_000 < total(ks) < 40_000, total(ks)
+    rows = estimate(call("aten::sum", [T((4, 32 * 196 * 196), "bfloat16"), [1], True], [T((4, 1), "bfloat16")]), "h200")
+    assert total(ks) < 3 * total(rows)
+
+
 def test_a_transposed_views_reduction_is_priced_as_its_contiguous_equivalent():
     """A per-head RMSNorm's weight gradient (HF Qwen3's q/k norms): [B, S, H, D] viewed from
     [B, H, S, D], summed over B, S, H. TensorIterator coalesces it into the [B*S*H, D] column sum
