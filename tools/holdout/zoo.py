@@ -566,10 +566,23 @@ MODELS = {
 }
 
 
+GENERIC_PREFIXES = ("timm:", "tv:")  # timm:ARCH, tv:ARCH: any image classifier of those libraries
+GENERIC_DEFAULTS = (32, 224)
+
+
+def _model_name(name: str) -> str:
+    if name in MODELS or (name.startswith(GENERIC_PREFIXES) and name.split(":", 1)[1]):
+        return name
+    raise argparse.ArgumentTypeError(f"unknown model {name!r}: one of the zoo's ({', '.join(sorted(MODELS))}), "
+                                     "or timm:ARCH / tv:ARCH")
+
+
 def parser() -> argparse.ArgumentParser:
     """The zoo's command line (main's; host_interleaved.py parses each case's arguments with it)."""
     p = base_parser(__doc__)
-    p.add_argument("--model", required=True, choices=sorted(MODELS))
+    p.add_argument("--model", required=True, type=_model_name,
+                   help=f"one of {', '.join(sorted(MODELS))}; or any image classifier as timm:ARCH "
+                        "(timm.create_model) or tv:ARCH (torchvision.models), default batch 32 at 224 px")
     p.add_argument("--batch", type=int, default=None)
     p.add_argument("--seq", type=int, default=None, help="sequence length (language models)")
     p.add_argument("--image", type=int, default=None, help="image size (vision models)")
@@ -600,7 +613,7 @@ def main() -> None:
 def build(a: argparse.Namespace) -> tuple[torch.nn.Module, Callable[[int], None]]:
     """The model and its training step for parsed arguments `a` (main's; also
     host_interleaved.py, which builds several in one process)."""
-    batch, size = MODELS[a.model]
+    batch, size = MODELS.get(a.model, GENERIC_DEFAULTS)
     a.batch = a.batch or batch
     a.seq = a.seq or size
     a.image = a.image or size
@@ -746,6 +759,16 @@ def build(a: argparse.Namespace) -> tuple[torch.nn.Module, Callable[[int], None]
     elif name == "gru":
         model = LstmLM(10000, a.dim or 1024, a.layers or 2, cell=nn.GRU).to(dev)
         step = _lstm_step(model, a, dev)
+    elif name.startswith(GENERIC_PREFIXES):  # an image classifier of timm or torchvision, default config
+        lib, arch = name.split(":", 1)
+        if lib == "timm":
+            import timm
+
+            model = timm.create_model(arch, pretrained=False, num_classes=1000)
+        else:
+            model = import_torchvision().models.get_model(arch, weights=None, num_classes=1000)
+        model = _MainLogits(model).to(dev)  # Inception-style training outputs: their logits
+        step = _vision_step(model, a, dev, channels_last=not a.nchw, sgd=False)
     else:
         model = _vision_model(name).to(dev)
         step = _vision_step(model, a, dev, channels_last=not a.nchw, sgd="resnet" in name or "mobilenet" in name)
