@@ -89,6 +89,18 @@ ZOO_BLIND21_ARGS = {
     "r21_tv_swin_tf32": ["--model", "tv_swin", "--recipe", "tf32"],
     "r21_hf_qwen3_bf16w_accum": ["--model", "hf_qwen3", "--recipe", "bf16-weights", "--accum", "2"],
 }
+# session 55: five of tools/holdout/robustness.py's architectures nobody here had run (zoo.py's
+# generic timm:ARCH models: default config, bf16 autocast, channels-last, AdamW, batch 32 at 224 px),
+# chosen after their simulation ran clean and before any real run: CaiT's talking heads and class
+# attention, VOLO's outlook attention (unfold / fold), MViTv2's pooling attention, CoAtNet's
+# MBConv + relative attention, GhostNetV2's cheap operations with DFC attention
+ZOO_BLIND23_ARGS = {
+    "b23_cait": ["--model", "timm:cait_xxs24_224"],
+    "b23_volo": ["--model", "timm:volo_d1_224"],
+    "b23_mvitv2": ["--model", "timm:mvitv2_tiny"],
+    "b23_coatnet": ["--model", "timm:coatnet_0_rw_224"],
+    "b23_ghostnetv2": ["--model", "timm:ghostnetv2_100"],
+}
 # host-bound runs (session 33): the zoo's models at a batch so small that the GPU waits for the
 # host, so the step time is the host's (issue #15); name: host_<model>
 HOST_BOUND_ARGS = {**{m: ["--batch", "2"] for m in ("hf_swinv2", "timm_efficientvit", "hf_vit_mae", "timm_bit",
@@ -157,7 +169,8 @@ CASES: dict[str, tuple[str, list[str]]] = {
        + ZOO_BLIND12_MODELS + ZOO_BLIND13_MODELS + ZOO_BLIND14_MODELS + ZOO_BLIND15_MODELS
        + ZOO_BLIND16_MODELS + ZOO_BLIND22_MODELS},
     **{case: ("zoo.py", args) for case, args in {**ZOO_BLIND17_ARGS, **ZOO_BLIND18_ARGS, **ZOO_BLIND19_ARGS,
-                                                          **ZOO_BLIND20_ARGS, **ZOO_BLIND21_ARGS}.items()},
+                                                          **ZOO_BLIND20_ARGS, **ZOO_BLIND21_ARGS,
+                                                          **ZOO_BLIND23_ARGS}.items()},
     # Gemma-2 soft-caps its attention logits, which transformers' sdpa path refuses: eager, as its docs say
     "hf_gemma2": ("zoo.py", ["--model", "hf_gemma2", "--attn", "eager"]),
     **{f"host_{m}": ("zoo.py", ["--model", m, *a]) for m, a in HOST_BOUND_ARGS_ALL.items()},
@@ -264,6 +277,7 @@ ZOO_BLIND21 = tuple(ZOO_BLIND21_ARGS)
 # session 52: chosen before any run or simulation (zoo.py's MODELS says what each adds), bf16
 # autocast at the default sizes
 ZOO_BLIND22 = ZOO_BLIND22_MODELS
+ZOO_BLIND23 = tuple(ZOO_BLIND23_ARGS)
 COMPILED_FIT = ("gpt_b8c", "gpt_b32c")
 COMPILED_HELD = ("hf_llama_c", "timm_vit_c", "tv_resnet50_c", "hf_bert_c", "hf_llama_fx_c", "hf_llama_fx")
 COMPILED_BLIND = ("hf_gpt2_c", "timm_convnext_c", "tv_mobilenet_c", "tv_swin_c")
@@ -409,7 +423,7 @@ SETS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("blind9", ZOO_BLIND9), ("blind10", ZOO_BLIND10), ("blind11", ZOO_BLIND11), ("blind12", ZOO_BLIND12),
     ("blind13", ZOO_BLIND13), ("blind14", ZOO_BLIND14), ("blind15", ZOO_BLIND15), ("blind16", ZOO_BLIND16),
     ("blind17", ZOO_BLIND17), ("blind18", ZOO_BLIND18), ("blind19", ZOO_BLIND19), ("blind20", ZOO_BLIND20),
-    ("blind21", ZOO_BLIND21),
+    ("blind21", ZOO_BLIND21), ("blind22", ZOO_BLIND22), ("blind23", ZOO_BLIND23),
     ("dev", ZOO_DEV), ("host", HOST_BOUND), ("host_blind", HOST_BOUND_BLIND), ("c_fit", COMPILED_FIT),
     ("c_held", COMPILED_HELD), ("c_blind", COMPILED_BLIND), ("c_blind2", COMPILED_BLIND2), ("ro_seen", RO_SEEN),
     ("ro_held", RO_HELD),
