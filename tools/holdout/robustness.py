@@ -42,13 +42,23 @@ CASES: dict[str, list[str]] = {
     "tv:efficientnet_b3": ["--image", "300"], "tv:convnext_tiny": [], "tv:shufflenet_v2_x0_5": [],
     "tv:mnasnet0_5": [], "tv:resnext101_32x8d": ["--batch", "16"],
 }
+# transformers' causal LMs by model type (zoo.py's hf:TYPE: a small decoder, 8 layers x 1024,
+# 32k vocabulary, sdpa where the model has it), batch 4 x 1024 tokens
+HF_TYPES = ("gptj", "gpt_neo", "codegen", "mpt", "stablelm", "cohere", "cohere2", "granite", "olmo2", "persimmon",
+            "recurrent_gemma", "jamba", "dbrx", "deepseek_v2", "deepseek_v3", "qwen2_moe", "qwen3_moe", "phimoe",
+            "granitemoe", "olmoe", "gemma3_text", "glm4", "nemotron", "ernie4_5", "smollm3", "helium",
+            "falcon_mamba", "mamba2", "bamba", "zamba2", "xglm", "biogpt", "diffllama", "exaone4", "gpt_oss",
+            "llama4_text", "qwen3_next", "lfm2", "minimax", "seed_oss", "hunyuan_v1_dense", "apertus", "bitnet",
+            "falcon_h1", "jetmoe", "minicpm3", "doge", "ministral", "arcee", "dots1")
+CASES.update({f"hf:{t}": ["--batch", "4", "--seq", "1024"] for t in HF_TYPES})
 _WARN = re.compile(r"warn|not simulated|unsupported|refus|falls back|eagerly|placeholder", re.I)
 _EST = re.compile(r"estimate per step: ([\d.]+) ms")
 _ROOF = re.compile(r"roofline model ([\d.]+)%")
 
 
 def run_case(model: str, extra: list[str], gpu: str, timeout: float) -> dict:
-    env = dict(os.environ, HF_NO_TORCHVISION="1", PYTHONPATH=str(ROOT))
+    env = dict(os.environ, HF_NO_TORCHVISION="1", HF_HUB_OFFLINE="1",
+               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
     cmd = [sys.executable, "-m", "phantora_prof", "--gpu", gpu, "--no-trace", "python", "zoo.py",
            "--model", model, "--steps", "3", *extra]
     t0 = time.perf_counter()
@@ -81,7 +91,8 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--out", default=None)
     a = p.parse_args()
-    names = a.only.split(",") if a.only else list(CASES)
+    names = [n for n in CASES if any(n.startswith(x.rstrip("*")) if x.endswith("*") else n == x
+                                     for x in a.only.split(","))] if a.only else list(CASES)
     results = []
     for name in names:
         r = run_case(name, CASES.get(name, []), a.gpu, a.timeout)

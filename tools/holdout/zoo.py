@@ -225,6 +225,49 @@ def _hf_causal_lm(name: str, a):
     return model
 
 
+# the small decoder every hf:TYPE model is built at (set where its config has the attribute, by
+# transformers' own names or attribute_map aliases); vocabulary and length keep a step GPU-bound
+_HF_SMALL = {"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16, "num_key_value_heads": 4,
+             "intermediate_size": 2816, "vocab_size": 32000, "max_position_embeddings": 4096,
+             "head_dim": 64, "moe_intermediate_size": 704, "num_local_experts": 8, "num_experts": 8,
+             "n_routed_experts": 8, "num_experts_per_tok": 2, "first_k_dense_replace": 1, "kv_lora_rank": 256,
+             "q_lora_rank": 512, "qk_rope_head_dim": 32, "qk_nope_head_dim": 32, "v_head_dim": 64,
+             "n_group": 1, "topk_group": 1}
+
+
+def _hf_generic_lm(model_type: str, a):
+    """transformers' causal LM of `model_type` (AutoConfig.for_model) at the small size above, sdpa
+    attention where the model has it; --dim / --layers override the size."""
+    import transformers as tf
+
+    cfg = tf.AutoConfig.for_model(model_type)
+    small = dict(_HF_SMALL, **({"hidden_size": a.dim} if a.dim else {}),
+                 **({"num_hidden_layers": a.layers} if a.layers else {}))
+    if hasattr(cfg, "qk_rope_head_dim"):  # multi-head latent attention: its rotary part is the head_dim
+        small["head_dim"] = small["qk_rope_head_dim"]
+    for key, value in small.items():
+        if hasattr(cfg, key):
+            try:
+                setattr(cfg, key, value)
+            except AttributeError:  # a derived property (Jamba's layer_types)
+                pass
+    layer_types = getattr(cfg, "layer_types", None)
+    if isinstance(layer_types, list) and len(layer_types) > cfg.num_hidden_layers:
+        try:
+            cfg.layer_types = layer_types[:cfg.num_hidden_layers]
+        except AttributeError:
+            pass
+    if hasattr(cfg, "n_shared_experts") and cfg.n_shared_experts is None:
+        cfg.n_shared_experts = 1
+    for key in ("pad_token_id", "bos_token_id", "eos_token_id"):  # ids of the default vocabulary
+        if isinstance(getattr(cfg, key, None), int) and getattr(cfg, key) >= cfg.vocab_size:
+            setattr(cfg, key, cfg.vocab_size - 1)
+    try:
+        return tf.AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa")
+    except ValueError:  # no sdpa path: the model's own attention
+        return tf.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
+
+
 def _hf_lm_step(model, a, dev):
     vocab = model.config.vocab_size
     ids = torch.randint(0, vocab, (a.batch, a.seq), device=dev)
@@ -566,7 +609,9 @@ MODELS = {
 }
 
 
-GENERIC_PREFIXES = ("timm:", "tv:")  # timm:ARCH, tv:ARCH: any image classifier of those libraries
+# timm:ARCH, tv:ARCH: any image classifier of those libraries; hf:TYPE: any causal language model
+# of transformers by its model type, at a small size (_hf_generic_lm)
+GENERIC_PREFIXES = ("timm:", "tv:", "hf:")
 GENERIC_DEFAULTS = (32, 224)
 
 
@@ -759,6 +804,9 @@ def build(a: argparse.Namespace) -> tuple[torch.nn.Module, Callable[[int], None]
     elif name == "gru":
         model = LstmLM(10000, a.dim or 1024, a.layers or 2, cell=nn.GRU).to(dev)
         step = _lstm_step(model, a, dev)
+    elif name.startswith("hf:"):
+        model = _hf_generic_lm(name.split(":", 1)[1], a).to(dev)
+        step = _hf_lm_step(model, a, dev)
     elif name.startswith(GENERIC_PREFIXES):  # an image classifier of timm or torchvision, default config
         lib, arch = name.split(":", 1)
         if lib == "timm":
