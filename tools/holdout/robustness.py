@@ -65,8 +65,9 @@ def run_case(model: str, extra: list[str], gpu: str, timeout: float) -> dict:
     try:
         r = subprocess.run(cmd, cwd=HERE, env=env, capture_output=True, text=True, timeout=timeout)
         out, rc = r.stdout + r.stderr, r.returncode
-    except subprocess.TimeoutExpired as e:
-        out, rc = (e.stdout or "") + (e.stderr or "") if isinstance(e.stdout, str) else "", "timeout"
+    except subprocess.TimeoutExpired as e:  # what it printed so far (bytes even in text mode)
+        out = "".join(x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (e.stdout, e.stderr))
+        rc = "timeout"
     wall = time.perf_counter() - t0
     res = {"model": model, "rc": rc, "wall_s": round(wall, 1)}
     m = re.search(r"^RESULT (\{.*\})$", out, re.M)
