@@ -90,16 +90,17 @@ ZOO_BLIND21_ARGS = {
     "r21_hf_qwen3_bf16w_accum": ["--model", "hf_qwen3", "--recipe", "bf16-weights", "--accum", "2"],
 }
 # session 55: five of tools/holdout/robustness.py's architectures nobody here had run (zoo.py's
-# generic timm:ARCH models: default config, bf16 autocast, channels-last, AdamW, batch 32 at 224 px),
-# chosen after their simulation ran clean and before any real run: CaiT's talking heads and class
-# attention, VOLO's outlook attention (unfold / fold), MViTv2's pooling attention, CoAtNet's
-# MBConv + relative attention, GhostNetV2's cheap operations with DFC attention
+# generic timm:ARCH models: default config, bf16 autocast, channels-last, AdamW, 224 px), chosen after
+# their simulation ran clean and before any real run: CaiT's talking heads and class attention,
+# VOLO's outlook attention (unfold / fold), MViTv2's pooling attention, CoAtNet's MBConv + relative
+# attention, GhostNetV2's cheap operations with DFC attention; at batch 128, where the simulation
+# has the GPU busier than the host (at the robustness run's 32 all five are host-bound)
 ZOO_BLIND23_ARGS = {
-    "b23_cait": ["--model", "timm:cait_xxs24_224"],
-    "b23_volo": ["--model", "timm:volo_d1_224"],
-    "b23_mvitv2": ["--model", "timm:mvitv2_tiny"],
-    "b23_coatnet": ["--model", "timm:coatnet_0_rw_224"],
-    "b23_ghostnetv2": ["--model", "timm:ghostnetv2_100"],
+    "b23_cait": ["--model", "timm:cait_xxs24_224", "--batch", "128"],
+    "b23_volo": ["--model", "timm:volo_d1_224", "--batch", "128"],
+    "b23_mvitv2": ["--model", "timm:mvitv2_tiny", "--batch", "128"],
+    "b23_coatnet": ["--model", "timm:coatnet_0_rw_224", "--batch", "128"],
+    "b23_ghostnetv2": ["--model", "timm:ghostnetv2_100", "--batch", "128"],
 }
 # host-bound runs (session 33): the zoo's models at a batch so small that the GPU waits for the
 # host, so the step time is the host's (issue #15); name: host_<model>
