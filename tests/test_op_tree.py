@@ -378,6 +378,44 @@ def test_cat_records_a_narrow_and_a_copy_per_input_where_a_cuda_build_does(cli):
     assert seen == [(0, 1, True), (0, 1, True), (0, 1, True), (1, 1, False), (2, 2, False), (1, 1, False)], seen
 
 
+def test_a_reduction_that_reads_its_input_in_the_output_dtype_casts_it_first(cli):
+    """ATen's sum / mean / prod kernels read the input in the output's dtype (make_reduction_from_out_ty),
+    casting it first unless a 16-bit float is summed into float32: `mask.sum(dim)` records
+    aten::to > aten::_to_copy > aten::empty_strided, aten::copy_ inside aten::sum, a copy kernel
+    and then the reduction over int64 (timm Hiera's AmaxBackward0 on an H100); a whole int32 sum
+    records the cast once (op_children's learned tree for sum.default lays it out) with the copy
+    kernel its own; a bf16 sum into float32 and a float32 mean record no cast."""
+    from tracing.kineto import load_trace
+
+    r = cli("--out", "out", sys.executable, str(ROOT / "tests" / "scripts" / "reduce_casts.py"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "dtypes torch.int64 torch.int64 torch.float32 torch.float32" in r.stdout
+    doc = load_trace(cli.cwd / "out" / "rank0.pt.trace.json.gz")
+    events = doc["traceEvents"]
+    ops = sorted((e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"),
+                 key=lambda e: (e["ts"], -e["dur"]))
+    launches = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cuda_runtime"]
+    gpu = {e["args"]["correlation"]: e["name"] for e in events if e.get("ph") == "X" and e.get("cat") == "kernel"}
+
+    def inside(outer, items):
+        return [e for e in items if e is not outer and e["tid"] == outer["tid"]
+                and outer["ts"] <= e["ts"] and e["ts"] + e.get("dur", 0) <= outer["ts"] + outer["dur"]]
+
+    outer = [e for e in ops if e["name"] in ("aten::sum", "aten::mean") and not any(
+        e in inside(o, ops) for o in ops if o["name"] in ("aten::sum", "aten::mean"))]
+    assert [e["args"]["Input type"][0] for e in outer] == ["bool", "int", "c10::BFloat16", "float"], outer
+    for e, casts in zip(outer, (True, True, False, False)):
+        names = [c["name"] for c in inside(e, ops)]
+        kernels = [gpu[c["args"]["correlation"]] for c in inside(e, launches) if c["args"].get("correlation") in gpu]
+        assert names.count("aten::to") == (1 if casts else 0), (e["args"]["Input type"], names)
+        if casts:
+            i = names.index("aten::to")
+            assert names[i:i + 4] == ["aten::to", "aten::_to_copy", "aten::empty_strided", "aten::copy_"], names
+            assert len(kernels) == 2 and "copy" in kernels[0] and "reduce_kernel" in kernels[1], kernels
+        else:
+            assert len(kernels) == 1 and "reduce_kernel" in kernels[0], kernels
+
+
 def test_an_index_accumulation_is_timed_by_the_longest_run_of_known_indices(cli):
     """ATen's accumulation kernel walks each row's indices one by one, so the longest run decides
     its time: Swin's 7 x 7 relative-position index, built on the CPU, takes its zero offset 49

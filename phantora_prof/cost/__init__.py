@@ -697,10 +697,34 @@ def _stack_copy_split(op: OpCall) -> tuple[OpCall, ...] | None:
                  for src, dst in cat_paths.copied_slices(cat_in, cat_out, cat_dim))
 
 
+def _reduce_cast_input(op: OpCall) -> tuple[OpCall, ...] | None:
+    """A reduction whose kernel reads its input cast to the output's dtype (ops.reduction_input_dtype):
+    priced on the cast tensor; the cast itself is the `aten::to` the capture records inside it, or,
+    for a `sum.default` whose learned children lay that out already (ops.CAST_IN_KERNELS_KWARG),
+    a copy kernel of the op's own before the reduction. None when it reads the input as it is."""
+    x = op.args[0] if op.args and isinstance(op.args[0], TensorArg) else None
+    out = op.outputs[0] if op.outputs and isinstance(op.outputs[0], TensorArg) else None
+    if x is None or out is None:
+        return None
+    base = op.name.split("::", 1)[-1].split(".", 1)[0]
+    dtype = _ops.reduction_input_dtype(base, x.dtype, out.dtype)
+    if dtype == x.dtype:
+        return None
+    # `to` keeps a dense tensor's strides (preserve_format); anything else it makes contiguous
+    stride = x.stride if _R.dense_order(x) is not None else cat_paths.contiguous_stride(x.shape)
+    cast = TensorArg(x.shape, stride, dtype, x.device)
+    kwargs = {k: v for k, v in op.kwargs.items() if k != _ops.CAST_IN_KERNELS_KWARG}
+    reduce = dataclasses.replace(op, args=(cast, *op.args[1:]), kwargs=kwargs)
+    if not op.kwargs.get(_ops.CAST_IN_KERNELS_KWARG):
+        return (reduce,)
+    return dataclasses.replace(op, name="aten::copy_", args=(cast, x), kwargs={}, outputs=(cast,)), reduce
+
+
 _SPLITS = {"convolution": _conv_forward_bias_split, "_convolution": _conv_forward_bias_split,
            "convolution_backward": _conv_bias_split, "baddbmm": _baddbmm_self_split,
            "split_with_sizes_copy": _sizes_copy_split, "_chunk_cat": _sizes_copy_split, "masked_fill": _masked_fill_split,
            "cat": _cat_copy_split, "stack": _stack_copy_split,
+           **{name: _reduce_cast_input for name in _ops.CAST_BEFORE_REDUCE},
            **{name: _upsample_identity_split for name in ("upsample_bilinear2d", "upsample_nearest2d",
                                                           "upsample_bilinear2d_backward",
                                                           "upsample_nearest2d_backward")}}

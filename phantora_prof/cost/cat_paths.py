@@ -97,7 +97,8 @@ def copies_per_input(inputs: Sequence[TensorArg], out: TensorArg) -> bool:
     return True
 
 
-def _contiguous_stride(shape: Sequence[int]) -> tuple[int, ...]:
+def contiguous_stride(shape: Sequence[int]) -> tuple[int, ...]:
+    """A contiguous tensor's strides for `shape`."""
     stride, acc = [], 1
     for n in reversed(shape):
         stride.append(acc)
@@ -118,10 +119,10 @@ def as_cat(inputs: Sequence[TensorArg], out: TensorArg, dim: int) -> tuple[list[
     if dim < ndim:  # cat along dim, viewed to the stacked shape
         shape = list(inputs[0].shape)
         shape[dim] *= len(inputs)
-        return list(inputs), TensorArg(tuple(shape), _contiguous_stride(shape), out.dtype, out.device), dim
+        return list(inputs), TensorArg(tuple(shape), contiguous_stride(shape), out.dtype, out.device), dim
     # a new last dim: each input unsqueezed there (unsqueeze's stride for a trailing dim is 1)
     cat_in = [TensorArg(tuple(t.shape) + (1,), tuple(t.stride) + (1,), t.dtype, t.device) for t in inputs]
-    return cat_in, TensorArg(tuple(out.shape), _contiguous_stride(out.shape), out.dtype, out.device), dim
+    return cat_in, TensorArg(tuple(out.shape), contiguous_stride(out.shape), out.dtype, out.device), dim
 
 
 def copied_slices(inputs: Sequence[TensorArg], out: TensorArg, dim: int) -> list[tuple[TensorArg, TensorArg]]:

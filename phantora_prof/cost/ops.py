@@ -764,6 +764,29 @@ def nll_loss(op, base, gpu, allow_tf32):
     return cost, [KernelSpec(K.KIND_KERNEL, name, (1, 1, 1), (512, 1, 1), 32, 4096)]
 
 
+# Reductions whose CUDA kernel ATen sets up with make_reduction_from_out_ty (ReduceOps.cpp): the
+# input is read in the output's dtype, so an input of another dtype is first cast (`self.to(dtype)`,
+# a copy kernel and a temporary), except a 16-bit float input summed into float32, which the
+# kernels read as it is. `mask.sum()` (bool into int64), an int32 sum (into int64), a float32
+# sum into bf16 run that cast; `x.sum(dtype=torch.float32)` of bf16 does not.
+CAST_BEFORE_REDUCE = frozenset({"sum", "nansum", "prod", "mean"})
+
+
+# Set by the capture on a `sum.default` whose cast the learned op_children tree already lays out
+# inside it (aten::sum > aten::sum > aten::to > ...): the cast's copy kernel is then one of the
+# op's own launches (cost/__init__.py `_reduce_cast_input`). No real op has an argument of this name.
+CAST_IN_KERNELS_KWARG = "phantora_cast_in_kernels"
+
+
+def reduction_input_dtype(base: str, in_dtype: str, out_dtype: str) -> str:
+    """The dtype a CUDA build's kernel of reduction `base` reads its input in."""
+    if base not in CAST_BEFORE_REDUCE or in_dtype == out_dtype:
+        return in_dtype
+    if in_dtype in ("bfloat16", "float16") and out_dtype == "float32":
+        return in_dtype
+    return out_dtype
+
+
 def _reduces_fastest_dim(x: TensorArg, reduced: set[int]) -> bool:
     """Whether the reduction runs along the input's fastest-varying dim in memory, as
     TensorIterator decides it (`reduction_on_fastest_striding_dimension`, after it orders the

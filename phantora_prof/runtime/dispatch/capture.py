@@ -80,6 +80,9 @@ _IS_PINNED = aten.is_pinned.default
 _INDEXING = (aten.index.Tensor, aten._unsafe_index.Tensor, aten.index_put.default, aten.index_put_.default,
              aten._index_put_impl_.default, aten._unsafe_index_put.default)
 _TO_COPY_OP = aten._to_copy.default
+# reductions that read their input in the output's dtype (cost/ops.py CAST_BEFORE_REDUCE)
+_CAST_BEFORE_REDUCE = frozenset(getattr(aten, name) for name in cost_ops.CAST_BEFORE_REDUCE)
+_SUM_DEFAULT = aten.sum.default
 _ADD = torch.ops.aten.add.Tensor
 _ADD_ = torch.ops.aten.add_.Tensor
 _INDEX_PUT = torch.ops.aten.index_put.default
@@ -592,6 +595,22 @@ class CaptureMode(TorchDispatchMode):
 
         self._as_parts(tls, narrows)
 
+    @staticmethod
+    def _reduction_casts(func, args: tuple, out) -> bool:
+        """Whether a CUDA build's reduction kernel first casts its input to the output's dtype
+        (cost/ops.py `reduction_input_dtype`: `mask.sum()` reads the bool mask as int64), then
+        `self.to(dtype)` runs inside the reduction (aten::to > aten::_to_copy >
+        aten::empty_strided, aten::copy_), with its copy kernel and its temporary, as a profile
+        shows it (timm Hiera's AmaxBackward0 sums its bool mask so on an H100); _cuda_op_rest
+        records it so, and the reduction is priced on the cast input (cost/__init__.py
+        `_reduce_cast_input`)."""
+        x = args[0] if args else None
+        if not isinstance(x, torch.Tensor) or not isinstance(out, torch.Tensor):
+            return False
+        in_dtype = _dtype_name(x.dtype)
+        return cost_ops.reduction_input_dtype(func.overloadpacket.__name__, in_dtype,
+                                              _dtype_name(out.dtype)) != in_dtype
+
     def _indices_on_device(self, args: tuple, tls) -> tuple:
         """An advanced-indexing op's args with its CPU index tensors on the indexed tensor's GPU,
         as a CUDA build's kernel makes them before indexing (ATen's make_info): a boolean mask
@@ -714,6 +733,12 @@ class CaptureMode(TorchDispatchMode):
         out = iterator_layout.fast_setup_output(func, args, kwargs, out, self._fresh_fake)
         out = self._realize_cpu_outputs(out, real_self, func is _TO_COPY_OP and _pins_output(args, kwargs))
         out = values.propagate(func, args, kwargs, out) if known is None else values.store_result(out, known)
+        cast_in_kernels = False
+        if func.overloadpacket in _CAST_BEFORE_REDUCE and self._reduction_casts(func, args, out):
+            if func is _SUM_DEFAULT:  # op_children's tree for it records the cast: its kernel is the op's
+                cast_in_kernels = True
+            else:
+                self._as_parts(tls, lambda: args[0].to(out.dtype))
 
         self._track_memory(out, name, args, kwargs)
         tid = st.tid()
@@ -727,6 +752,8 @@ class CaptureMode(TorchDispatchMode):
         targs = tuple(_to_arg(a) for a in args)
         tkwargs = {k: _to_arg(v) for k, v in kwargs.items()}
         touts = _outputs(out)
+        if cast_in_kernels:
+            tkwargs = {**tkwargs, cost_ops.CAST_IN_KERNELS_KWARG: True}
         if func in _ACCUMULATING_INDEX_PUTS:
             run = self._longest_index_run(args, kwargs)
             if run:
