@@ -815,7 +815,13 @@ def reduction(op, base, gpu, allow_tf32):
     inner = True
     if dims:
         norm = {d % nd for d in dims} if nd else set()
-        inner = _reduces_fastest_dim(x, norm)
+        # memory order promotes a reduction to the inner kind (CaiT's talking heads); it does not
+        # demote one whose logical last dim is reduced: channels-last spatial means (SE blocks,
+        # kept C fastest) priced as strided columns came out +32..+39% against the real profiles
+        # of tv_efficientnet and timm_nfnet, +7..+18% on DeepLabV3 / LR-ASPP (cost_report_all.py,
+        # session 55), where the inner pricing was within -7..+11%: the column model is fitted on
+        # few outputs with long reductions (a bias gradient), not thousands of short ones
+        inner = (nd - 1) in norm or _reduces_fastest_dim(x, norm)
     out_dtype = out.dtype if out is not None else x.dtype
     if base in ("sum", "nansum"):
         fn = K.sum_functor(x.dtype, out_dtype)
