@@ -35,18 +35,26 @@ def timed_step(model, opt, x) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
-def train(model, steps: int = 4) -> None:
+def train(model, steps: int = 4, per_step_peaks: bool = False) -> None:
+    """`per_step_peaks`: also each step's own peak (the statistics reset after every step), to
+    tell the compiling step's transient from the steady peak (tools/holdout/device_session55b.sh)."""
     opt = torch.optim.AdamW(model.parameters(), fused=True)
     x = torch.randn(16, 256, 512, device="cuda")
+    overall = 0
     for i in range(steps):
         print(f"step {i} ms {timed_step(model, opt, x):.3f}")
-    print("peak", torch.cuda.max_memory_allocated())
+        if per_step_peaks:
+            peak = torch.cuda.max_memory_allocated()
+            overall = max(overall, peak)
+            print(f"peak step {i} {peak}")
+            torch.cuda.reset_peak_memory_stats()
+    print("peak", max(overall, torch.cuda.max_memory_allocated()))
 
 
 torch.manual_seed(0)
-if mode in ("compiled", "eager"):
+if mode in ("compiled", "eager", "compiled_peaks", "eager_peaks"):
     model = nn.Sequential(Block(), Block()).cuda()
-    train(torch.compile(model) if mode == "compiled" else model)
+    train(torch.compile(model) if mode.startswith("compiled") else model, per_step_peaks=mode.endswith("_peaks"))
 elif mode == "reduce_overhead":
     # CUDA graph trees (runtime/compile/cudagraphs.py): step 0 warms up, step 1 records, then replays
     from torch._dynamo.utils import counters
