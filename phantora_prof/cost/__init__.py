@@ -76,7 +76,7 @@ from phantora_prof.cost import ops as _ops
 from phantora_prof.cost import roofline as _R
 from phantora_prof.cost.gpus import GPUS, DEFAULT_GPU, GpuSpec, get_gpu
 from phantora_prof.cost.kernels import Kernel, KernelSpec, table
-from phantora_prof.cost.memory_format import dense_in as _dense_in, format_order as _format_order
+from phantora_prof.cost.memory_format import dense_in as _dense_in, dense_strides as _dense_strides
 from phantora_prof.cost.memory_format import strides_like_channels_last, suggested_format  # noqa: F401 (re-exported)
 from phantora_prof.cost.profiles import profile_for
 from phantora_prof.cost.roofline import CLASSES
@@ -525,12 +525,7 @@ def conv_memory_format(shape, stride, wshape, wstride) -> str | None:
 
 def _in_format(t: TensorArg, fmt: str = "c") -> TensorArg:
     """`t` copied dense into memory format `fmt`, as `t.contiguous(format)` makes it."""
-    stride = [0] * len(t.shape)
-    expected = 1
-    for i in reversed(_format_order(len(t.shape), fmt)):
-        stride[i] = expected
-        expected *= max(1, t.shape[i])
-    return TensorArg(t.shape, tuple(stride), t.dtype, t.device)
+    return TensorArg(t.shape, _dense_strides(t.shape, fmt), t.dtype, t.device)
 
 
 def _not_contiguous(shape: tuple, stride: tuple) -> bool:
@@ -666,35 +661,37 @@ def _masked_fill_split(op: OpCall) -> tuple[OpCall, OpCall] | None:
     return clone, fill
 
 
-def _cat_copy_split(op: OpCall) -> tuple[OpCall, ...] | None:
-    """A cat a CUDA build runs as one copy per input into the output's narrowed slice
-    (cost/cat_paths.py, way 3: mixed dtypes, one input, more than 4 dims, ...); each copy is
-    priced as the `copy_` it is. None when the batched copy kernels run."""
+def _list_op_args(op: OpCall) -> tuple[tuple[TensorArg, ...], TensorArg, int] | None:
+    """(input tensors, output, dim) of a cat or stack call, or None when its record lacks them."""
     inputs = op.args[0] if op.args and isinstance(op.args[0], tuple) else None
     out = op.outputs[0] if op.outputs and isinstance(op.outputs[0], TensorArg) else None
     if not inputs or out is None or not all(isinstance(t, TensorArg) for t in inputs):
         return None
+    dim = op.args[1] if len(op.args) > 1 and isinstance(op.args[1], int) else op.kwargs.get("dim", 0)
+    return inputs, out, dim
+
+
+def _slice_copies(op: OpCall, inputs, out: TensorArg, dim: int) -> tuple[OpCall, ...] | None:
+    """A cat of `inputs` into `out` along `dim` as a CUDA build runs it when it cannot batch them
+    (cost/cat_paths.py, way 3): one `copy_` per input into the output's narrowed slice, each priced
+    as the copy it is. None when the batched copy kernels run."""
     if not cat_paths.copies_per_input(inputs, out):
         return None
-    dim = op.args[1] if len(op.args) > 1 and isinstance(op.args[1], int) else op.kwargs.get("dim", 0)
     return tuple(dataclasses.replace(op, name="aten::copy_", args=(dst, src), kwargs={}, outputs=(dst,))
                  for src, dst in cat_paths.copied_slices(inputs, out, dim))
 
 
+def _cat_copy_split(op: OpCall) -> tuple[OpCall, ...] | None:
+    """A cat a CUDA build runs as one copy per input (mixed dtypes, one input, more than 4 dims, ...)."""
+    args = _list_op_args(op)
+    return _slice_copies(op, *args) if args is not None else None
+
+
 def _stack_copy_split(op: OpCall) -> tuple[OpCall, ...] | None:
-    """A stack whose cat (cost/cat_paths.py `as_cat`) a CUDA build runs as one copy per input,
-    priced as `_cat_copy_split` prices a cat's; None when the batched copy kernels run."""
-    inputs = op.args[0] if op.args and isinstance(op.args[0], tuple) else None
-    out = op.outputs[0] if op.outputs and isinstance(op.outputs[0], TensorArg) else None
-    if not inputs or out is None or not all(isinstance(t, TensorArg) for t in inputs):
-        return None
-    dim = op.args[1] if len(op.args) > 1 and isinstance(op.args[1], int) else op.kwargs.get("dim", 0)
-    cat = cat_paths.as_cat(inputs, out, dim)
-    if cat is None or not cat_paths.copies_per_input(cat[0], cat[1]):
-        return None
-    cat_in, cat_out, cat_dim = cat
-    return tuple(dataclasses.replace(op, name="aten::copy_", args=(dst, src), kwargs={}, outputs=(dst,))
-                 for src, dst in cat_paths.copied_slices(cat_in, cat_out, cat_dim))
+    """A stack whose cat (cost/cat_paths.py `as_cat`) a CUDA build runs as one copy per input."""
+    args = _list_op_args(op)
+    cat = cat_paths.as_cat(*args) if args is not None else None
+    return _slice_copies(op, *cat) if cat is not None else None
 
 
 def _reduce_cast_input(op: OpCall) -> tuple[OpCall, ...] | None:
@@ -711,7 +708,7 @@ def _reduce_cast_input(op: OpCall) -> tuple[OpCall, ...] | None:
     if dtype == x.dtype:
         return None
     # `to` keeps a dense tensor's strides (preserve_format); anything else it makes contiguous
-    stride = x.stride if _R.dense_order(x) is not None else cat_paths.contiguous_stride(x.shape)
+    stride = x.stride if _R.dense_order(x) is not None else _dense_strides(x.shape)
     cast = TensorArg(x.shape, stride, dtype, x.device)
     kwargs = {k: v for k, v in op.kwargs.items() if k != _ops.CAST_IN_KERNELS_KWARG}
     reduce = dataclasses.replace(op, args=(cast, *op.args[1:]), kwargs=kwargs)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from phantora_prof.cost.memory_format import dense_in, suggested_format
+from phantora_prof.cost.memory_format import dense_in, dense_strides, suggested_format
 from phantora_prof.protocol import TensorArg
 
 MAX_BATCHED_DIMS = 4  # CAT_ARRAY_MAX_INPUT_DIMS
@@ -97,15 +97,6 @@ def copies_per_input(inputs: Sequence[TensorArg], out: TensorArg) -> bool:
     return True
 
 
-def contiguous_stride(shape: Sequence[int]) -> tuple[int, ...]:
-    """A contiguous tensor's strides for `shape`."""
-    stride, acc = [], 1
-    for n in reversed(shape):
-        stride.append(acc)
-        acc *= max(n, 1)
-    return tuple(reversed(stride))
-
-
 def as_cat(inputs: Sequence[TensorArg], out: TensorArg, dim: int) -> tuple[list[TensorArg], TensorArg, int] | None:
     """The cat a CUDA build's `stack(inputs, dim)` runs: (its inputs, its output, its dim), or
     None when the stack is not one cat of dense inputs this model knows (inputs of unequal
@@ -119,10 +110,10 @@ def as_cat(inputs: Sequence[TensorArg], out: TensorArg, dim: int) -> tuple[list[
     if dim < ndim:  # cat along dim, viewed to the stacked shape
         shape = list(inputs[0].shape)
         shape[dim] *= len(inputs)
-        return list(inputs), TensorArg(tuple(shape), contiguous_stride(shape), out.dtype, out.device), dim
+        return list(inputs), TensorArg(tuple(shape), dense_strides(tuple(shape)), out.dtype, out.device), dim
     # a new last dim: each input unsqueezed there (unsqueeze's stride for a trailing dim is 1)
     cat_in = [TensorArg(tuple(t.shape) + (1,), tuple(t.stride) + (1,), t.dtype, t.device) for t in inputs]
-    return cat_in, TensorArg(tuple(out.shape), contiguous_stride(out.shape), out.dtype, out.device), dim
+    return cat_in, TensorArg(tuple(out.shape), dense_strides(out.shape), out.dtype, out.device), dim
 
 
 def copied_slices(inputs: Sequence[TensorArg], out: TensorArg, dim: int) -> list[tuple[TensorArg, TensorArg]]:

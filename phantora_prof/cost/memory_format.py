@@ -45,3 +45,14 @@ def dense_in(shape: tuple, stride: tuple, fmt: str) -> bool:
     do not matter."""
     order = format_order(len(shape), fmt)
     return contiguous_strides(tuple(shape[i] for i in order), tuple(stride[i] for i in order))
+
+
+def dense_strides(shape: tuple, fmt: str = "c") -> tuple[int, ...]:
+    """The strides of a tensor of `shape` dense in memory format `fmt`, as `contiguous(format)`
+    or a fresh allocation in that format lays it out."""
+    stride = [0] * len(shape)
+    expected = 1
+    for i in reversed(format_order(len(shape), fmt)):
+        stride[i] = expected
+        expected *= max(1, shape[i])
+    return tuple(stride)
