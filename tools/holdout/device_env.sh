@@ -8,7 +8,7 @@
 # `anchor` appends the host anchor (the reference gpt.py --batch 1 --seq 64, median step) to the log,
 # `blind_set CASES DIR FILE` times compare.py's CASES once into DIR (--real-gpu) and appends their
 # unprofiled phases (phases.py) and compare.py's output to FILE (the log, or a file kept out of it),
-# `hidden_blind_set SET NAME` measures compare.py's SET (anchors, blind_set, profiles) with nothing
+# `limited_blind_set SET NAME SECONDS` runs it under a time limit, `hidden_blind_set SET NAME` measures compare.py's SET (anchors, blind_set, profiles) with nothing
 # of its results in the log: they go to OUTDIR/NAME_run.txt and OUTDIR/NAME/, to be opened after
 # the set has been simulated,
 # `lease_start` (a blind-set call's start: HF offline, `start` and `gpu` set, the GPU, driver and
@@ -78,6 +78,11 @@ blind_set() {
     p=$(cd "$H" && timeout 150 python3 phases.py zoo.py $args --steps 10 2>&1 | grep -E '^PHASES ')
     echo "phases $m $p" >> "$file"
   done
+}
+limited_blind_set() {
+  # hidden_blind_set SET NAME under a time limit of SECONDS ($3), its exit code and elapsed time logged
+  timeout -k 10 "$3" bash -c "hidden_blind_set $1 $2; exit 0"
+  echo "$2 rc=$? $(( $(date +%s) - start ))s" >> "$log"
 }
 hidden_blind_set() {
   local blind=$out/$2_run.txt main=$log cases

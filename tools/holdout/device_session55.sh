@@ -17,10 +17,8 @@ done
 echo "timeline done $(( $(date +%s) - start ))s" >> "$log"
 case "$gpu" in
   *H200*)
-    timeout -k 10 "${LIMIT22:-200}" bash -c 'hidden_blind_set ZOO_BLIND22 blind22; exit 0'
-    echo "blind22 rc=$? $(( $(date +%s) - start ))s" >> "$log"
-    timeout -k 10 "${LIMIT21:-150}" bash -c 'hidden_blind_set ZOO_BLIND21 blind21; exit 0'
-    echo "blind21 rc=$? $(( $(date +%s) - start ))s" >> "$log" ;;
+    limited_blind_set ZOO_BLIND22 blind22 "${LIMIT22:-200}"
+    limited_blind_set ZOO_BLIND21 blind21 "${LIMIT21:-150}" ;;
   *)
     for m in eager compiled eager compiled; do
       echo "== compiled.py $m" >> "$log"

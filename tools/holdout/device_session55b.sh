@@ -16,10 +16,8 @@ case "$gpu" in
     anchor
     echo "== forward_timeline" >> "$log"
     timeout 90 python3 "$H/forward_timeline.py" >> "$log" 2>&1
-    timeout -k 10 "${LIMIT22:-200}" bash -c 'hidden_blind_set ZOO_BLIND22 blind22; exit 0'
-    echo "blind22 rc=$? $(( $(date +%s) - start ))s" >> "$log"
-    timeout -k 10 "${LIMIT21:-150}" bash -c 'hidden_blind_set ZOO_BLIND21 blind21; exit 0'
-    echo "blind21 rc=$? $(( $(date +%s) - start ))s" >> "$log" ;;
+    limited_blind_set ZOO_BLIND22 blind22 "${LIMIT22:-200}"
+    limited_blind_set ZOO_BLIND21 blind21 "${LIMIT21:-150}" ;;
 esac
 echo "done $(( $(date +%s) - start ))s" >> "$log"
 cat "$log"
