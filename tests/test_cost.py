@@ -851,6 +851,46 @@ def test_softmax_backward_multiplies_first_and_long_rows_take_the_smem_kernels()
     assert "softmax_warp_forward<float, float, float, 11, false, false>" in warp
 
 
+def test_a_softmax_over_the_last_dim_of_a_strided_view_copies_then_runs_the_warp_kernel():
+    """SoftMax.cu makes its input contiguous first and picks the kernel by the dim's place in the
+    copy: CaiT's [128, 4, 196, 196] view of a [128, 196, 196, 4] map ran a copy and the warp
+    kernel on the H100, not the spatial kernel its strides suggest. Over another dim (a
+    channels-last map's log-softmax over its classes) nothing is split off."""
+    from phantora_prof.cost import estimate
+
+    view = T((128, 4, 196, 196), stride=(153664, 1, 784, 4))
+    names = [k.name for k in estimate(call("aten::_softmax", (view, -1, False), (T((128, 4, 196, 196)),)), "h100")]
+    assert len(names) == 2 and "direct_copy_kernel_cuda" in names[0] and "softmax_warp_forward" in names[1], names
+    classes = T((16, 21, 512, 512), stride=(5505024, 1, 10752, 21))
+    names = [k.name for k in estimate(call("aten::_log_softmax", (classes, 1, False), (T((16, 21, 512, 512)),)), "h100")]
+    assert not any("softmax_warp" in n for n in names) and any("SpatialSoftMax" in n for n in names), names
+
+
+def test_memory_efficient_attention_pays_for_its_additive_bias():
+    """The memory-efficient kernels read an additive bias once per score and the backward writes
+    its gradient once per score: timm CoAtNet's [128, 12, 196, 196] relative-position bias made
+    the forward 274 us and the backward 757 us on the H100, where the family's bias-free price
+    was 39 / 135 us (the profile's attn_bias_* rates)."""
+    from phantora_prof.cost import estimate
+    from phantora_prof.cost.model import CostModel
+    from opcalls import total
+
+    q = T((128, 12, 196, 32), "bfloat16", stride=(75264, 6272, 32, 1))
+    bias = T((128, 12, 196, 196), "bfloat16", stride=(0, 39200, 200, 1))
+    out, lse = T((128, 12, 196, 32), "bfloat16"), T((128, 12, 224), "float32")
+    fwd = "aten::_scaled_dot_product_efficient_attention"
+    biased = total(estimate(call(fwd, (q, q, q, bias, True, 0.0, False), (out, lse)), "h100"))
+    assert 240_000 < biased < 300_000, biased  # real 273.8 us
+    bwd = "aten::_scaled_dot_product_efficient_attention_backward"
+    args = [q, q, q, q, bias, out, lse, T((), "int64"), T((), "int64"), 0.0, [True, True, True, True], False]
+    with_grad = total(estimate(call(bwd, args, (q, q, q, bias)), "h100"))
+    args[10] = [True, True, True, False]
+    without_grad = total(estimate(call(bwd, args, (q, q, q)), "h100"))
+    assert 700_000 < with_grad < 820_000 and with_grad - without_grad > 300_000, (with_grad, without_grad)  # real 757
+    model = CostModel("h100")  # the runtime's entry point prices it the same
+    assert total(model.estimate(call(fwd, (q, q, q, bias, True, 0.0, False), (out, lse)))) == biased
+
+
 def test_gather_and_scatter_launch_the_kernels_the_h200_ran():
     """ScatterGatherKernel.cu's kernels as the single-op probe recorded them on the H200
     (tools/holdout/real_h200/session24/): a gather moves opaque bytes, scatter_add adds in the

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # documented where they are defined), units and bookkeeping.
 NOT_GPU_CONSTANTS = {
     "phantora_prof/cost/__init__.py": {"_CACHE_MAX", "BLAS_OPERANDS", "CONTIGUOUS_OPERANDS", "CONV_OPERANDS",
-                                       "FORMAT_OPERANDS"},  # argument positions
+                                       "FORMAT_OPERANDS", "SOFTMAX_OPERANDS"},  # argument positions
     "phantora_prof/cost/cat_paths.py": {"MAX_BATCHED_DIMS", "_INT32_MAX"},  # ATen facts (Shape.cu, int32 indexing)
     "phantora_prof/cost/errorband.py": {"Z90", "HOST_SIGMA", "BAND_SCALE", "STEP_BAND_SCALE", "ROOFLINE_NOTE_SHARE", "DEFAULT_SIGMA", "MIN_SAMPLES"},
     "phantora_prof/cost/families.py": {"BANDWIDTH", "DIM_BANDWIDTH", "OUTER_COLUMNS_BANDWIDTH", "_NORMALIZED_SHAPE_ARG", "EXACT_D2",
@@ -34,7 +34,8 @@ NOT_GPU_CONSTANTS = {
     "phantora_prof/cost/kernels.py": {"CHUNK", "MAX_TENSORS", "MAX_BLOCKS", "MULTI_TENSOR_ELEMS_PER_ITER", "_ITEMSIZE", "_ALL_TYPES_CASE", "_WHERE_CASE", "_CLAMP_CASE"},  # ATen facts
     "phantora_prof/cost/measured.py": {"ROW_EXTRAPOLATE", "GEMM_K", "GEMM_POWER", "ATTN_K", "ATTN_POWER",
                                        "MISMATCH_PENALTY"},
-    "phantora_prof/cost/ops.py": {"RNN_GATES"},  # cuDNN's gates per RNN mode
+    "phantora_prof/cost/ops.py": {"RNN_GATES",  # cuDNN's gates per RNN mode
+                                  "_ATTN_BIAS"},  # argument positions
     "phantora_prof/cost/roofline.py": {"CHANNEL_ALIGNMENT",  # the tensor cores' channel multiple
                                        "ROWS_MIN_RUN"},  # the shortest row real profiles measured (coverage)
     "phantora_prof/engine/coordinator.py": {"SIGINT_NOTE_WAIT_S"},  # how long a Ctrl-C waits for the ranks' notes (real seconds)

@@ -131,9 +131,21 @@ def estimate(op: OpCall, gpu: GpuSpec | str | None = None, *, allow_tf32: bool =
     key, hit = cache_lookup(_CACHE, op, (gkey, allow_tf32, use_table, use_measured, use_family))
     if hit is not None:
         return list(hit)
-    res = tuple(_estimate(op, spec, allow_tf32, use_table, use_measured, use_family, None))
+    res = tuple(with_attention_bias(op, _estimate(op, spec, allow_tf32, use_table, use_measured, use_family, None),
+                                     spec))
     cache_store(_CACHE, key, res)
     return list(res)
+
+
+def with_attention_bias(op: OpCall, kernels: list[Kernel], gpu: GpuSpec) -> list[Kernel]:
+    """`kernels` with what an attention bias adds (ops.attention_bias_ns) on the longest one:
+    every source of attention times (table, family, sweep) was measured without a bias."""
+    extra = _ops.attention_bias_ns(op, _R.split_name(op.name)[1], gpu) if kernels else 0.0
+    if extra <= 0:
+        return kernels
+    main = max(range(len(kernels)), key=lambda i: kernels[i].duration_ns)
+    return [dataclasses.replace(k, duration_ns=k.duration_ns + int(extra)) if i == main else k
+            for i, k in enumerate(kernels)]
 
 
 def cache_lookup(cache: dict, op: OpCall, context: tuple) -> tuple:
@@ -263,7 +275,8 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
     trivial = _trivial_power(op, base)
     if trivial is not None:
         return _estimate(trivial, gpu, allow_tf32, use_table, use_measured, use_family, source)
-    if base in BLAS_OPERANDS or base in CONTIGUOUS_OPERANDS or base in CONV_OPERANDS or base in FORMAT_OPERANDS:
+    if base in BLAS_OPERANDS or base in CONTIGUOUS_OPERANDS or base in CONV_OPERANDS or base in FORMAT_OPERANDS \
+            or base in SOFTMAX_OPERANDS:
         parts = _operand_copies(op, base)
         if parts is not None:  # operands cloned contiguous first, then the op on the copies
             return [k for part in parts for k in _estimate(part, gpu, allow_tf32, use_table, use_measured,
@@ -434,6 +447,17 @@ BLAS_OPERANDS = {"mm": (0, 1), "addmm": (1, 2), "_addmm_activation": (1, 2), "bm
 # H200) is cloned inside the op first
 CONTIGUOUS_OPERANDS = {"native_layer_norm": (0,), "native_layer_norm_backward": (0, 1), "_fused_rms_norm": (0,),
                        "_fused_rms_norm_backward": (0, 1)}
+# Softmax and log-softmax do the same (`input_.contiguous()` in SoftMax.cu's host_softmax, the
+# gradient and the output in its backward), and then pick their kernel by the dim's place in the
+# contiguous copy: CaiT's talking-heads softmax over the last dim of a permuted [128, 4, 196, 196]
+# view ran a strided copy then the warp kernel on the H100 (68 + 53 us), where pricing the
+# strides as they came chose the spatial kernel (97 + 172 us). Split only for the last dim: over
+# another dim the spatial kernel runs either way, and the family points of such calls (a
+# channels-last segmentation map's log-softmax over its classes: copy + spatial kernel) price
+# them whole within a few percent, better than the copy and the kernel priced apart (DeepLabV3's
+# reductions +6% whole, +25% apart). Operands, and the dim's position
+SOFTMAX_OPERANDS = {"_softmax": ((0,), 1), "_log_softmax": ((0,), 1), "_softmax_backward_data": ((0, 1), 2),
+                    "_log_softmax_backward_data": ((0, 1), 2)}
 # upsampling backwards and their gradient's position: ATen's CUDA kernels take the gradient dense
 # in the memory format it suggests (`grad_output_.contiguous(grad_output_.suggest_memory_format())`
 # in UpSampleBilinear2d.cu / UpSampleNearest2d.cu), so a channel slice of a concatenated gradient
@@ -465,6 +489,13 @@ def copied_operands(name: str, args: tuple) -> list[int]:
         positions, needs = BLAS_OPERANDS[base], _R.blas_needs_copy
     elif base in CONTIGUOUS_OPERANDS:
         positions, needs = CONTIGUOUS_OPERANDS[base], _not_contiguous
+    elif base in SOFTMAX_OPERANDS:
+        positions, at = SOFTMAX_OPERANDS[base]
+        shape, _ = _shape_stride(args[positions[0]] if args else None)
+        dim = args[at] if at < len(args) else -1
+        if shape is None or not isinstance(dim, int) or dim % max(len(shape), 1) != len(shape) - 1:
+            return []
+        needs = _not_contiguous
     elif base in CONV_OPERANDS:
         return _conv_copied_operands(base, args)
     elif base in FORMAT_OPERANDS:

@@ -415,6 +415,36 @@ def attention(op, base, gpu, allow_tf32):
     return cost, specs
 
 
+# where the additive bias sits in the memory-efficient attention ops, and where the backward says
+# whether it returns the bias's gradient (an index into the args, or a bool list and its position)
+_ATTN_BIAS = {"_scaled_dot_product_efficient_attention": (3, None),
+              "_efficient_attention_forward": (3, None),
+              "_scaled_dot_product_efficient_attention_backward": (4, (10, 3)),
+              "_efficient_attention_backward": (4, (15, None))}
+
+
+def attention_bias_ns(op, base: str, gpu) -> float:
+    """What an additive bias (`attn_mask` as a float tensor: relative-position biases, ALiBi)
+    adds to a memory-efficient attention call: the kernel reads the bias once per score, and a
+    backward that returns its gradient writes one per score, at rates measured on the H100
+    (profile attn_bias_*_elems_per_ns: timm CoAtNet's [B, H, S, S] bias, 6x the forward's time at
+    S = 196). The family points and sweeps were measured without one. 0 without a bias tensor."""
+    where = _ATTN_BIAS.get(base)
+    if where is None:
+        return 0.0
+    pos, grad_flag = where
+    bias = op.args[pos] if len(op.args) > pos else None
+    if not isinstance(bias, TensorArg) or bias.dtype == "bool":
+        return 0.0
+    prof = profile_for(gpu)
+    if grad_flag is None:
+        return bias.numel / prof.attn_bias_fwd_elems_per_ns
+    idx, item = grad_flag
+    flag = op.args[idx] if len(op.args) > idx else None
+    wants = bool(flag[item]) if item is not None and isinstance(flag, (tuple, list)) and len(flag) > item else bool(flag)
+    return bias.numel / (prof.attn_bias_bwd_elems_per_ns if wants else prof.attn_bias_fwd_elems_per_ns)
+
+
 # ------------------------------------------------------------------ norms, softmax, losses
 
 def layer_norm(op, base, gpu, allow_tf32):

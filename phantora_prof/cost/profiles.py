@@ -66,6 +66,8 @@ class GpuProfile:
     gemm_memset_tile: int  # a non-split 16-bit Hopper GEMM over more than 2 x SMs such tiles clears a flag first
     attn_t0_fwd_ns: float
     attn_t0_bwd_ns: float
+    attn_bias_fwd_elems_per_ns: float  # memory-efficient attention with an additive bias: bias elements per ns
+    attn_bias_bwd_elems_per_ns: float  # ... its backward returning the bias gradient
     attn_tile: int
     attn_tile_fp32: int  # the memory-efficient kernels' fp32 path
     family_own_gpu_margin: float  # cost/__init__.py _nearest_table

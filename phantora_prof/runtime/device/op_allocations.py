@@ -28,7 +28,7 @@ import threading
 from typing import Any
 
 from phantora_prof.runtime.device.allocator import _models
-from phantora_prof.cost import CONTIGUOUS_OPERANDS, CONV_OPERANDS, FORMAT_OPERANDS, copied_operands
+from phantora_prof.cost import CONTIGUOUS_OPERANDS, CONV_OPERANDS, FORMAT_OPERANDS, SOFTMAX_OPERANDS, copied_operands
 from phantora_prof.cost.kernels import reduce_block
 
 # ---------------------------------------------------------------- CUDA reductions' scratch
@@ -173,10 +173,12 @@ GEMM_OPS = frozenset({
 })
 
 
-# ops that clone a non-contiguous operand inside (cost.CONTIGUOUS_OPERANDS: layer norms), one in
+# ops that clone a non-contiguous operand inside (cost.CONTIGUOUS_OPERANDS: layer norms; SOFTMAX_OPERANDS:
+# a softmax over the last dim of a strided view), one in
 # another memory format than cuDNN runs them in (cost.CONV_OPERANDS: convolutions), or one not dense
 # in its own suggested format (cost.FORMAT_OPERANDS: upsampling backwards)
-CLONING_OPS = frozenset("aten::" + base for base in (*CONTIGUOUS_OPERANDS, *CONV_OPERANDS, *FORMAT_OPERANDS))
+CLONING_OPS = frozenset("aten::" + base for base in (*CONTIGUOUS_OPERANDS, *CONV_OPERANDS, *FORMAT_OPERANDS,
+                                                      *SOFTMAX_OPERANDS))
 
 
 def _clones(m: Any, name: str, args: tuple) -> list:
