@@ -102,6 +102,17 @@ ZOO_BLIND23_ARGS = {
     "b23_coatnet": ["--model", "timm:coatnet_0_rw_224", "--batch", "128"],
     "b23_ghostnetv2": ["--model", "timm:ghostnetv2_100", "--batch", "128"],
 }
+# session 56: transformers' mixture-of-experts language models (zoo.py's generic hf:TYPE, 8 x 1024, a
+# 32k vocabulary, bf16 autocast, AdamW; transformers' default grouped-mm experts), timed on an H100
+# lease before their H100 simulation ran; PhiMoE is where the empty_like / unknown-permutation fix
+# was found (runtime/dispatch/values.py), before any of them was timed
+MOE56_ARGS = {f"moe_{t}": ["--model", f"hf:{t}"] for t in ("phimoe", "qwen3_moe", "granitemoe", "olmoe")}
+# session 56: five more of robustness.py's language models, chosen and simulated before any real
+# run: Gemma-3 (sliding-window + global layers, QK norm), GLM-4 (partial rotary, post-norms),
+# MiniMax (lightning + softmax attention, MoE), gpt-oss (attention sinks, clamped SwiGLU, MoE with
+# biases), DeepSeek-V3 (multi-head latent attention, shared + routed experts)
+ZOO_BLIND24_ARGS = {f"b24_{t}": ["--model", f"hf:{t}"] for t in ("gemma3_text", "glm4", "minimax", "gpt_oss",
+                                                                  "deepseek_v3")}
 # host-bound runs (session 33): the zoo's models at a batch so small that the GPU waits for the
 # host, so the step time is the host's (issue #15); name: host_<model>
 HOST_BOUND_ARGS = {**{m: ["--batch", "2"] for m in ("hf_swinv2", "timm_efficientvit", "hf_vit_mae", "timm_bit",
@@ -171,7 +182,8 @@ CASES: dict[str, tuple[str, list[str]]] = {
        + ZOO_BLIND16_MODELS + ZOO_BLIND22_MODELS},
     **{case: ("zoo.py", args) for case, args in {**ZOO_BLIND17_ARGS, **ZOO_BLIND18_ARGS, **ZOO_BLIND19_ARGS,
                                                           **ZOO_BLIND20_ARGS, **ZOO_BLIND21_ARGS,
-                                                          **ZOO_BLIND23_ARGS}.items()},
+                                                          **ZOO_BLIND23_ARGS, **MOE56_ARGS,
+                                                          **ZOO_BLIND24_ARGS}.items()},
     # Gemma-2 soft-caps its attention logits, which transformers' sdpa path refuses: eager, as its docs say
     "hf_gemma2": ("zoo.py", ["--model", "hf_gemma2", "--attn", "eager"]),
     **{f"host_{m}": ("zoo.py", ["--model", m, *a]) for m, a in HOST_BOUND_ARGS_ALL.items()},
@@ -279,6 +291,8 @@ ZOO_BLIND21 = tuple(ZOO_BLIND21_ARGS)
 # autocast at the default sizes
 ZOO_BLIND22 = ZOO_BLIND22_MODELS
 ZOO_BLIND23 = tuple(ZOO_BLIND23_ARGS)
+MOE56 = tuple(MOE56_ARGS)
+ZOO_BLIND24 = tuple(ZOO_BLIND24_ARGS)
 COMPILED_FIT = ("gpt_b8c", "gpt_b32c")
 COMPILED_HELD = ("hf_llama_c", "timm_vit_c", "tv_resnet50_c", "hf_bert_c", "hf_llama_fx_c", "hf_llama_fx")
 COMPILED_BLIND = ("hf_gpt2_c", "timm_convnext_c", "tv_mobilenet_c", "tv_swin_c")
@@ -425,7 +439,7 @@ SETS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("blind13", ZOO_BLIND13), ("blind14", ZOO_BLIND14), ("blind15", ZOO_BLIND15), ("blind16", ZOO_BLIND16),
     ("blind17", ZOO_BLIND17), ("blind18", ZOO_BLIND18), ("blind19", ZOO_BLIND19), ("blind20", ZOO_BLIND20),
     ("blind21", ZOO_BLIND21), ("blind22", ZOO_BLIND22), ("blind23", ZOO_BLIND23),
-    ("dev", ZOO_DEV), ("host", HOST_BOUND), ("host_blind", HOST_BOUND_BLIND), ("c_fit", COMPILED_FIT),
+    ("moe56", MOE56), ("blind24", ZOO_BLIND24), ("dev", ZOO_DEV), ("host", HOST_BOUND), ("host_blind", HOST_BOUND_BLIND), ("c_fit", COMPILED_FIT),
     ("c_held", COMPILED_HELD), ("c_blind", COMPILED_BLIND), ("c_blind2", COMPILED_BLIND2), ("ro_seen", RO_SEEN),
     ("ro_held", RO_HELD),
 )
