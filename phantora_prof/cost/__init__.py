@@ -446,7 +446,7 @@ BLAS_OPERANDS = {"mm": (0, 1), "addmm": (1, 2), "_addmm_activation": (1, 2), "bm
 # end: 13 layer norms and their backwards a step, each with a strided copy kernel inside, on the
 # H200) is cloned inside the op first
 CONTIGUOUS_OPERANDS = {"native_layer_norm": (0,), "native_layer_norm_backward": (0, 1), "_fused_rms_norm": (0,),
-                       "_fused_rms_norm_backward": (0, 1)}
+                       "_fused_rms_norm_backward": (0, 1), "im2col": (0,), "col2im": (0,)}
 # Softmax and log-softmax do the same (`input_.contiguous()` in SoftMax.cu's host_softmax, the
 # gradient and the output in its backward), and then pick their kernel by the dim's place in the
 # contiguous copy: CaiT's talking-heads softmax over the last dim of a permuted [128, 4, 196, 196]

@@ -1525,6 +1525,60 @@ def cudnn_rnn(op, base, gpu, allow_tf32):
 
 # ------------------------------------------------------------------ dispatch
 
+def _pair(v, default: int) -> tuple[int, int]:
+    if isinstance(v, (list, tuple)) and len(v) >= 2:
+        return int(v[0]), int(v[1])
+    if isinstance(v, (list, tuple)) and len(v) == 1:
+        return int(v[0]), int(v[0])
+    return (int(v), int(v)) if isinstance(v, int) else (default, default)
+
+
+def fold_unfold(op, base, gpu, allow_tf32):
+    """`F.unfold` / `F.fold` (aten::im2col / col2im) as Im2Col.cu / Col2Im.cu run them (the
+    input made contiguous first: cost/__init__.py CONTIGUOUS_OPERANDS):
+    - im2col launches `im2col_kernel` once per image (the batch loop is on the host), a grid of
+      C x L threads (1,024 a block), each copying its kernel window's taps one after another:
+      a few blocks that wait on memory latency per tap, not on bandwidth. Priced per launch as
+      taps x im2col_tap_ns per wave of blocks (2 per SM), or by its bytes if longer;
+    - col2im launches one `col2im_batched_kernel` over every output element (512 a block), each
+      summing the columns of the windows that cover it: priced at col2im_taps_per_ns over those
+      reads (kernel area / stride^2 of them per output), or by its bytes if longer.
+    Both rates were measured on an H100 at one shape (VOLO-D1's outlook attention at batch 128:
+    128 x 4.5 us and 885 us, where the bandwidth roofline said 58 us in all); approximate
+    elsewhere (profile im2col_tap_ns / col2im_taps_per_ns)."""
+    x = op.args[0]
+    outs = _outs(op)
+    out = outs[0] if outs else x
+    prof = profile_for(gpu)
+    t = K.cpp(x.dtype)
+    batched = len(x.shape) == (4 if base == "im2col" else 3)
+    n = x.shape[0] if batched else 1
+    bw = hbm_bw(gpu) * eff_for("copy", gpu).mem
+    if base == "im2col":
+        kh, kw = _pair(arg(op, base, "kernel_size", None), 1)
+        c = x.shape[-3]
+        ncol = out.shape[-1] if out.shape else 1
+        threads = c * ncol
+        blocks = max(1, -(-threads // 1024))
+        waves = -(-blocks // (2 * gpu.num_sms))
+        per_image = (tensor_bytes(x) + tensor_bytes(out)) / max(n, 1)
+        dur = max(kh * kw * prof.im2col_tap_ns * waves, 1e9 * per_image / bw)
+        name = (f"void at::native::im2col_kernel<{t}>(long, {t} const*, long, long, long, long, long, long, long, long, "
+                f"long, long, long, long, long, long, {t}*)")
+        specs = [KernelSpec(K.KIND_KERNEL, name, (blocks, 1, 1), (1024, 1, 1), 44, 0, dur_ns=int(dur)) for _ in range(n)]
+        return Cost(ELEMENTWISE, "copy", 0.0, io_bytes(op)), specs
+    kh, kw = _pair(arg(op, base, "kernel_size", None), 1)
+    sh, sw = _pair(arg(op, base, "stride", None), 1)
+    taps = max(1.0, (kh / max(sh, 1)) * (kw / max(sw, 1)))
+    elems = out.numel
+    dur = max(elems * taps / prof.col2im_taps_per_ns, 1e9 * (tensor_bytes(x) + tensor_bytes(out)) / bw)
+    name = (f"void at::native::col2im_batched_kernel<{t}>(long, {t} const*, long, long, long, long, long, long, long, "
+            f"long, long, long, long, long, long, long, {t}*)")
+    blocks = max(1, -(-elems // 512))
+    return Cost(ELEMENTWISE, "copy", 0.0, io_bytes(op)), [KernelSpec(K.KIND_KERNEL, name, (blocks, 1, 1), (512, 1, 1),
+                                                                      32, 0, dur_ns=int(dur))]
+
+
 def handler_for(base: str):
     if base in GEMM_OPS:
         return gemm
@@ -1580,6 +1634,8 @@ def handler_for(base: str):
         return repeat_op
     if base == "topk":
         return topk
+    if base in ("im2col", "col2im"):
+        return fold_unfold
     if base in RNG_OPS:
         return rng_op
     if base == "sort":

@@ -68,6 +68,8 @@ class GpuProfile:
     attn_t0_bwd_ns: float
     attn_bias_fwd_elems_per_ns: float  # memory-efficient attention with an additive bias: bias elements per ns
     attn_bias_bwd_elems_per_ns: float  # ... its backward returning the bias gradient
+    im2col_tap_ns: float  # F.unfold's per-image kernel: one tap of a thread's window, per wave of blocks
+    col2im_taps_per_ns: float  # F.fold's batched kernel: column reads per ns
     attn_tile: int
     attn_tile_fp32: int  # the memory-efficient kernels' fp32 path
     family_own_gpu_margin: float  # cost/__init__.py _nearest_table

@@ -214,8 +214,8 @@ def io_bytes(op) -> int:
 # The argument names the cost model reads by name; their positions per aten op come from
 # data/aten_arg_positions.json (generated from torch's schemas by calibrate/schema_args.py,
 # so this package does not import torch).
-SCHEMA_ARGS = ("amsgrad", "approximate", "beta", "custom_mask_type", "dim", "dims", "is_causal", "normalized_shape", "num_weights",
-               "output_mask", "running_mean", "sorted", "train", "training", "transposed")
+SCHEMA_ARGS = ("amsgrad", "approximate", "beta", "custom_mask_type", "dim", "dims", "is_causal", "kernel_size",
+               "normalized_shape", "num_weights", "output_mask", "running_mean", "sorted", "stride", "train", "training", "transposed")
 
 
 @lru_cache(maxsize=1)
