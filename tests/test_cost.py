@@ -909,6 +909,29 @@ def test_unfold_launches_one_kernel_per_image_and_fold_one_batched_kernel():
     assert "col2im_batched_kernel<c10::BFloat16>" in fold.name and 800_000 < fold.duration_ns < 970_000
 
 
+def test_depthwise_convolutions_with_non_square_windows_take_cudnns_direct_kernels():
+    """Channels-last bf16 depthwise convolutions with a 1 x 5 / 5 x 1 window run cuDNN's direct
+    grouped kernels (GhostNetV2 on the H100: 207-208 us forward for [128, 72, 28, 28], its data
+    gradient 54.5 / 102.7 us by orientation, its weight gradient ~200 us); a 3 x 3 window keeps
+    the specialized kernels' price."""
+    from phantora_prof.cost import estimate
+
+    cl = (56448, 1, 2016, 72)
+    x, y = T((128, 72, 28, 28), "bfloat16", stride=cl), T((128, 72, 28, 28), "bfloat16", stride=cl)
+    row, col = T((72, 1, 1, 5), "bfloat16", stride=(5, 1, 5, 1)), T((72, 1, 5, 1), "bfloat16", stride=(5, 1, 1, 1))
+    (fwd,) = estimate(call("aten::cudnn_convolution", (x, row, (0, 2), (1, 1), (1, 1), 72, False, False, True), (y,)), "h100")
+    assert "conv2d_grouped_direct_kernel" in fwd.name and 180_000 < fwd.duration_ns < 240_000
+    bwd = {}
+    for name, w, pad in (("row", row, (0, 2)), ("col", col, (2, 0))):
+        bwd[name] = estimate(call("aten::convolution_backward", (y, x, w, None, (1, 1), pad, (1, 1), False, (0, 0), 72,
+                                                                  (True, True, False)), (x, w)), "h100")
+    assert [k.name[:18] for k in bwd["row"]] == ["dgrad2d_c1_k1_nhwc", "void cudnn::cnn::w"]
+    assert bwd["col"][0].duration_ns > 1.5 * bwd["row"][0].duration_ns  # k x 1 windows: the slower data gradient
+    sq = T((72, 1, 3, 3), "bfloat16", stride=(9, 1, 3, 1))
+    (fwd3,) = estimate(call("aten::cudnn_convolution", (x, sq, (1, 1), (1, 1), (1, 1), 72, False, False, True), (y,)), "h100")
+    assert "grouped_direct" not in fwd3.name and fwd3.duration_ns < 50_000
+
+
 def test_gather_and_scatter_launch_the_kernels_the_h200_ran():
     """ScatterGatherKernel.cu's kernels as the single-op probe recorded them on the H200
     (tools/holdout/real_h200/session24/): a gather moves opaque bytes, scatter_add adds in the

@@ -303,6 +303,9 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
     if parts is not None:  # an op a CUDA build runs as two (see _SPLITS)
         return [k for part in parts for k in _estimate(part, gpu, allow_tf32, use_table, use_measured, use_family,
                                                        source)]
+    direct = _ops.direct_depthwise(op, base, gpu, allow_tf32) if handler is _ops.convolution else None
+    if direct is not None:  # cuDNN's direct grouped kernels, which no family point ran
+        return materialize(*direct, 0.0, gpu, source="family")
     if handler is _ops.elementwise and tbl is not None and specs and specs[0].generic:
         specs = _table_names(op, base, tbl, specs, gpu)
     if use_family and handler is _ops.foreach and any(_multi_tensor([s]) for s in specs):

@@ -327,6 +327,61 @@ def convolution(op, base, gpu, allow_tf32):
     return cost, specs
 
 
+_DIRECT_FPROP = ("void cudnn::cnn::conv2d_grouped_direct_kernel<false, true, false, true, false, false, 0, 0, int, "
+                 "float, {t}, {t}, {t}, float, {t}>(cudnn::cnn::GroupedDirectFpropParams, {t} const*, {t} const*, {t}*, "
+                 "float, float, float const*, float const*, {t} const*, {t} const*, cudnnActivationStruct)")
+_DIRECT_WGRAD = ("void cudnn::cnn::wgrad2d_grouped_direct_kernel<false, true, int, {t}, float, float>"
+                 "(cudnn::cnn::WgradGroupedDirectParams, {t} const*, {t} const*, {t}*, float, float)")
+
+
+def direct_depthwise(op, base, gpu, allow_tf32):
+    """(cost, specs) of a half-precision channels-last depthwise convolution with a non-square
+    window (GhostNetV2's 1x5 / 5x1 DFC attention, InceptionNeXt's band kernels), or None for any
+    other convolution. cuDNN runs these with its direct grouped kernels, not the specialized NHWC
+    depthwise ones the square windows take: on the H100 (blind set 23's GhostNetV2 profile, twelve
+    shapes, [128, 72..960, 3..28, 3..28]) `conv2d_grouped_direct_kernel` made 33-36 outputs per ns
+    whatever the window, the data gradient `dgrad2d_c1_k1_nhwc` 112-133 inputs per ns for a 1 x k
+    window and 62-70 for k x 1, and the weight gradient `wgrad2d_grouped_direct_kernel` (or, for
+    some shapes, cuDNN's transform-and-GEMM path at about the same time) 28-36 outputs per ns
+    (profile dw_direct_*). Priced at those rates, where the family tables (square windows, the
+    specialized kernels) said 10-40x less; assumed the same on the H200 (approximate)."""
+    if base not in ("convolution", "_convolution", "cudnn_convolution", "convolution_backward"):
+        return None
+    a = op.args
+    bwd = base == "convolution_backward"
+    x, w = (a[1], a[2]) if bwd else (a[0], a[1])
+    if not (isinstance(x, TensorArg) and isinstance(w, TensorArg)) or len(x.shape) != 4 or len(w.shape) != 4:
+        return None
+    if x.dtype not in ("bfloat16", "float16") or bool(arg(op, base, "transposed", False)):
+        return None
+    c = x.shape[1]
+    if w.shape[1] != 1 or w.shape[0] != c or c < 2 or w.shape[2] == w.shape[3]:
+        return None
+    from phantora_prof.cost.memory_format import strides_like_channels_last
+    if not (strides_like_channels_last(x.shape, x.stride) or strides_like_channels_last(w.shape, w.stride)):
+        return None
+    prof = profile_for(gpu)
+    t = "__nv_bfloat16" if x.dtype == "bfloat16" else "__half"
+    out = a[0] if bwd else (_outs(op)[0] if _outs(op) else x)
+    n_out = out.numel
+    specs = []
+    if not bwd:
+        specs.append(KernelSpec(K.KIND_KERNEL, _DIRECT_FPROP.format(t=t), (max(1, -(-n_out // 1024)), 1, 1),
+                                (1024, 1, 1), 40, 0, dur_ns=int(n_out / prof.dw_direct_fprop_per_ns)))
+    else:
+        mask = arg(op, base, "output_mask", (True, True, True)) or (True, True, True)
+        if mask[0]:
+            rate = prof.dw_direct_dgrad_row_per_ns if w.shape[2] == 1 else prof.dw_direct_dgrad_col_per_ns
+            specs.append(KernelSpec(K.KIND_KERNEL, "dgrad2d_c1_k1_nhwc", (max(1, -(-c // 16)), max(1, x.shape[0]), 1),
+                                    (256, 1, 1), 32, 0, dur_ns=int(x.numel / rate)))
+        if len(mask) > 1 and mask[1]:
+            specs.append(KernelSpec(K.KIND_KERNEL, _DIRECT_WGRAD.format(t=t), (max(1, -(-c * w.shape[2] * w.shape[3] // 2)), 1, 1),
+                                    (256, 1, 1), 32, 0, dur_ns=int(n_out / prof.dw_direct_wgrad_per_ns)))
+        if not specs:
+            return None
+    return Cost(GEMM, "conv", 0.0, io_bytes(op)), specs
+
+
 def _nchw_transposes(op, base, x, w, names, gpu, specs) -> float:
     """cuDNN's half-precision convolution kernels are NHWC: on NCHW tensors it transposes the
     operands in (nchwToNhwc) and the result back (nhwcToNchw), per pass: fprop x, w -> y;

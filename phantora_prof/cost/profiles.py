@@ -70,6 +70,10 @@ class GpuProfile:
     attn_bias_bwd_elems_per_ns: float  # ... its backward returning the bias gradient
     im2col_tap_ns: float  # F.unfold's per-image kernel: one tap of a thread's window, per wave of blocks
     col2im_taps_per_ns: float  # F.fold's batched kernel: column reads per ns
+    dw_direct_fprop_per_ns: float  # cuDNN's direct grouped depthwise kernels (ops.direct_depthwise): outputs per ns
+    dw_direct_dgrad_row_per_ns: float  # ... their data gradient, 1 x k windows: inputs per ns
+    dw_direct_dgrad_col_per_ns: float  # ... k x 1 windows
+    dw_direct_wgrad_per_ns: float  # ... their weight gradient: output-gradient elements per ns
     attn_tile: int
     attn_tile_fp32: int  # the memory-efficient kernels' fp32 path
     family_own_gpu_margin: float  # cost/__init__.py _nearest_table
