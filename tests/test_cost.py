@@ -932,6 +932,27 @@ def test_depthwise_convolutions_with_non_square_windows_take_cudnns_direct_kerne
     assert "grouped_direct" not in fwd3.name and fwd3.duration_ns < 50_000
 
 
+def test_skinny_matmuls_over_many_rows_take_the_swept_cutlass_kernels():
+    """cuBLAS runs `[m, 4] @ [4, 4]` over millions of rows as CUTLASS's sm80 wmma kernels in
+    pieces of 2^20 rows (CaiT's talking heads on the H100: five launches, 483 us, where the GEMM
+    curves said one 79 us launch); the sweep's (n, k, layout) points price such calls from 2^16
+    rows on, and nothing else."""
+    from phantora_prof.cost import estimate
+
+    x = T((4917248, 4), "bfloat16")
+    for w, real_us in ((T((4, 4), "bfloat16"), 483.6), (T((4, 4), "bfloat16", stride=(1, 4)), 442.6)):
+        ks = estimate(call("aten::mm", (x, w), (T((4917248, 4), "bfloat16"),)), "h100")
+        assert len(ks) == 5 and all("cutlass_80_wmma_tensorop_bf16" in k.name for k in ks)
+        assert abs(sum(k.duration_ns for k in ks) / 1e3 - real_us) < 0.05 * real_us
+    between = estimate(call("aten::mm", (T((2_000_000, 4), "bfloat16"), T((4, 4), "bfloat16", stride=(1, 4))),
+                            (T((2_000_000, 4), "bfloat16"),)), "h100")
+    assert len(between) == 2 and 150_000 < sum(k.duration_ns for k in between) < 210_000  # between 1M and 3M rows
+    wide = estimate(call("aten::mm", (T((1048576, 128), "bfloat16"), T((128, 128), "bfloat16", stride=(1, 128))),
+                         (T((1048576, 128), "bfloat16"),)), "h100")
+    few = estimate(call("aten::mm", (T((4096, 4), "bfloat16"), T((4, 4), "bfloat16")), (T((4096, 4), "bfloat16"),)), "h100")
+    assert not any("cutlass_80" in k.name for k in wide + few)
+
+
 def test_gather_and_scatter_launch_the_kernels_the_h200_ran():
     """ScatterGatherKernel.cu's kernels as the single-op probe recorded them on the H200
     (tools/holdout/real_h200/session24/): a gather moves opaque bytes, scatter_add adds in the

@@ -40,6 +40,7 @@ CHECKED = {
     "hosts/h200.json": "test_host_model_and_profiles_say_where_they_come_from",
     "hosts/h200-2026-12-01.json": "test_host_model_and_profiles_say_where_they_come_from",
     "triton_h200.json": "test_triton_curve_is_the_fit_of_its_sweep",
+    "skinny_gemm_h100.json": "test_skinny_gemm_table_is_its_sweep",
     "grouped_mm_h200.json": "test_grouped_mm_kernels_are_the_traces",
     "h200_split_k.json.gz": "test_split_k_sweep_is_its_generators_grid",
     "split_k_observed.json": "test_observed_split_k_is_the_kept_profiles",  # + the slow H200 rebuild
@@ -63,6 +64,16 @@ def test_grouped_mm_kernels_are_the_traces():
     fresh = grouped_mm.table_from_trace(HOLDOUT / "session20" / "moe" / "moe_e8k2.pt.trace.json.gz")
     assert json.loads((DATA / "grouped_mm_h200.json").read_text()) == fresh, \
         "stale: rerun `python -m phantora_prof.calibrate.grouped_mm` (tools/holdout/real_h200/session20/README.md)"
+
+
+def test_skinny_gemm_table_is_its_sweep():
+    """cost/data/skinny_gemm_h100.json is what `python -m phantora_prof.calibrate.skinny_gemm` makes of
+    the session-56 H100 sweep (tools/holdout/skinny_gemm_sweep.py)."""
+    from phantora_prof.calibrate import skinny_gemm
+
+    fresh = skinny_gemm.table_from_sweep(json.loads((HOLDOUT / "session56" / "skinny_gemm_h100.json").read_text()))
+    assert json.loads((DATA / "skinny_gemm_h100.json").read_text()) == fresh, \
+        "stale: rerun `python -m phantora_prof.calibrate.skinny_gemm tools/holdout/real_h200/session56/skinny_gemm_h100.json`"
 
 
 def test_triton_curve_is_the_fit_of_its_sweep():

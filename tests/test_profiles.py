@@ -34,6 +34,7 @@ NOT_GPU_CONSTANTS = {
     "phantora_prof/cost/kernels.py": {"CHUNK", "MAX_TENSORS", "MAX_BLOCKS", "MULTI_TENSOR_ELEMS_PER_ITER", "_ITEMSIZE", "_ALL_TYPES_CASE", "_WHERE_CASE", "_CLAMP_CASE"},  # ATen facts
     "phantora_prof/cost/measured.py": {"ROW_EXTRAPOLATE", "GEMM_K", "GEMM_POWER", "ATTN_K", "ATTN_POWER",
                                        "MISMATCH_PENALTY"},
+    "phantora_prof/cost/skinny_gemm.py": {"PIECE_ROWS"},  # cuBLAS's piece of m (the sweep's launch counts)
     "phantora_prof/cost/ops.py": {"RNN_GATES",  # cuDNN's gates per RNN mode
                                   "_ATTN_BIAS"},  # argument positions
     "phantora_prof/cost/roofline.py": {"CHANNEL_ALIGNMENT",  # the tensor cores' channel multiple

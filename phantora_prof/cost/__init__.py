@@ -74,6 +74,7 @@ from phantora_prof.cost import kernels as _K
 from phantora_prof.cost import measured as _M
 from phantora_prof.cost import ops as _ops
 from phantora_prof.cost import roofline as _R
+from phantora_prof.cost import skinny_gemm as _skinny
 from phantora_prof.cost.gpus import GPUS, DEFAULT_GPU, GpuSpec, get_gpu
 from phantora_prof.cost.kernels import Kernel, KernelSpec, table
 from phantora_prof.cost.memory_format import dense_in as _dense_in, dense_strides as _dense_strides
@@ -295,6 +296,9 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
         res = _from_table(op, base, gpu, allow_tf32, tbl, cost)
         if res is not None:
             return res
+    skinny = _skinny.estimate(op, base, gpu) if handler is _ops.gemm else None
+    if skinny is not None:  # a matmul over many rows with a tiny inner or output dim (cost/skinny_gemm.py)
+        return skinny
     column_sum = _as_column_sum(op, base)
     if column_sum is not None:  # not in the exact table: priced as the 2-D column sum it runs
         return _estimate(column_sum, gpu, allow_tf32, use_table, use_measured, use_family, source)

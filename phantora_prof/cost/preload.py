@@ -26,7 +26,8 @@ _TABLE_GPU = DEFAULT_GPU
 
 def preload(gpu_key: str = DEFAULT_GPU) -> None:
     """Load every shipped table a rank's CostModel for `gpu_key` consults."""
-    from phantora_prof.cost import errorband, families, kernels, measured, ops, profiles, roofline, split_k, triton
+    from phantora_prof.cost import (errorband, families, kernels, measured, ops, profiles, roofline, skinny_gemm,
+                                    split_k, triton)
 
     gpu = get_gpu(gpu_key)
     profiles.load_profile(gpu.key)
@@ -41,6 +42,7 @@ def preload(gpu_key: str = DEFAULT_GPU) -> None:
     split_k._observed()
     roofline._arg_positions()
     ops._grouped_mm_names()
+    skinny_gemm._points()
     errorband.source_sigmas()
 
 
