@@ -1332,12 +1332,34 @@ def copy_op(op, base, gpu, allow_tf32):
         eff = "copy"
     elif "unrolled" in spec.name:
         eff = "unrolled_copy"
-    elif transposing_copy(src, dst):
+    elif transposing_copy(src, dst) and _short_rows_read_amplification(src, dst) is None:
         eff = "transpose"
     else:
         eff = "strided"
-    nbytes = tensor_bytes(src) + tensor_bytes(dst)
+    amp = _short_rows_read_amplification(src, dst) or 1.0
+    nbytes = tensor_bytes(src) * amp + tensor_bytes(dst)
     return Cost(COPY, eff, 0.0, nbytes), _split([spec], [src, dst])
+
+
+def _short_rows_read_amplification(src: TensorArg, dst: TensorArg) -> float | None:
+    """A transposing copy whose output rows are short (under one 32-byte sector: a few heads)
+    and whose next output dim is the input's unit-stride one: a warp's 32 consecutive outputs
+    read 32 / row elements from each of `row` input rows, so each input sector is half or wholly
+    used, not one element of it. Such a copy runs as a strided elementwise copy with its reads
+    amplified by 32 bytes over that run (CaiT's talking heads, [128, 196, 196, 4] bf16 from
+    [B, H, N, N]: 53 us on the H100, a 2x read amplification, where the transposes' efficiency,
+    fitted on ConvNeXt's NHWC <-> NCHW copies, said 132). None for any other copy."""
+    if src.shape != dst.shape or len(dst.shape) < 2:
+        return None
+    order = dense_order(dst)
+    if not order or len(order) < 2:
+        return None
+    inner, nxt = order[-1], order[-2]
+    row = dst.shape[inner]
+    if row < 2 or row * dst.itemsize >= 32 or src.stride[nxt] != 1 or src.stride[inner] == 1:
+        return None
+    run = max(1, 32 // row) * src.itemsize  # bytes of one input row a warp reads together
+    return 32.0 / min(32, run)
 
 
 def topk(op, base, gpu, allow_tf32):
