@@ -15,6 +15,7 @@ from pathlib import Path
 from phantora_prof.cost import kernels as K
 from phantora_prof.cost import split_k
 from phantora_prof.cost.kernels import KernelSpec
+from phantora_prof.cost.memory_format import strides_like_channels_last
 from phantora_prof.cost.profiles import profile_for
 from phantora_prof.cost.roofline import (
     ATTENTION, CHANNEL_ALIGNMENT, COPY, ELEMENTWISE, GEMM, INDEX, MEMSET, NORM, OPTIMIZER, REDUCTION, Cost,
@@ -357,7 +358,6 @@ def direct_depthwise(op, base, gpu, allow_tf32):
     c = x.shape[1]
     if w.shape[1] != 1 or w.shape[0] != c or c < 2 or w.shape[2] == w.shape[3]:
         return None
-    from phantora_prof.cost.memory_format import strides_like_channels_last
     if not (strides_like_channels_last(x.shape, x.stride) or strides_like_channels_last(w.shape, w.stride)):
         return None
     prof = profile_for(gpu)
