@@ -40,6 +40,7 @@ from phantora_prof.cost.triton import triton_kernel
 from phantora_prof.protocol import TensorArg
 from phantora_prof.runtime.compile import hop_calls
 from phantora_prof.runtime.compile.plan import AllocStep, BufferLayout, CompiledGraphPlan, ExternStep, Ref, TritonStep
+from phantora_prof.runtime.device import op_allocations
 from phantora_prof.runtime.dispatch.capture import _matmul_tf32, _to_arg
 from phantora_prof.runtime.host import pyhost
 
@@ -168,6 +169,7 @@ class PlanRunner:
                 touts = tuple(self._arg(Ref(n), env, device) for n in step.outputs if n in env)
                 self.mode.record_compiled_call(step.op, targs, tkwargs, touts, None, None, device,
                                                dispatch_adjust_ns=hostcost.COMPILED_EXTERN_ADJUST_NS)
+                op_allocations.note_compiled_extern(step.op, targs, tkwargs, device)
             elif not isinstance(step, AllocStep):  # pragma: no cover - plans hold only these
                 raise TypeError(f"unknown plan step {step!r}")
             clock.advance(after_ns)

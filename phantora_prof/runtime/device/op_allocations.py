@@ -192,6 +192,28 @@ def _free(m: Any, blocks: list) -> None:
         m.free(b)
 
 
+def _through_cublaslt(name: str, args: tuple, kwargs: dict) -> bool:
+    """Whether a GEMM goes through cuBLASLt (its own workspace): an addmm with a 1-D bias and
+    beta 1, a scaled (fp8) mm. `args` hold tensors or TensorArgs."""
+    if name in ("aten::addmm", "aten::_addmm_activation"):
+        bias = args[0] if args else None
+        beta = kwargs.get("beta", args[3] if len(args) > 3 else 1)
+        return len(getattr(bias, "shape", ())) == 1 and beta == 1
+    return name == "aten::_scaled_mm"
+
+
+def note_compiled_extern(name: str, args: tuple, kwargs: dict, device: int = 0) -> None:
+    """A compiled graph's extern call (Inductor's `extern_kernels.mm / addmm / bmm(..., out=)`,
+    runtime/compile/runner.py): a GEMM takes the cuBLAS / cuBLASLt workspaces of its (thread,
+    stream) on first use, as an eager one does. The compiled two-block MLP of
+    tests/scripts/compiled.py on an H100 (session 56, a memory snapshot) held 32 MiB + 1 MiB from
+    its forward graph's first addmm and 32 MiB from its backward graph's first mm (autograd's
+    thread), which the simulation left out: its steady peak was 189 MB against 257 MB."""
+    m = _models.get(device)
+    if m is not None and name in GEMM_OPS:
+        m.gemm(lt=_through_cublaslt(name, args, kwargs))
+
+
 def note_op(name: str, args: tuple, kwargs: dict, out: Any, device: int = 0) -> None:
     """Allocations an op makes besides its outputs, after the outputs were allocated: cuBLAS and
     cuBLASLt workspaces on the first GEMM of a (thread, stream), cuDNN attention workspaces, and
@@ -200,17 +222,10 @@ def note_op(name: str, args: tuple, kwargs: dict, out: Any, device: int = 0) -> 
     if m is None:
         return
     if name in GEMM_OPS:
-        lt = False
-        if name in ("aten::addmm", "aten::_addmm_activation"):
-            bias = args[0] if args else None
-            beta = kwargs.get("beta", args[3] if len(args) > 3 else 1)
-            lt = getattr(bias, "dim", lambda: 0)() == 1 and beta == 1
-        elif name == "aten::_scaled_mm":
-            lt = True
         # operands cuBLAS cannot take as they are: a contiguous clone, alive during the GEMM
         # (after the output, around the handle's first workspace; H200 memory trace, session 20)
         clones = _clones(m, name, args)
-        m.gemm(lt=lt)
+        m.gemm(lt=_through_cublaslt(name, args, kwargs))
         _free(m, clones)
     elif name in CLONING_OPS:
         # a layer norm's non-contiguous input, a convolution's operand in another memory format:
