@@ -132,13 +132,19 @@ def estimate(op: OpCall, gpu: GpuSpec | str | None = None, *, allow_tf32: bool =
     key, hit = cache_lookup(_CACHE, op, (gkey, allow_tf32, use_table, use_measured, use_family))
     if hit is not None:
         return list(hit)
-    res = tuple(with_attention_bias(op, _estimate(op, spec, allow_tf32, use_table, use_measured, use_family, None),
-                                     spec))
+    res = tuple(estimate_uncached(op, spec, allow_tf32, use_table, use_measured, use_family, None))
     cache_store(_CACHE, key, res)
     return list(res)
 
 
-def with_attention_bias(op: OpCall, kernels: list[Kernel], gpu: GpuSpec) -> list[Kernel]:
+def estimate_uncached(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool, use_measured: bool,
+                      use_family: bool, source=None) -> list[Kernel]:
+    """An op's kernels from the sources in order (`_estimate`), then what an attention bias adds
+    to them; `estimate` and CostModel.estimate cache around it."""
+    return _with_attention_bias(op, _estimate(op, gpu, allow_tf32, use_table, use_measured, use_family, source), gpu)
+
+
+def _with_attention_bias(op: OpCall, kernels: list[Kernel], gpu: GpuSpec) -> list[Kernel]:
     """`kernels` with what an attention bias adds (ops.attention_bias_ns) on the longest one:
     every source of attention times (table, family, sweep) was measured without a bias."""
     extra = _ops.attention_bias_ns(op, _R.split_name(op.name)[1], gpu) if kernels else 0.0
@@ -307,7 +313,7 @@ def _estimate(op: OpCall, gpu: GpuSpec, allow_tf32: bool, use_table: bool,
     if parts is not None:  # an op a CUDA build runs as two (see _SPLITS)
         return [k for part in parts for k in _estimate(part, gpu, allow_tf32, use_table, use_measured, use_family,
                                                        source)]
-    direct = _ops.direct_depthwise(op, base, gpu, allow_tf32) if handler is _ops.convolution else None
+    direct = _ops.direct_depthwise(op, base, gpu) if handler is _ops.convolution else None
     if direct is not None:  # cuDNN's direct grouped kernels, which no family point ran
         return materialize(*direct, 0.0, gpu, source="family")
     if handler is _ops.elementwise and tbl is not None and specs and specs[0].generic:

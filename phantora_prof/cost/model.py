@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from phantora_prof.cost import _estimate, cache_lookup, cache_store, materialize, with_attention_bias
+from phantora_prof.cost import cache_lookup, cache_store, estimate_uncached, materialize
 from phantora_prof.cost.gpus import GpuSpec, get_gpu
 from phantora_prof.cost.kernels import KIND_KERNEL, Kernel
 from phantora_prof.cost.profiles import profile_for
@@ -72,8 +72,8 @@ class CostModel:
         key, hit = cache_lookup(self._cache, op, (allow_tf32,))
         if hit is not None:
             return hit
-        res = tuple(with_attention_bias(op, _estimate(op, self.gpu, allow_tf32, self.use_table, self.use_measured,
-                                                      self.use_family, self.source), self.gpu))
+        res = tuple(estimate_uncached(op, self.gpu, allow_tf32, self.use_table, self.use_measured, self.use_family,
+                                      self.source))
         cache_store(self._cache, key, res)
         return res
 

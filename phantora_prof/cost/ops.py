@@ -335,7 +335,7 @@ _DIRECT_WGRAD = ("void cudnn::cnn::wgrad2d_grouped_direct_kernel<false, true, in
                  "(cudnn::cnn::WgradGroupedDirectParams, {t} const*, {t} const*, {t}*, float, float)")
 
 
-def direct_depthwise(op, base, gpu, allow_tf32):
+def direct_depthwise(op, base, gpu):
     """(cost, specs) of a half-precision channels-last depthwise convolution with a non-square
     window (GhostNetV2's 1x5 / 5x1 DFC attention, InceptionNeXt's band kernels), or None for any
     other convolution. cuDNN runs these with its direct grouped kernels, not the specialized NHWC
@@ -362,7 +362,8 @@ def direct_depthwise(op, base, gpu, allow_tf32):
         return None
     prof = profile_for(gpu)
     t = "__nv_bfloat16" if x.dtype == "bfloat16" else "__half"
-    out = a[0] if bwd else (_outs(op)[0] if _outs(op) else x)
+    outs = _outs(op)
+    out = a[0] if bwd else (outs[0] if outs else x)
     n_out = out.numel
     specs = []
     if not bwd:
@@ -1328,16 +1329,16 @@ def copy_op(op, base, gpu, allow_tf32):
                                                          api=K.API_MEMCPY, dur_ns=-1)]
     contiguous = is_contiguous(src) and is_contiguous(dst) and src.shape == dst.shape
     spec = K.copy_kernel(src.dtype, dst.dtype, numel, contiguous)
+    amp = _short_rows_read_amplification(src, dst)
     if "vectorized" in spec.name:
         eff = "copy"
     elif "unrolled" in spec.name:
         eff = "unrolled_copy"
-    elif transposing_copy(src, dst) and _short_rows_read_amplification(src, dst) is None:
+    elif transposing_copy(src, dst) and amp is None:
         eff = "transpose"
     else:
         eff = "strided"
-    amp = _short_rows_read_amplification(src, dst) or 1.0
-    nbytes = tensor_bytes(src) * amp + tensor_bytes(dst)
+    nbytes = tensor_bytes(src) * (amp or 1.0) + tensor_bytes(dst)
     return Cost(COPY, eff, 0.0, nbytes), _split([spec], [src, dst])
 
 
@@ -1631,8 +1632,8 @@ def fold_unfold(op, base, gpu, allow_tf32):
     batched = len(x.shape) == (4 if base == "im2col" else 3)
     n = x.shape[0] if batched else 1
     bw = hbm_bw(gpu) * eff_for("copy", gpu).mem
+    kh, kw = _pair(arg(op, base, "kernel_size", None), 1)
     if base == "im2col":
-        kh, kw = _pair(arg(op, base, "kernel_size", None), 1)
         c = x.shape[-3]
         ncol = out.shape[-1] if out.shape else 1
         threads = c * ncol
@@ -1644,7 +1645,6 @@ def fold_unfold(op, base, gpu, allow_tf32):
                 f"long, long, long, long, long, long, {t}*)")
         specs = [KernelSpec(K.KIND_KERNEL, name, (blocks, 1, 1), (1024, 1, 1), 44, 0, dur_ns=int(dur)) for _ in range(n)]
         return Cost(ELEMENTWISE, "copy", 0.0, io_bytes(op)), specs
-    kh, kw = _pair(arg(op, base, "kernel_size", None), 1)
     sh, sw = _pair(arg(op, base, "stride", None), 1)
     taps = max(1.0, (kh / max(sh, 1)) * (kw / max(sw, 1)))
     elems = out.numel
