@@ -4,32 +4,20 @@ Session 56 priced a bias per score from CoAtNet's profile (head dim 32, 49-196 t
 255 bias elements per ns forward, 94 with its gradient). Whether that rate holds where the kernel
 has more work per score (head dim 64, 1,024 tokens, a causal mask materialised as a float bias, as
 transformers 5.17 passes it under torch.compile) was not measured. This times both, forward and
-backward, under `sdpa_kernel(EFFICIENT_ATTENTION)`, with CUDA events (median of 20 after 3 warm-ups).
+backward, under `sdpa_kernel(EFFICIENT_ATTENTION)`, with CUDA events (cuda_timing.median_us: median of 20
+after 3 warm-ups).
 
     python tools/holdout/attn_bias_probe.py
 """
 from __future__ import annotations
 
 import json
-import statistics
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-
-def timed(fn, reps: int = 20) -> float:
-    for _ in range(3):
-        fn()
-    out = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        out.append(a.elapsed_time(b) * 1e3)
-    return round(statistics.median(out), 1)
+from cuda_timing import median_us
 
 
 def main() -> None:
@@ -39,11 +27,11 @@ def main() -> None:
         row = {"shape": [b, h, s, d], "bias_grad": bias_grad}
         with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
             for name, mask in (("plain", None), ("bias", table.expand(b, h, s, s))):
-                row[f"{name}_fwd_us"] = timed(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+                row[f"{name}_fwd_us"] = round(median_us(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask)), 1)
                 out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
                 g = torch.randn_like(out)
-                row[f"{name}_fwd_bwd_us"] = timed(lambda: torch.autograd.grad(
-                    F.scaled_dot_product_attention(q, k, v, attn_mask=mask), (q, k, v), g))
+                row[f"{name}_fwd_bwd_us"] = round(median_us(lambda: torch.autograd.grad(
+                    F.scaled_dot_product_attention(q, k, v, attn_mask=mask), (q, k, v), g)), 1)
         print(json.dumps(row), flush=True)
 
 

@@ -14,27 +14,14 @@ profiled call launched (name, count, total us).
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 
 import torch
 
+from cuda_timing import median_us
+
 MS = (1 << 16, 1 << 18, 1 << 20, 3 << 20, 4917248)
 NK = ((4, 4), (8, 8), (16, 16), (32, 32), (4, 64), (64, 4), (2, 512), (512, 2), (24, 512), (8, 256))
-
-
-def timed(fn, reps: int = 20) -> float:
-    for _ in range(3):
-        fn()
-    out = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        out.append(a.elapsed_time(b) * 1e3)
-    return statistics.median(out)
 
 
 def kernels(fn) -> list:
@@ -60,7 +47,7 @@ def main() -> int:
                 w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16).t() if layout == "tn" else \
                     torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
                 fn = lambda: torch.mm(x, w)  # noqa: E731
-                rows.append({"m": m, "n": n, "k": k, "layout": layout, "us": round(timed(fn), 2), "kernels": kernels(fn)})
+                rows.append({"m": m, "n": n, "k": k, "layout": layout, "us": round(median_us(fn), 2), "kernels": kernels(fn)})
                 print(json.dumps(rows[-1])[:200], flush=True)
             del x
     json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows},
